@@ -1,0 +1,35 @@
+# actledger — run `make help` for the targets.
+SHELL := /bin/bash
+GO    ?= go
+BIN   := bin
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-8s %s\n", $$1, $$2}'
+
+.PHONY: build
+build: ## build bin/actledger and bin/mocksupplier
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+.PHONY: run
+run: build ## run the whole pipeline, zero config: embedded JetStream, local Postgres, demo supplier
+	@demo/run.sh
+
+.PHONY: test
+test: ## vet, then every test against the real Postgres and NATS, then short fuzz runs (CI runs this)
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout 9m ./...
+	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 5s ./api
+	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 5s ./webhook
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2026.2.2 ./...
+
+.PHONY: clean
+clean: ## remove binaries and local demo data (./data)
+	rm -rf $(BIN) data

@@ -1,0 +1,115 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+)
+
+type createApprovalRequest struct {
+	Action        string          `json:"action"`
+	Params        json.RawMessage `json:"params"`
+	ExpiresAt     *string         `json:"expires_at"`
+	TTLSeconds    *int64          `json:"ttl_seconds"`
+	PolicyVersion string          `json:"policy_version"`
+	MaxUses       *int            `json:"max_uses"`
+}
+
+// createApproval is POST /v1/approvals.
+func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req createApprovalRequest
+	if err := decodeJSON(body, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	expires, err := req.validate(s.cfg.Ledger.Now())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if _, ok := s.cfg.Actions[req.Action]; !ok {
+		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
+		return
+	}
+	maxUses := 1
+	if req.MaxUses != nil {
+		maxUses = *req.MaxUses
+	}
+	a, err := s.cfg.Ledger.CreateApproval(r.Context(), ledger.NewApproval{
+		TenantID: p.TenantID, ApproverTokenID: p.TokenID, Action: req.Action, Params: req.Params,
+		PolicyVersion: req.PolicyVersion, ExpiresAt: expires, MaxUses: maxUses,
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(r.Context(), "approval granted", "approval_id", a.ID, "tenant", p.Tenant, "action", a.Action, "approver", p.Name)
+	writeJSON(w, http.StatusCreated, viewApproval(a))
+}
+
+func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
+	if req.Action == "" {
+		return time.Time{}, fieldError("action", "is required")
+	}
+	if len(req.Params) == 0 || req.Params[0] != '{' {
+		return time.Time{}, fieldError("params", "must be a JSON object")
+	}
+	if req.PolicyVersion == "" {
+		return time.Time{}, fieldError("policy_version", "is required")
+	}
+	if req.MaxUses != nil && *req.MaxUses < 1 {
+		return time.Time{}, fieldError("max_uses", "must be at least 1")
+	}
+	var expires time.Time
+	switch {
+	case req.ExpiresAt != nil && req.TTLSeconds != nil:
+		return time.Time{}, fieldError("expires_at", "give expires_at or ttl_seconds, not both")
+	case req.ExpiresAt != nil:
+		t, err := time.Parse(time.RFC3339, *req.ExpiresAt)
+		if err != nil {
+			return time.Time{}, fieldError("expires_at", "must be an RFC 3339 time")
+		}
+		expires = t
+	case req.TTLSeconds != nil:
+		if *req.TTLSeconds < 1 {
+			return time.Time{}, fieldError("ttl_seconds", "must be at least 1")
+		}
+		expires = now.Add(time.Duration(*req.TTLSeconds) * time.Second)
+	default:
+		return time.Time{}, fieldError("expires_at", "expires_at or ttl_seconds is required")
+	}
+	if !expires.After(now) {
+		return time.Time{}, fieldError("expires_at", "must be in the future")
+	}
+	return expires.UTC(), nil
+}
+
+// revokeApproval is POST /v1/approvals/{id}/revoke.
+func (s *Server) revokeApproval(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	a, held, err := s.cfg.Ledger.RevokeApproval(r.Context(), p.TenantID, id, p.Actor())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ids := make([]uuid.UUID, len(held))
+	for i, op := range held {
+		ids[i] = op.ID
+	}
+	s.log.InfoContext(r.Context(), "approval revoked", "approval_id", a.ID, "tenant", p.Tenant, "held", len(ids))
+	writeJSON(w, http.StatusOK, map[string]any{"approval": viewApproval(a), "held_operations": ids})
+}

@@ -1,0 +1,48 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeOperationRequest feeds arbitrary bodies to the operation
+// request decoder: it must never panic, and every refusal must be a 400
+// with a code and a message (never a 500).
+func FuzzDecodeOperationRequest(f *testing.F) {
+	for _, seed := range []string{
+		`{"action":"supplier.create_order","key":"po-1","params":{"sku":"A-1"},"approval_id":"0193a7a0-0000-7000-8000-000000000000"}`,
+		`{"action":`,
+		`[1,2]`,
+		``,
+		`null`,
+		`{"action":"a","params":{},"approval_id":"x","priority":1}`,
+		`{"action":7}`,
+		`{"action":"a","key":"","params":{},"approval_id":"0193a7a0-0000-7000-8000-000000000000"}`,
+		`{"action":"a","params":[1],"approval_id":"0193a7a0-0000-7000-8000-000000000000"}`,
+		`{"action":"a","params":{}}{"x":1}`,
+		"{\"action\":\"\xff\xfe\"}",
+		`{"action":"a","params":{"n":1e999},"approval_id":"0193a7a0-0000-7000-8000-000000000000"}`,
+		`{"action":"a","params":{"k":"` + strings.Repeat("x", 4096) + `"}}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req createOperationRequest
+		err := decodeJSON(body, &req)
+		if err == nil {
+			_, err = req.validate()
+		}
+		if err == nil {
+			return
+		}
+		var apiErr *Error
+		if !errors.As(err, &apiErr) {
+			t.Fatalf("error %v is not an API error", err)
+		}
+		if apiErr.Status != http.StatusBadRequest || apiErr.Code == "" || apiErr.Message == "" {
+			t.Fatalf("refusal %+v is not a 400 with code and message", apiErr)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+)
+
+// Error is an API error with its HTTP status and machine-readable code.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+func errorf(status int, code, message string) *Error {
+	return &Error{Status: status, Code: code, Message: message}
+}
+
+// Errors the handlers return directly.
+var (
+	errUnauthenticated = errorf(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
+	errNotFound        = errorf(http.StatusNotFound, "not_found", "no such object")
+	errUnavailable     = errorf(http.StatusServiceUnavailable, "unavailable", "a backing service is unavailable; retry later, nothing was changed")
+	errInternal        = errorf(http.StatusInternalServerError, "internal", "internal error; nothing was changed")
+)
+
+func errForbiddenRole(need ...string) *Error {
+	msg := "this token's role may not do this; it needs role "
+	for i, r := range need {
+		if i > 0 {
+			msg += " or "
+		}
+		msg += r
+	}
+	return errorf(http.StatusForbidden, "forbidden", msg)
+}
+
+// toAPIError is the one place where errors become statuses and codes.
+func toAPIError(err error) *Error {
+	var apiErr *Error
+	var approvalErr *ledger.ApprovalError
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &approvalErr):
+		return errorf(http.StatusForbidden, string(approvalErr.Code), approvalErr.Reason)
+	case errors.As(err, &maxBytes):
+		return errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the size limit")
+	case errors.Is(err, ledger.ErrNotFound):
+		return errNotFound
+	case errors.Is(err, ledger.ErrKeyConflict):
+		return errorf(http.StatusConflict, "key_reused_with_different_params",
+			"this key was already used for this action with different params; nothing was sent")
+	case errors.Is(err, ledger.ErrInvalidParams):
+		return errorf(http.StatusBadRequest, "invalid_field", "params: "+err.Error())
+	case errors.Is(err, auth.ErrUnauthenticated):
+		return errUnauthenticated
+	case isUnavailable(err):
+		return errUnavailable
+	default:
+		return errInternal
+	}
+}
+
+// isUnavailable reports whether err means a backing service (Postgres, NATS)
+// could not be reached or gave up, rather than a bug.
+func isUnavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		// A connection lost mid-request: the outcome of a write is unknown
+		// to this request, and a retry with the same key replays it.
+		return true
+	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err):
+		return true
+	case errors.As(err, &pgErr):
+		// 08: connection exception; 53: insufficient resources;
+		// 57P0x: the server is shutting down or restarting.
+		c := pgErr.Code
+		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03"
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// writeError answers with err mapped to its status and code; unexpected
+// errors are logged, and the client sees no internals.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	e := toAPIError(err)
+	if e.Status >= 500 {
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
+	}
+	writeJSON(w, e.Status, map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+}

@@ -1,0 +1,141 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+)
+
+// maxKeyLength bounds a caller's business key.
+const maxKeyLength = 256
+
+type createOperationRequest struct {
+	Action     string          `json:"action"`
+	Key        *string         `json:"key"`
+	Params     json.RawMessage `json:"params"`
+	ApprovalID string          `json:"approval_id"`
+}
+
+// createOperation is POST /v1/operations. Checks after auth run in the
+// contract's order: size (413), JSON (400), action known (422), existing
+// key (200 replay / 409 conflict), approval (403).
+func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req createOperationRequest
+	if err := decodeJSON(body, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	approvalID, err := req.validate()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	provider, ok := s.cfg.Actions[req.Action]
+	if !ok {
+		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
+		return
+	}
+	key := ""
+	if req.Key != nil {
+		key = *req.Key
+	}
+	op, replayed, err := s.cfg.Ledger.Enqueue(r.Context(), ledger.EnqueueRequest{
+		TenantID: p.TenantID, TokenID: p.TokenID, Action: req.Action, Key: key,
+		Provider: provider, Params: req.Params, ApprovalID: approvalID,
+	}, s.cfg.DispatchSubject(provider))
+	if err != nil {
+		var approvalErr *ledger.ApprovalError
+		if errors.As(err, &approvalErr) || errors.Is(err, ledger.ErrKeyConflict) {
+			s.log.InfoContext(r.Context(), "operation refused", "tenant", p.Tenant, "action", req.Action, "key", key, "reason", err.Error())
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeJSON(w, http.StatusOK, viewOperation(op))
+		return
+	}
+	s.log.InfoContext(r.Context(), "operation queued", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "key", op.Key)
+	w.Header().Set("Location", "/v1/operations/"+op.ID.String())
+	writeJSON(w, http.StatusCreated, viewOperation(op))
+}
+
+func (req createOperationRequest) validate() (uuid.UUID, error) {
+	if req.Action == "" {
+		return uuid.Nil, fieldError("action", "is required")
+	}
+	if req.Key != nil && (*req.Key == "" || len(*req.Key) > maxKeyLength) {
+		return uuid.Nil, fieldError("key", "must be 1 to 256 characters when given")
+	}
+	if len(req.Params) == 0 || req.Params[0] != '{' {
+		return uuid.Nil, fieldError("params", "must be a JSON object")
+	}
+	if req.ApprovalID == "" {
+		return uuid.Nil, fieldError("approval_id", "is required")
+	}
+	id, err := uuid.Parse(req.ApprovalID)
+	if err != nil {
+		return uuid.Nil, fieldError("approval_id", "must be a UUID")
+	}
+	return id, nil
+}
+
+// getOperation is GET /v1/operations/{id}.
+func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	op, err := s.cfg.Ledger.Get(r.Context(), p.TenantID, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOperation(op))
+}
+
+// findOperation is GET /v1/operations?action=A&key=K.
+func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	action, key := r.URL.Query().Get("action"), r.URL.Query().Get("key")
+	if action == "" || key == "" {
+		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_query", "both action and key query parameters are required"))
+		return
+	}
+	op, err := s.cfg.Ledger.GetByKey(r.Context(), p.TenantID, action, key)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOperation(op))
+}
+
+// operationEvents is GET /v1/operations/{id}/events.
+func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	events, err := s.cfg.Ledger.Events(r.Context(), p.TenantID, id)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	views := make([]eventView, len(events))
+	for i, e := range events {
+		views[i] = viewEvent(e)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": views})
+}

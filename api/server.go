@@ -1,0 +1,145 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+)
+
+// Config configures a Server. Zero values mean the documented defaults.
+type Config struct {
+	// Ledger and Tokens are required.
+	Ledger *ledger.Store
+	Tokens *auth.Tokens
+	// Actions maps each known action to its provider; an action not in it
+	// answers 422.
+	Actions map[string]string
+	// DispatchSubject returns the outbox subject for an operation of
+	// provider. Required.
+	DispatchSubject func(provider string) string
+	// Ready reports whether the backing services answer; /readyz uses it.
+	// Nil means always ready.
+	Ready func(ctx context.Context) error
+	// Metrics serves /metrics; nil serves nothing there.
+	Metrics http.Handler
+	// MaxBody is the request body limit. Default DefaultMaxBody (1 MiB).
+	MaxBody int64
+	// RequestTimeout bounds the work of one request, so an outage answers
+	// 503 instead of hanging. Default 10s.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Server is the HTTP API. It is an http.Handler.
+type Server struct {
+	cfg Config
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// New returns a Server; it panics if a required field is missing, since
+// that is a wiring bug.
+func New(cfg Config) *Server {
+	if cfg.Ledger == nil || cfg.Tokens == nil || cfg.DispatchSubject == nil {
+		panic("api: Config needs Ledger, Tokens and DispatchSubject")
+	}
+	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 10*time.Second)
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	if s.cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", s.cfg.Metrics)
+	}
+	s.mux.Handle("POST /v1/approvals", s.authed(s.createApproval, auth.RoleApprover))
+	s.mux.Handle("POST /v1/approvals/{id}/revoke", s.authed(s.revokeApproval, auth.RoleApprover))
+	s.mux.Handle("POST /v1/operations", s.authed(s.createOperation, auth.RoleAgent))
+	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/operations/{id}", s.authed(s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint"))
+	})
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mux.ServeHTTP(w, r)
+}
+
+// authedHandler is a handler that runs with an authenticated principal.
+type authedHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal)
+
+// authed checks the bearer token (401) and the role (403) before h runs:
+// the contract's first two checks, in that order.
+func (s *Server) authed(h authedHandler, roles ...auth.Role) http.Handler {
+	names := make([]string, len(roles))
+	for i, r := range roles {
+		names[i] = string(r)
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		secret, ok := bearer(r)
+		if !ok {
+			s.writeError(w, r, errUnauthenticated)
+			return
+		}
+		p, err := s.cfg.Tokens.Authenticate(ctx, secret)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		for _, role := range roles {
+			if p.Role == role {
+				h(w, r, p)
+				return
+			}
+		}
+		s.writeError(w, r, errForbiddenRole(names...))
+	})
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", false
+	}
+	return strings.TrimSpace(token), true
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := s.cfg.Ready(ctx); err != nil {
+			s.log.WarnContext(ctx, "not ready", "err", err)
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,104 @@
+package api
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/ledger"
+)
+
+// operationView is the contract's JSON shape of an operation.
+type operationView struct {
+	ID                uuid.UUID       `json:"id"`
+	Tenant            string          `json:"tenant"`
+	Action            string          `json:"action"`
+	Key               string          `json:"key"`
+	Status            ledger.Status   `json:"status"`
+	Params            json.RawMessage `json:"params"`
+	ParamsFingerprint string          `json:"params_fingerprint"`
+	ApprovalID        uuid.UUID       `json:"approval_id"`
+	ExternalKey       string          `json:"external_key"`
+	Provider          string          `json:"provider"`
+	ProviderReference *string         `json:"provider_reference"`
+	Attempts          int             `json:"attempts"`
+	CreatedAt         string          `json:"created_at"`
+	UpdatedAt         string          `json:"updated_at"`
+	Review            *reviewView     `json:"review,omitempty"`
+	Flags             []string        `json:"flags,omitempty"`
+	Summary           string          `json:"summary"`
+}
+
+type reviewView struct {
+	Reason   string  `json:"reason"`
+	Owner    string  `json:"owner"`
+	Deadline *string `json:"deadline"`
+}
+
+func viewOperation(op ledger.Operation) operationView {
+	v := operationView{
+		ID: op.ID, Tenant: op.Tenant, Action: op.Action, Key: op.Key, Status: op.Status,
+		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint, ApprovalID: op.ApprovalID,
+		ExternalKey: op.ExternalKey, Provider: op.Provider, ProviderReference: op.ProviderReference,
+		Attempts: op.Attempts, CreatedAt: rfc3339(op.CreatedAt), UpdatedAt: rfc3339(op.UpdatedAt),
+		Flags: op.Flags, Summary: op.Status.Summary(op.Action),
+	}
+	if op.Status == ledger.StatusReview && op.ReviewReason != nil {
+		v.Review = &reviewView{Reason: *op.ReviewReason, Owner: deref(op.ReviewOwner), Deadline: rfc3339Ptr(op.ReviewDeadline)}
+	}
+	return v
+}
+
+type approvalView struct {
+	ID                uuid.UUID       `json:"id"`
+	Action            string          `json:"action"`
+	Params            json.RawMessage `json:"params"`
+	ParamsFingerprint string          `json:"params_fingerprint"`
+	PolicyVersion     string          `json:"policy_version"`
+	ExpiresAt         string          `json:"expires_at"`
+	MaxUses           int             `json:"max_uses"`
+	Uses              int             `json:"uses"`
+	RevokedAt         *string         `json:"revoked_at"`
+	CreatedAt         string          `json:"created_at"`
+}
+
+func viewApproval(a ledger.Approval) approvalView {
+	return approvalView{
+		ID: a.ID, Action: a.Action, Params: a.Params, ParamsFingerprint: a.ParamsFingerprint,
+		PolicyVersion: a.PolicyVersion, ExpiresAt: rfc3339(a.ExpiresAt), MaxUses: a.MaxUses,
+		Uses: a.Uses, RevokedAt: rfc3339Ptr(a.RevokedAt), CreatedAt: rfc3339(a.CreatedAt),
+	}
+}
+
+type eventView struct {
+	Seq    int64           `json:"seq"`
+	At     string          `json:"at"`
+	Kind   string          `json:"kind"`
+	From   *ledger.Status  `json:"from"`
+	To     ledger.Status   `json:"to"`
+	Actor  string          `json:"actor"`
+	Detail json.RawMessage `json:"detail"`
+}
+
+func viewEvent(e ledger.Event) eventView {
+	return eventView{Seq: e.Seq, At: rfc3339(e.At), Kind: e.Kind, From: e.From, To: e.To, Actor: e.Actor, Detail: e.Detail}
+}
+
+// rfc3339 formats times as the contract wants them: RFC 3339 in UTC.
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func rfc3339Ptr(t *time.Time) *string {
+	if t == nil {
+		return nil
+	}
+	s := rfc3339(*t)
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

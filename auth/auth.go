@@ -1,0 +1,173 @@
+// Package auth issues, checks and revokes API tokens.
+//
+// A token belongs to one tenant and has one role. Only its SHA-256 hash is
+// stored: tokens are 256 random bits, so a fast hash cannot be brute-forced,
+// and a leaked database leaks no usable token. Tokens are never logged.
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/ledger"
+)
+
+// Role is what a token may do.
+type Role string
+
+// The roles of the contract.
+const (
+	RoleAgent    Role = "agent"    // proposes operations and reads them
+	RoleApprover Role = "approver" // grants and revokes approvals
+	RoleOperator Role = "operator" // works the review queue and the stop button
+)
+
+// Valid reports whether r is one of the contract's roles.
+func (r Role) Valid() bool {
+	return r == RoleAgent || r == RoleApprover || r == RoleOperator
+}
+
+// Errors callers branch on.
+var (
+	// ErrUnauthenticated: no token, an unknown token, or a revoked one.
+	ErrUnauthenticated = errors.New("auth: invalid or revoked token")
+	// ErrNotFound: no token with that name or id.
+	ErrNotFound = errors.New("auth: no such token")
+)
+
+// Principal is the authenticated caller of a request.
+type Principal struct {
+	TokenID  uuid.UUID
+	Name     string
+	TenantID uuid.UUID
+	Tenant   string
+	Role     Role
+}
+
+// Actor names the principal in operation events.
+func (p Principal) Actor() string { return string(p.Role) + ":" + p.Name }
+
+// tokenPrefix makes actledger tokens recognisable to secret scanners.
+const tokenPrefix = "alt_"
+
+const (
+	tenantUpsert = `INSERT INTO tenants (id, name) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+RETURNING id`
+
+	tokenInsert = `INSERT INTO api_tokens (id, tenant_id, name, role, token_hash) VALUES ($1, $2, $3, $4, $5)`
+
+	tokenAuthenticate = `SELECT k.id, k.name, k.tenant_id, t.name, k.role
+FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
+WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
+
+	tokenRevoke = `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
+WHERE name = $1 OR id::text = $1
+RETURNING id, name`
+)
+
+// Tokens issues and checks tokens.
+type Tokens struct {
+	pool   *pgxpool.Pool
+	ledger *ledger.Store
+}
+
+// New returns Tokens over pool; store holds the operations a revoked token
+// leaves behind.
+func New(pool *pgxpool.Pool, store *ledger.Store) *Tokens {
+	return &Tokens{pool: pool, ledger: store}
+}
+
+// Created is a newly issued token. Secret is shown once and never stored.
+type Created struct {
+	ID     uuid.UUID
+	Name   string
+	Secret string
+}
+
+// Create issues a token for tenant (created if new) with role. An empty name
+// gets a generated one.
+func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name string) (Created, error) {
+	if strings.TrimSpace(tenant) == "" {
+		return Created{}, errors.New("auth: tenant name is required")
+	}
+	if !role.Valid() {
+		return Created{}, fmt.Errorf("auth: role %q is not one of agent, approver, operator", role)
+	}
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return Created{}, fmt.Errorf("auth: random token: %w", err)
+	}
+	secret := tokenPrefix + base64.RawURLEncoding.EncodeToString(raw)
+	id := uuid.Must(uuid.NewV7())
+	if name == "" {
+		name = fmt.Sprintf("%s-%s-%s", tenant, role, id.String()[24:])
+	}
+	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+		var tenantID uuid.UUID
+		if err := tx.QueryRow(ctx, tenantUpsert, uuid.Must(uuid.NewV7()), tenant).Scan(&tenantID); err != nil {
+			return fmt.Errorf("auth: create tenant %s: %w", tenant, err)
+		}
+		if _, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, hash(secret)); err != nil {
+			return fmt.Errorf("auth: create token %s: %w", name, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Created{}, err
+	}
+	return Created{ID: id, Name: name, Secret: secret}, nil
+}
+
+// Authenticate returns the principal of an unrevoked token, or
+// ErrUnauthenticated.
+func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, error) {
+	if !strings.HasPrefix(secret, tokenPrefix) {
+		return Principal{}, ErrUnauthenticated
+	}
+	var p Principal
+	err := t.pool.QueryRow(ctx, tokenAuthenticate, hash(secret)).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Principal{}, ErrUnauthenticated
+	}
+	if err != nil {
+		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
+	}
+	return p, nil
+}
+
+// Revoke ends the token named nameOrID: from then on it authenticates
+// nothing, and the operations it requested that were never executed become
+// held in the same transaction. It returns those operations.
+func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.Operation, error) {
+	var held []ledger.Operation
+	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+		var id uuid.UUID
+		var name string
+		err := tx.QueryRow(ctx, tokenRevoke, nameOrID).Scan(&id, &name)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("auth: revoke %s: %w", nameOrID, err)
+		}
+		held, err = t.ledger.HoldUnsentByToken(ctx, tx, id, actor)
+		return err
+	})
+	return held, err
+}
+
+func hash(secret string) []byte {
+	sum := sha256.Sum256([]byte(secret))
+	return sum[:]
+}
+

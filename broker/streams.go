@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The streams actledger uses. Each is named <prefix>_<suffix> and takes the
+// subjects <prefix>.<token>.>.
+const (
+	// streamOps carries dispatch messages, one subject per provider so a
+	// slow provider's backlog does not block the others.
+	streamOps = "OPS"
+	// streamReview carries review (exception) items: review.<tenant>.<reason>.
+	streamReview = "REVIEW"
+	// streamEvidence carries webhook events and lookup results for the
+	// reconciler.
+	streamEvidence = "EVIDENCE"
+)
+
+// OpsStream is the name of the dispatch stream.
+func (b *Broker) OpsStream() string { return b.cfg.Prefix + "_" + streamOps }
+
+// ReviewStream is the name of the review stream.
+func (b *Broker) ReviewStream() string { return b.cfg.Prefix + "_" + streamReview }
+
+// EvidenceStream is the name of the evidence stream.
+func (b *Broker) EvidenceStream() string { return b.cfg.Prefix + "_" + streamEvidence }
+
+// DispatchSubject is the subject of dispatch messages for provider.
+func DispatchSubject(prefix, provider string) string { return prefix + ".ops." + provider }
+
+// DispatchSubject is the subject of dispatch messages for provider.
+func (b *Broker) DispatchSubject(provider string) string {
+	return DispatchSubject(b.cfg.Prefix, provider)
+}
+
+// ReviewSubject is the subject of review items of tenant for reason.
+func (b *Broker) ReviewSubject(tenant, reason string) string {
+	return b.cfg.Prefix + ".review." + tenant + "." + reason
+}
+
+// EvidenceSubject is the subject of evidence from provider.
+func (b *Broker) EvidenceSubject(provider string) string {
+	return b.cfg.Prefix + ".evidence." + provider
+}
+
+func (b *Broker) streamConfigs() []jetstream.StreamConfig {
+	storage := jetstream.FileStorage
+	if b.cfg.MemoryStorage {
+		storage = jetstream.MemoryStorage
+	}
+	mk := func(suffix, token, desc string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name:        b.cfg.Prefix + "_" + suffix,
+			Description: desc,
+			Subjects:    []string{b.cfg.Prefix + "." + token + ".>"},
+			Retention:   jetstream.LimitsPolicy,
+			Storage:     storage,
+			Replicas:    b.cfg.Replicas,
+			Duplicates:  b.cfg.Duplicates,
+			MaxAge:      b.cfg.MaxAge,
+			Discard:     jetstream.DiscardOld,
+		}
+	}
+	return []jetstream.StreamConfig{
+		mk(streamOps, "ops", "actledger dispatch messages (one subject per provider)"),
+		mk(streamReview, "review", "actledger review items: review.<tenant>.<reason>"),
+		mk(streamEvidence, "evidence", "actledger webhook events and lookup results"),
+	}
+}
+
+// ensureStreams creates each stream or updates it to the configured
+// settings.
+func (b *Broker) ensureStreams(ctx context.Context) error {
+	for _, cfg := range b.streamConfigs() {
+		if _, err := b.js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("broker: create or update stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// DeleteStreams removes the streams (tests clean up with it).
+func (b *Broker) DeleteStreams(ctx context.Context) error {
+	for _, cfg := range b.streamConfigs() {
+		if err := b.js.DeleteStream(ctx, cfg.Name); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("broker: delete stream %s: %w", cfg.Name, err)
+		}
+	}
+	return nil
+}
+
+// warnDurability logs, once at start, every way the setup falls short of
+// the contract's production rules.
+func (b *Broker) warnDurability(ctx context.Context) {
+	for _, cfg := range b.streamConfigs() {
+		info, err := b.js.Stream(ctx, cfg.Name)
+		if err != nil {
+			continue
+		}
+		c := info.CachedInfo().Config
+		if c.Storage != jetstream.FileStorage {
+			b.logger.WarnContext(ctx, "stream uses memory storage: acknowledged messages are lost on restart", "stream", c.Name)
+		}
+		if c.Replicas < 3 {
+			b.logger.WarnContext(ctx, "stream has fewer than 3 replicas: a node loss can lose acknowledged messages (the ledger still re-publishes them)",
+				"stream", c.Name, "replicas", c.Replicas)
+		}
+	}
+	if b.embedded == nil {
+		b.logger.WarnContext(ctx, "cannot verify the remote server's sync_interval; production needs 'jetstream { sync_interval: always }'",
+			"server_version", b.ServerVersion())
+	}
+}

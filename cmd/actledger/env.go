@@ -1,0 +1,45 @@
+package main
+
+import (
+	"cmp"
+	"log/slog"
+	"time"
+)
+
+// env is the configuration read from the environment, with the contract's
+// defaults.
+type env struct {
+	DatabaseURL   string // empty: find or start a local Postgres (localpg)
+	NATSURL       string // empty: embedded JetStream
+	NATSDataDir   string
+	ListenAddr    string
+	ProvidersFile string
+	LeaseDuration time.Duration
+	StreamPrefix  string
+	LogLevel      slog.Level
+	badLease      string
+}
+
+func loadEnv(getenv func(string) string) env {
+	e := env{
+		DatabaseURL:   getenv("DATABASE_URL"),
+		NATSURL:       getenv("NATS_URL"),
+		NATSDataDir:   cmp.Or(getenv("NATS_DATA_DIR"), "./data/nats"),
+		ListenAddr:    cmp.Or(getenv("LISTEN_ADDR"), "127.0.0.1:8080"),
+		ProvidersFile: getenv("PROVIDERS_FILE"),
+		LeaseDuration: 30 * time.Second,
+		StreamPrefix:  cmp.Or(getenv("STREAM_PREFIX"), "ACTLEDGER"),
+	}
+	if v := getenv("LEASE_DURATION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			e.badLease = v
+		} else {
+			e.LeaseDuration = d
+		}
+	}
+	if getenv("LOG_LEVEL") == "debug" {
+		e.LogLevel = slog.LevelDebug
+	}
+	return e
+}

@@ -1,0 +1,75 @@
+// Command actledger runs and administers actledger: `serve` runs the
+// pipeline (API, relay, dispatcher, reconciler), `migrate` applies the
+// schema, `token` issues and revokes API tokens. See README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `actledger: one approved intention, at most one external effect.
+
+Usage:
+  actledger serve [--roles api,relay,...] [--providers FILE]
+  actledger migrate
+  actledger token create --tenant T --role agent|approver|operator [--name N]
+  actledger token revoke NAME|ID
+
+Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
+LEASE_DURATION, STREAM_PREFIX (see README.md).
+`
+
+// errUsage marks a command-line mistake: usage is printed, exit status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	switch {
+	case err == nil:
+	case errors.Is(err, errUsage):
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "actledger:", err)
+		os.Exit(1)
+	}
+}
+
+// run runs one command; getenv is os.Getenv outside tests.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return errUsage
+	}
+	env := loadEnv(getenv)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
+	switch args[0] {
+	case "serve":
+		return serve(ctx, env, args[1:], logger)
+	case "migrate":
+		return migrate(ctx, env, logger)
+	case "token":
+		return token(ctx, env, args[1:], stdout, logger)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
+	}
+}
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	return fs
+}

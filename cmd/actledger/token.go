@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+)
+
+// token is `actledger token create|revoke`.
+func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *slog.Logger) error {
+	if len(args) == 0 {
+		return fmt.Errorf("token needs create or revoke: %w", errUsage)
+	}
+	switch args[0] {
+	case "create":
+		fs := newFlagSet("token create", io.Discard)
+		tenant := fs.String("tenant", "", "tenant name (created if new)")
+		role := fs.String("role", "", "agent, approver or operator")
+		name := fs.String("name", "", "token name, unique (generated if empty)")
+		if err := fs.Parse(args[1:]); err != nil {
+			return fmt.Errorf("%v: %w", err, errUsage)
+		}
+		if *tenant == "" || !auth.Role(*role).Valid() {
+			return fmt.Errorf("token create needs --tenant and --role agent|approver|operator: %w", errUsage)
+		}
+		pool, stop, err := openDatabase(ctx, e, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		created, err := auth.New(pool, ledger.New(pool, ledger.Config{})).Create(ctx, *tenant, auth.Role(*role), *name)
+		if err != nil {
+			return err
+		}
+		logger.Info("token created", "name", created.Name, "tenant", *tenant, "role", *role)
+		fmt.Fprintln(stdout, created.Secret)
+		return nil
+	case "revoke":
+		if len(args) != 2 {
+			return fmt.Errorf("token revoke takes one NAME or ID: %w", errUsage)
+		}
+		pool, stop, err := openDatabase(ctx, e, logger)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		held, err := auth.New(pool, ledger.New(pool, ledger.Config{})).Revoke(ctx, args[1], "cli:token-revoke")
+		if err != nil {
+			return fmt.Errorf("revoke %s: %w", args[1], err)
+		}
+		fmt.Fprintf(stdout, "revoked %s; %d unsent operation(s) held\n", args[1], len(held))
+		return nil
+	default:
+		return fmt.Errorf("unknown token command %q: %w", args[0], errUsage)
+	}
+}

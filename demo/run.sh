@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the whole pipeline with zero configuration, for `make run`:
+# the demo supplier (bin/mocksupplier) on 127.0.0.1:9100 and actledger
+# (API, relay, dispatcher, reconciler) on $LISTEN_ADDR with an embedded
+# JetStream and the local Postgres. Ctrl-C stops both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export PROVIDERS_FILE="${PROVIDERS_FILE:-demo/providers.yaml}"
+export ACME_WEBHOOK_SECRET="${ACME_WEBHOOK_SECRET:-demo-webhook-secret}"
+export LISTEN_ADDR="${LISTEN_ADDR:-127.0.0.1:8080}"
+
+bin/mocksupplier --addr 127.0.0.1:9100 &
+supplier=$!
+trap 'kill $supplier 2>/dev/null || true; wait $supplier 2>/dev/null || true' EXIT
+
+cat <<MSG
+actledger: API on http://$LISTEN_ADDR, demo supplier on http://127.0.0.1:9100
+  tokens:  bin/actledger token create --tenant demo --role approver|agent|operator
+  walk-through: README.md, "A first operation with curl"
+MSG
+bin/actledger serve

@@ -1,0 +1,178 @@
+// Package testdb gives each test its own freshly migrated Postgres database.
+//
+// Tests run against the real Postgres named by TEST_DATABASE_URL (default
+// postgres://postgres@127.0.0.1:5432/postgres). The migrations are applied
+// once into a template database named after their content hash; every test
+// then gets a cheap copy (CREATE DATABASE ... TEMPLATE) that is dropped when
+// the test ends, so tests run in parallel and leave nothing behind.
+package testdb
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/schema"
+)
+
+// DefaultURL is used when TEST_DATABASE_URL is unset.
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres"
+
+// AdminURL is the URL of the server's maintenance database used to create
+// and drop test databases.
+func AdminURL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// New creates a migrated database for t and returns a pool connected to it.
+// The database is dropped when t ends.
+func New(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, _ := NewWithURL(t)
+	return pool
+}
+
+// NewWithURL is New that also returns the database's URL, for tests that
+// start a process or a second pool against the same database.
+func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("testdb: connect to %s (is Postgres running? set TEST_DATABASE_URL): %v", AdminURL(), err)
+	}
+	defer admin.Close(context.Background())
+
+	tmpl, err := ensureTemplate(ctx, admin)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	name := "actledger_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+	if err := createFromTemplate(ctx, admin, name, tmpl); err != nil {
+		t.Fatalf("testdb: create %s: %v", name, err)
+	}
+	dbURL := withDatabase(t, AdminURL(), name)
+	pool, err := pgxpool.New(ctx, dbURL)
+	if err != nil {
+		t.Fatalf("testdb: connect %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		pool.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, AdminURL())
+		if err != nil {
+			t.Errorf("testdb: drop %s: %v", name, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("testdb: drop %s: %v", name, err)
+		}
+	})
+	return pool, dbURL
+}
+
+// createFromTemplate retries briefly: CREATE DATABASE fails while another
+// session is still connected to the template (e.g. the process that just
+// migrated it is closing its pool).
+func createFromTemplate(ctx context.Context, admin *pgx.Conn, name, tmpl string) error {
+	var err error
+	for range 50 {
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+name+" TEMPLATE "+tmpl)
+		if err == nil || !strings.Contains(err.Error(), "being accessed by other users") {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return err
+}
+
+// ensureTemplate creates and migrates the template database for the current
+// migrations unless it exists. An advisory lock keeps parallel test
+// binaries from building it twice.
+func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
+	migrations, err := schema.Migrations()
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	for _, m := range migrations {
+		h.Write([]byte(m.Version))
+		h.Write([]byte(m.SQL))
+	}
+	name := "actledger_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16]
+
+	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext('actledger_testdb_template'))`); err != nil {
+		return "", fmt.Errorf("lock template: %w", err)
+	}
+	defer func() {
+		_, _ = admin.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('actledger_testdb_template'))`)
+	}()
+
+	var exists bool
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return "", fmt.Errorf("look up template: %w", err)
+	}
+	if exists {
+		return name, nil
+	}
+	building := name + "_building"
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
+		return "", fmt.Errorf("drop stale template: %w", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+building); err != nil {
+		return "", fmt.Errorf("create template: %w", err)
+	}
+	buildURL, err := replaceDatabase(AdminURL(), building)
+	if err != nil {
+		return "", err
+	}
+	pool, err := pgxpool.New(ctx, buildURL)
+	if err != nil {
+		return "", fmt.Errorf("connect template: %w", err)
+	}
+	_, err = schema.Migrate(ctx, pool, nil)
+	pool.Close()
+	if err != nil {
+		return "", fmt.Errorf("migrate template: %w", err)
+	}
+	// Renaming last makes a crashed build invisible to the next run.
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
+		return "", fmt.Errorf("publish template: %w", err)
+	}
+	return name, nil
+}
+
+func withDatabase(t testing.TB, raw, db string) string {
+	t.Helper()
+	u, err := replaceDatabase(raw, db)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	return u
+}
+
+func replaceDatabase(raw, db string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme == "" {
+		return "", fmt.Errorf("TEST_DATABASE_URL must be a postgres:// URL, got %q", raw)
+	}
+	u.Path = "/" + db
+	return u.String(), nil
+}

@@ -1,0 +1,59 @@
+// Package testnats gives each test its own set of actledger streams on the
+// real NATS server named by TEST_NATS_URL (default nats://127.0.0.1:4222).
+// Stream names carry a unique prefix and are deleted when the test ends, so
+// tests run in parallel against one server and leave nothing behind.
+package testnats
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/broker"
+)
+
+// DefaultURL is used when TEST_NATS_URL is unset.
+const DefaultURL = "nats://127.0.0.1:4222"
+
+// URL returns the server tests use.
+func URL() string {
+	if u := os.Getenv("TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return DefaultURL
+}
+
+// Prefix returns a prefix unique to one test.
+func Prefix() string {
+	return "T" + strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", "")[:12])
+}
+
+// New connects a broker with a unique prefix and removes its streams when t
+// ends.
+func New(t testing.TB) *broker.Broker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := broker.Connect(ctx, broker.Config{
+		URL:    URL(),
+		Prefix: Prefix(),
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatalf("testnats: connect to %s (is nats-server -js running? set TEST_NATS_URL): %v", URL(), err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := b.DeleteStreams(ctx); err != nil {
+			t.Errorf("testnats: %v", err)
+		}
+		b.Close()
+	})
+	return b
+}

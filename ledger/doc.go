@@ -1,0 +1,17 @@
+// Package ledger is actledger's source of truth: approvals, operations, their
+// states and their append-only event history, all in Postgres.
+//
+// Every state change goes through Store.Transition, which applies the one
+// transition table (Transitions) with a conditional update on the
+// operation's version (the fencing token) and appends the event in the same
+// statement. A stale writer therefore can never overwrite newer state; what
+// it saw is kept with AppendEvent as evidence instead.
+//
+// Enqueue writes an operation, its first event and its outbox message in one
+// transaction and consumes one use of its approval there too, so a crash
+// leaves either all of them or none, and an approval with max_uses 1 can
+// never be used twice, even by concurrent requests.
+//
+// The ledger never talks to providers or to NATS: the dispatcher and the
+// relay do, and they report back through this package.
+package ledger

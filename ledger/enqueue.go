@@ -1,0 +1,120 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/outbox"
+)
+
+// EnqueueRequest is an agent's request to carry out an approved action.
+type EnqueueRequest struct {
+	TenantID   uuid.UUID
+	TokenID    uuid.UUID // the agent token that asked; revoking it holds unsent work
+	Action     string
+	Key        string // caller's business reference; empty means the approval's id
+	Provider   string // the provider the action maps to
+	Params     []byte // any JSON object; canonicalised here
+	ApprovalID uuid.UUID
+}
+
+// Dispatch is the message the outbox carries for an operation that is ready
+// to be sent. The dispatcher reads everything else from the ledger.
+type Dispatch struct {
+	OperationID uuid.UUID `json:"operation_id"`
+	Version     int64     `json:"version"`
+}
+
+// DispatchMsgID is the Nats-Msg-Id of the dispatch message for an operation
+// at version: republishing the same row is deduplicated, while a later
+// deliberate re-publish (at a newer version) is not.
+func DispatchMsgID(id uuid.UUID, version int64) string {
+	return fmt.Sprintf("dispatch.%s.%d", id, version)
+}
+
+// ExternalKey is the stable key sent to the provider for operation id, in
+// the idempotency header and in the reference param. It never changes,
+// whatever happens to the operation.
+func ExternalKey(id uuid.UUID) string {
+	return "al_" + id.String()
+}
+
+const operationInsert = `WITH ins AS (
+    INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
+        approval_id, requested_by, external_key, status, created_at, updated_at)
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued',
+        coalesce($11::timestamptz, now()), coalesce($11::timestamptz, now()))
+    ON CONFLICT (tenant_id, action, key) DO NOTHING
+    RETURNING *
+)
+SELECT ` + operationColumns + ` FROM ins o JOIN tenants t ON t.id = o.tenant_id`
+
+const eventInsertCreated = `INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
+VALUES ($1, $2, $3, 'created', NULL, 'queued', $4, $5)`
+
+// Enqueue stores a new operation with its created event and its outbox
+// message, consuming one use of the approval, all in one transaction.
+//
+// A request whose (tenant, action, key) exists already is a replay: with the
+// same canonical params it returns the current operation and replayed=true;
+// with other params it records a conflict event and returns ErrKeyConflict
+// (with the existing operation). Approval problems return *ApprovalError.
+// The unique key makes concurrent identical requests converge on one
+// operation: INSERT … ON CONFLICT waits for the first inserter to commit.
+func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string) (op Operation, replayed bool, err error) {
+	canonical, fingerprint, err := Canonicalize(req.Params)
+	if err != nil {
+		return Operation{}, false, err
+	}
+	if req.Key == "" {
+		req.Key = req.ApprovalID.String()
+	}
+	id := uuid.Must(uuid.NewV7())
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, operationInsert, id, req.TenantID, req.Action, req.Key, req.Provider,
+			canonical, fingerprint, req.ApprovalID, req.TokenID, ExternalKey(id), s.nowArg())
+		op, err = collectOperation(rows)
+		if errors.Is(err, ErrNotFound) {
+			replayed = true
+			return nil
+		}
+		if isForeignKeyViolation(err, "operations_approval_id_fkey") {
+			return &ApprovalError{Code: ApprovalMismatch, Reason: "no such approval"}
+		}
+		if err != nil {
+			return fmt.Errorf("insert operation: %w", err)
+		}
+		if err := s.consumeApproval(ctx, tx, req.TenantID, req.ApprovalID, req.Action, fingerprint); err != nil {
+			return err
+		}
+		detail, _ := json.Marshal(map[string]any{"approval_id": req.ApprovalID, "params_fingerprint": fingerprint})
+		if _, err := tx.Exec(ctx, eventInsertCreated, op.ID, op.TenantID, op.CreatedAt, "token:"+req.TokenID.String(), detail); err != nil {
+			return fmt.Errorf("insert created event: %w", err)
+		}
+		payload, _ := json.Marshal(Dispatch{OperationID: op.ID, Version: op.Version})
+		return outbox.Insert(ctx, tx, outbox.Message{Subject: subject, MsgID: DispatchMsgID(op.ID, op.Version), Payload: payload})
+	})
+	if err != nil || !replayed {
+		return op, false, err
+	}
+
+	// The key exists: the conflicting row is committed (ON CONFLICT waited
+	// for it), so this read sees it.
+	op, err = s.GetByKey(ctx, req.TenantID, req.Action, req.Key)
+	if err != nil {
+		return Operation{}, false, err
+	}
+	if op.ParamsFingerprint == fingerprint {
+		return op, true, nil
+	}
+	conflict := map[string]any{"params_fingerprint": fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
+	if err := s.AppendEvent(ctx, s.pool, op.ID, "key_conflict", "token:"+req.TokenID.String(), conflict); err != nil {
+		return op, false, err
+	}
+	return op, false, ErrKeyConflict
+}

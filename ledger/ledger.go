@@ -1,0 +1,248 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DBTX is the smallest executor the ledger needs; both *pgxpool.Pool and
+// pgx.Tx satisfy it, so callers can include ledger writes in their own
+// transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+var (
+	_ DBTX = (*pgxpool.Pool)(nil)
+	_ DBTX = (pgx.Tx)(nil)
+)
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no such object in this tenant. Another tenant's object
+	// answers the same, so its existence is never revealed.
+	ErrNotFound = errors.New("ledger: not found")
+	// ErrKeyConflict: the key is already used for the same action with
+	// different params.
+	ErrKeyConflict = errors.New("ledger: key reused with different params")
+	// ErrStale: the operation changed since it was read (its version or
+	// status no longer match), so the conditional update did nothing.
+	ErrStale = errors.New("ledger: stale operation version")
+	// ErrBadTransition: the transition table does not allow the move.
+	ErrBadTransition = errors.New("ledger: transition not allowed")
+)
+
+// Operation is one approved intention and everything the ledger knows about
+// its outcome.
+type Operation struct {
+	ID                uuid.UUID       `db:"id"`
+	TenantID          uuid.UUID       `db:"tenant_id"`
+	Tenant            string          `db:"tenant"`
+	Action            string          `db:"action"`
+	Key               string          `db:"key"`
+	Provider          string          `db:"provider"`
+	Params            json.RawMessage `db:"params"`
+	ParamsFingerprint string          `db:"params_fingerprint"`
+	ApprovalID        uuid.UUID       `db:"approval_id"`
+	RequestedBy       uuid.UUID       `db:"requested_by"`
+	ExternalKey       string          `db:"external_key"`
+	Status            Status          `db:"status"`
+	Version           int64           `db:"version"`
+	Attempts          int             `db:"attempts"`
+	LeaseOwner        *string         `db:"lease_owner"`
+	LeaseExpiresAt    *time.Time      `db:"lease_expires_at"`
+	NextAttemptAt     *time.Time      `db:"next_attempt_at"`
+	FirstSentAt       *time.Time      `db:"first_sent_at"`
+	LastSentAt        *time.Time      `db:"last_sent_at"`
+	ProviderReference *string         `db:"provider_reference"`
+	ReviewReason      *string         `db:"review_reason"`
+	ReviewOwner       *string         `db:"review_owner"`
+	ReviewDeadline    *time.Time      `db:"review_deadline"`
+	Flags             []string        `db:"flags"`
+	CreatedAt         time.Time       `db:"created_at"`
+	UpdatedAt         time.Time       `db:"updated_at"`
+}
+
+// Event is one entry of an operation's append-only history.
+type Event struct {
+	Seq    int64           `db:"seq"`
+	At     time.Time       `db:"at"`
+	Kind   string          `db:"kind"`
+	From   *Status         `db:"from_status"`
+	To     Status          `db:"to_status"`
+	Actor  string          `db:"actor"`
+	Detail json.RawMessage `db:"detail"`
+}
+
+// Config configures a Store.
+type Config struct {
+	// Now, when set, is the clock for every timestamp the store writes.
+	// Tests use it to control time; nil means the database's now().
+	Now func() time.Time
+}
+
+// Store reads and writes the ledger.
+type Store struct {
+	pool *pgxpool.Pool
+	now  func() time.Time
+}
+
+// New returns a Store over pool.
+func New(pool *pgxpool.Pool, cfg Config) *Store {
+	return &Store{pool: pool, now: cfg.Now}
+}
+
+// Pool returns the pool the store writes to, for callers that need to open
+// their own transaction around ledger calls.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// nowArg is the clock parameter every query takes as
+// coalesce($n::timestamptz, now()).
+func (s *Store) nowArg() *time.Time {
+	if s.now == nil {
+		return nil
+	}
+	t := s.now().UTC()
+	return &t
+}
+
+// Now returns the store's notion of the current time (the injected clock, or
+// the local clock, which Postgres shares on one machine).
+func (s *Store) Now() time.Time {
+	if s.now != nil {
+		return s.now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, o.provider, o.params,
+    o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,
+    o.attempts, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
+    o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
+    o.flags, o.created_at, o.updated_at`
+
+const (
+	operationGet = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.id = $1 AND o.tenant_id = $2`
+
+	operationGetByKey = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.tenant_id = $1 AND o.action = $2 AND o.key = $3`
+
+	// operationGetAnyTenant is for internal workers, which act on ids
+	// taken from the ledger's own messages.
+	operationGetAnyTenant = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.id = $1`
+
+	operationEvents = `SELECT e.seq, e.at, e.kind, e.from_status, e.to_status, e.actor, e.detail
+FROM operation_events e JOIN operations o ON o.id = e.operation_id
+WHERE o.id = $1 AND o.tenant_id = $2
+ORDER BY e.seq`
+
+	eventAppend = `INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
+SELECT o.id, o.tenant_id, coalesce($2::timestamptz, now()), $3, o.status, o.status, $4, $5
+FROM operations o WHERE o.id = $1`
+)
+
+func collectOperation(rows pgx.Rows) (Operation, error) {
+	op, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Operation])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, ErrNotFound
+	}
+	return op, err
+}
+
+// Get returns the operation id of tenant, or ErrNotFound.
+func (s *Store) Get(ctx context.Context, tenant, id uuid.UUID) (Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationGet, id, tenant)
+	op, err := collectOperation(rows)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return op, fmt.Errorf("get operation %s: %w", id, err)
+	}
+	return op, err
+}
+
+// GetInternal returns an operation by id whatever its tenant. It is for
+// workers that act on ids from the ledger's own messages, never for requests.
+func (s *Store) GetInternal(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
+	rows, _ := db.Query(ctx, operationGetAnyTenant, id)
+	op, err := collectOperation(rows)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return op, fmt.Errorf("get operation %s: %w", id, err)
+	}
+	return op, err
+}
+
+// GetByKey returns the operation of tenant for action and key.
+func (s *Store) GetByKey(ctx context.Context, tenant uuid.UUID, action, key string) (Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationGetByKey, tenant, action, key)
+	op, err := collectOperation(rows)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return op, fmt.Errorf("get operation %s/%s: %w", action, key, err)
+	}
+	return op, err
+}
+
+// Events returns the history of operation id of tenant, oldest first.
+func (s *Store) Events(ctx context.Context, tenant, id uuid.UUID) ([]Event, error) {
+	if _, err := s.Get(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	rows, _ := s.pool.Query(ctx, operationEvents, id, tenant)
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", id, err)
+	}
+	return events, nil
+}
+
+// AppendEvent records something that happened to an operation without
+// changing its state: a conflicting request, a stale worker's late answer,
+// evidence that needs no transition.
+func (s *Store) AppendEvent(ctx context.Context, db DBTX, id uuid.UUID, kind, actor string, detail any) error {
+	body, err := marshalDetail(detail)
+	if err != nil {
+		return err
+	}
+	tag, err := db.Exec(ctx, eventAppend, id, s.nowArg(), kind, actor, body)
+	if err != nil {
+		return fmt.Errorf("append %s event to %s: %w", kind, id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+func marshalDetail(detail any) ([]byte, error) {
+	if detail == nil {
+		return []byte("{}"), nil
+	}
+	if raw, ok := detail.(json.RawMessage); ok {
+		return raw, nil
+	}
+	body, err := json.Marshal(detail)
+	if err != nil {
+		return nil, fmt.Errorf("encode event detail: %w", err)
+	}
+	return body, nil
+}
+
+// isForeignKeyViolation reports whether err is a violation of the named
+// foreign key constraint.
+func isForeignKeyViolation(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == constraint
+}

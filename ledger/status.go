@@ -1,0 +1,159 @@
+package ledger
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Status is an operation's state. The values are stored in
+// operations.status, whose CHECK constraint lists the same set.
+type Status string
+
+// The states of the product contract. See docs/states.md (generated from
+// Transitions by TestStatesDocMatchesTransitionTable) for the table.
+const (
+	// StatusQueued: accepted and stored with its outbox row; never sent.
+	StatusQueued Status = "queued"
+	// StatusDispatching: claimed by one worker under a lease; a provider
+	// call may be in flight, so nobody else may call.
+	StatusDispatching Status = "dispatching"
+	// StatusRetryWait: confirmed not executed; the next attempt is scheduled.
+	StatusRetryWait Status = "retry_wait"
+	// StatusUnknown: a request may have reached the provider and no
+	// confirmation came back. Never resent blindly.
+	StatusUnknown Status = "unknown"
+	// StatusSucceeded: the provider confirmed the effect.
+	StatusSucceeded Status = "succeeded"
+	// StatusFailed: the provider confirmed a rejection with no effect.
+	StatusFailed Status = "failed"
+	// StatusHeld: the approval or the requesting token lapsed before
+	// anything was sent.
+	StatusHeld Status = "held"
+	// StatusReview: a person must decide; reason, owner and deadline are set.
+	StatusReview Status = "review"
+	// StatusCancelled: ended by an operator.
+	StatusCancelled Status = "cancelled"
+)
+
+// Statuses lists every state in the contract's order.
+var Statuses = []Status{
+	StatusQueued, StatusDispatching, StatusRetryWait, StatusUnknown, StatusSucceeded,
+	StatusFailed, StatusHeld, StatusReview, StatusCancelled,
+}
+
+// Transitions is the one transition table: for each state, the states it
+// may move to. Transition refuses anything else, and the docs are checked
+// against it. Evidence of success (a webhook, a lookup) may settle any
+// state that never confirmed an outcome, which is why so many states lead to
+// succeeded.
+var Transitions = map[Status][]Status{
+	StatusQueued:      {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
+	StatusDispatching: {StatusSucceeded, StatusFailed, StatusRetryWait, StatusUnknown, StatusHeld, StatusReview, StatusQueued},
+	StatusRetryWait:   {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
+	StatusUnknown:     {StatusDispatching, StatusSucceeded, StatusFailed, StatusReview, StatusCancelled},
+	StatusSucceeded:   {StatusReview},
+	StatusFailed:      {StatusQueued, StatusSucceeded, StatusReview},
+	StatusHeld:        {StatusSucceeded, StatusReview, StatusCancelled},
+	StatusReview:      {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued},
+	StatusCancelled:   {},
+}
+
+// Valid reports whether s is one of the contract's states.
+func (s Status) Valid() bool {
+	_, ok := Transitions[s]
+	return ok
+}
+
+// CanMoveTo reports whether the transition table allows s → to.
+func (s Status) CanMoveTo(to Status) bool {
+	for _, next := range Transitions[s] {
+		if next == to {
+			return true
+		}
+	}
+	return false
+}
+
+// Terminal reports whether nothing will happen to an operation in s without
+// new evidence or an operator.
+func (s Status) Terminal() bool {
+	switch s {
+	case StatusSucceeded, StatusFailed, StatusHeld, StatusCancelled:
+		return true
+	}
+	return false
+}
+
+// MayWriteToProvider says what the contract allows a state to send, in the
+// words of the contract's table.
+func (s Status) MayWriteToProvider() string {
+	switch s {
+	case StatusQueued:
+		return "yes, after a claim"
+	case StatusDispatching:
+		return "no second call"
+	case StatusRetryWait:
+		return "yes, same external key, after backoff"
+	case StatusUnknown:
+		return "only after a lookup establishes absence, or within the provider's idempotency retention"
+	case StatusSucceeded:
+		return "never again"
+	case StatusReview:
+		return "no, until resolved"
+	default:
+		return "no"
+	}
+}
+
+// Summary is the one plain sentence shown to an agent and its user. It never
+// claims more than the ledger knows: an unknown outcome must not read as a
+// failure that invites a retry.
+func (s Status) Summary(action string) string {
+	switch s {
+	case StatusQueued:
+		return fmt.Sprintf("The %s request is approved and queued; it has not been sent yet.", action)
+	case StatusDispatching:
+		return fmt.Sprintf("The %s request is being sent to the provider now; do not repeat it.", action)
+	case StatusRetryWait:
+		return fmt.Sprintf("The provider did not carry out %s yet (it asked to try later); actledger will retry it, do not repeat it.", action)
+	case StatusUnknown:
+		return fmt.Sprintf("The %s may already have happened; do not repeat it. actledger is confirming the outcome with the provider.", action)
+	case StatusSucceeded:
+		return fmt.Sprintf("The provider confirmed that %s happened.", action)
+	case StatusFailed:
+		return fmt.Sprintf("The provider refused %s and nothing happened; a corrected request needs a new approval.", action)
+	case StatusHeld:
+		return fmt.Sprintf("The %s was not sent because its approval or access expired or was revoked; nothing happened.", action)
+	case StatusReview:
+		return fmt.Sprintf("The outcome of %s needs a person to check it; do not repeat it.", action)
+	case StatusCancelled:
+		return fmt.Sprintf("An operator cancelled %s; nothing more will be sent.", action)
+	}
+	return "The state of this request is not known to actledger."
+}
+
+// StatesMarkdown renders the states and the transition table as the
+// Markdown of docs/states.md, so the docs can never drift from the code.
+func StatesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# Operation states\n\n")
+	b.WriteString("Generated from `ledger.Transitions` (`go test ./ledger -run StatesDoc -update`); do not edit by hand.\n")
+	b.WriteString("Every change is a conditional update on the operation's `version` plus an append-only event.\n\n")
+	b.WriteString("| state | may the system write to the provider? | may move to |\n|---|---|---|\n")
+	for _, s := range Statuses {
+		next := make([]string, len(Transitions[s]))
+		for i, to := range Transitions[s] {
+			next[i] = "`" + string(to) + "`"
+		}
+		moves := strings.Join(next, ", ")
+		if moves == "" {
+			moves = "— (final)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s, s.MayWriteToProvider(), moves)
+	}
+	b.WriteString("\n## What the agent is told\n\n| state | summary |\n|---|---|\n")
+	for _, s := range Statuses {
+		fmt.Fprintf(&b, "| `%s` | %s |\n", s, s.Summary("<action>"))
+	}
+	return b.String()
+}

@@ -1,0 +1,130 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Change describes one state change of one operation. From and Version are
+// what the writer last saw; the change applies only if both still hold.
+type Change struct {
+	ID      uuid.UUID
+	From    Status
+	Version int64
+	To      Status
+
+	Kind   string // event kind, e.g. "claimed", "provider_answered", "approval_revoked"
+	Actor  string // who or what: "worker:<id>", "operator:<token name>", "system"
+	Detail any    // evidence, stored as JSON
+
+	// LeaseOwner and LeaseUntil are required when To is dispatching and
+	// cleared otherwise.
+	LeaseOwner string
+	LeaseUntil time.Time
+	// NextAttemptAt schedules the next attempt (retry_wait) or lookup
+	// (unknown); zero clears it.
+	NextAttemptAt time.Time
+	// Sent marks that a request is about to be or was sent: attempts is
+	// incremented and first/last sent times are set.
+	Sent bool
+	// ProviderReference, when set, records the provider's reference.
+	ProviderReference string
+	// Review is required when To is review.
+	Review *Review
+	// Flag, when set, is added to the operation's flags
+	// (e.g. "late_success_after_expiry").
+	Flag string
+}
+
+// Review says why an operation needs a person, who owns it and by when.
+type Review struct {
+	Reason   string
+	Owner    string
+	Deadline time.Time
+}
+
+const operationTransition = `WITH upd AS (
+    UPDATE operations SET
+        status             = $4,
+        version            = version + 1,
+        updated_at         = coalesce($5::timestamptz, now()),
+        lease_owner        = CASE WHEN $4 = 'dispatching' THEN $6 END,
+        lease_expires_at   = CASE WHEN $4 = 'dispatching' THEN $7::timestamptz END,
+        next_attempt_at    = $8,
+        attempts           = attempts + CASE WHEN $9 THEN 1 ELSE 0 END,
+        first_sent_at      = CASE WHEN $9 THEN coalesce(first_sent_at, coalesce($5::timestamptz, now())) ELSE first_sent_at END,
+        last_sent_at       = CASE WHEN $9 THEN coalesce($5::timestamptz, now()) ELSE last_sent_at END,
+        provider_reference = coalesce($10, provider_reference),
+        review_reason      = CASE WHEN $4 = 'review' THEN $11 END,
+        review_owner       = CASE WHEN $4 = 'review' THEN $12 END,
+        review_deadline    = CASE WHEN $4 = 'review' THEN $13::timestamptz END,
+        flags              = CASE WHEN $14::text IS NULL OR $14 = ANY (flags) THEN flags ELSE flags || $14::text END
+    WHERE id = $1 AND version = $2 AND status = $3
+    RETURNING *
+), ev AS (
+    INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
+    SELECT id, tenant_id, updated_at, $15, $3, $4, $16, $17 FROM upd
+)
+SELECT ` + operationColumns + `
+FROM upd o JOIN tenants t ON t.id = o.tenant_id`
+
+// Transition applies c with a conditional update on the operation's version
+// and status and appends its event in the same statement. It returns the
+// operation as it is after the change, ErrBadTransition if the table
+// forbids the move, or ErrStale if the operation changed meanwhile (nothing
+// is written then; record what the caller saw with AppendEvent).
+func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, error) {
+	if !c.From.CanMoveTo(c.To) {
+		return Operation{}, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
+	}
+	if c.To == StatusDispatching && (c.LeaseOwner == "" || c.LeaseUntil.IsZero()) {
+		return Operation{}, fmt.Errorf("transition to dispatching needs a lease owner and expiry")
+	}
+	if c.To == StatusReview && (c.Review == nil || c.Review.Reason == "" || c.Review.Owner == "") {
+		return Operation{}, fmt.Errorf("transition to review needs a reason and an owner")
+	}
+	detail, err := marshalDetail(c.Detail)
+	if err != nil {
+		return Operation{}, err
+	}
+	var reason, owner *string
+	var deadline *time.Time
+	if c.Review != nil {
+		reason, owner = &c.Review.Reason, &c.Review.Owner
+		if !c.Review.Deadline.IsZero() {
+			deadline = &c.Review.Deadline
+		}
+	}
+	rows, _ := db.Query(ctx, operationTransition,
+		c.ID, c.Version, c.From, c.To, s.nowArg(),
+		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Sent,
+		nullString(c.ProviderReference), reason, owner, deadline, nullString(c.Flag),
+		c.Kind, c.Actor, detail)
+	op, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Operation])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Operation{}, fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, c.ID, c.Version, c.From)
+	}
+	if err != nil {
+		return Operation{}, fmt.Errorf("transition %s %s → %s: %w", c.ID, c.From, c.To, err)
+	}
+	return op, nil
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}

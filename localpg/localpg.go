@@ -1,0 +1,182 @@
+// Package localpg finds a Postgres for the zero-config `make run`.
+//
+// Order: an explicit DATABASE_URL is used as it is; otherwise the local
+// server at 127.0.0.1:5432 (database actledger, created if missing); if none
+// answers, a private cluster from the local PostgreSQL binaries is
+// initialised under ./data/pg and started; if there are no binaries either,
+// the error says in one message how to get a database. It is for
+// development runs only: production always sets DATABASE_URL.
+package localpg
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// DefaultURL is where actledger looks when DATABASE_URL is unset.
+const DefaultURL = "postgres://127.0.0.1:5432/actledger"
+
+// privatePort is the port of the private cluster, away from a system one.
+const privatePort = "54329"
+
+// Config says where to look.
+type Config struct {
+	// URL from DATABASE_URL; empty means look locally.
+	URL string
+	// DataDir for a private cluster. Default "./data/pg".
+	DataDir string
+	Logger  *slog.Logger
+}
+
+// Ensure returns a URL of a reachable, existing database. stop, never nil,
+// stops a private cluster if Ensure started one.
+func Ensure(ctx context.Context, cfg Config) (dbURL string, stop func(), err error) {
+	noop := func() {}
+	logger := cmp.Or(cfg.Logger, slog.Default())
+	if cfg.URL != "" {
+		return cfg.URL, noop, nil
+	}
+	err = ensureDatabase(ctx, DefaultURL)
+	if err == nil {
+		return DefaultURL, noop, nil
+	}
+	if !refused(err) {
+		return "", noop, fmt.Errorf("local Postgres at %s: %w", DefaultURL, err)
+	}
+	logger.InfoContext(ctx, "no Postgres at 127.0.0.1:5432; starting a private cluster", "data_dir", cmp.Or(cfg.DataDir, "./data/pg"))
+	dbURL, stop, perr := startPrivate(ctx, cmp.Or(cfg.DataDir, "./data/pg"), logger)
+	if perr != nil {
+		return "", noop, fmt.Errorf("no database: nothing answers at 127.0.0.1:5432 and a private cluster could not be started (%v). "+
+			"Start one with `docker compose up -d postgres`, or set DATABASE_URL", perr)
+	}
+	return dbURL, stop, nil
+}
+
+// ensureDatabase connects to dbURL, creating its database through the
+// server's postgres database if it does not exist.
+func ensureDatabase(ctx context.Context, dbURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err == nil {
+		return conn.Close(ctx)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "3D000" { // invalid_catalog_name
+		return err
+	}
+	u, perr := url.Parse(dbURL)
+	if perr != nil {
+		return perr
+	}
+	name := strings.TrimPrefix(u.Path, "/")
+	u.Path = "/postgres"
+	admin, err := pgx.Connect(ctx, u.String())
+	if err != nil {
+		return err
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		var dup *pgconn.PgError
+		if !errors.As(err, &dup) || dup.Code != "42P04" { // duplicate_database: a racing start made it
+			return fmt.Errorf("create database %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+func refused(err error) bool {
+	var connectErr *pgconn.ConnectError
+	return errors.As(err, &connectErr) && strings.Contains(err.Error(), "connection refused")
+}
+
+// startPrivate initialises (once) and starts a cluster in dir. PostgreSQL
+// refuses to run as root, so as root it runs the binaries as the postgres
+// system user, which then owns dir.
+func startPrivate(ctx context.Context, dir string, logger *slog.Logger) (string, func(), error) {
+	bin, err := findBinaries()
+	if err != nil {
+		return "", nil, err
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", nil, err
+	}
+	run := func(name string, args ...string) error {
+		cmdArgs := append([]string{filepath.Join(bin, name)}, args...)
+		if os.Geteuid() == 0 {
+			if _, err := user.Lookup("postgres"); err != nil {
+				return errors.New("running as root and there is no postgres system user to run PostgreSQL as")
+			}
+			cmdArgs = append([]string{"runuser", "-u", "postgres", "--"}, cmdArgs...)
+		}
+		out, err := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return "", nil, err
+	}
+	if os.Geteuid() == 0 {
+		if out, err := exec.CommandContext(ctx, "chown", "postgres:postgres", abs).CombinedOutput(); err != nil {
+			return "", nil, fmt.Errorf("chown %s: %w: %s", abs, err, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(abs, "PG_VERSION")); err != nil {
+		logger.InfoContext(ctx, "initialising private Postgres cluster", "dir", abs)
+		if err := run("initdb", "-D", abs, "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
+			return "", nil, err
+		}
+	}
+	opts := fmt.Sprintf("-p %s -k %s -c listen_addresses=127.0.0.1", privatePort, abs)
+	if err := run("pg_ctl", "-D", abs, "-o", opts, "-l", filepath.Join(abs, "server.log"), "-w", "start"); err != nil {
+		return "", nil, err
+	}
+	stop := func() {
+		if err := run("pg_ctl", "-D", abs, "-m", "fast", "-w", "stop"); err != nil {
+			logger.Warn("stop private Postgres", "err", err)
+		}
+	}
+	dbURL := "postgres://postgres@127.0.0.1:" + privatePort + "/actledger"
+	if err := ensureDatabase(ctx, dbURL); err != nil {
+		stop()
+		return "", nil, err
+	}
+	return dbURL, stop, nil
+}
+
+// findBinaries returns the newest /usr/lib/postgresql/<v>/bin holding
+// initdb, or the directory of initdb on PATH.
+func findBinaries() (string, error) {
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
+	sort.Slice(dirs, func(i, j int) bool { return versionOf(dirs[i]) > versionOf(dirs[j]) })
+	if len(dirs) > 0 {
+		return filepath.Dir(dirs[0]), nil
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p), nil
+	}
+	return "", errors.New("no PostgreSQL server binaries (initdb) found")
+}
+
+func versionOf(path string) int {
+	var v int
+	fmt.Sscanf(filepath.Base(filepath.Dir(filepath.Dir(path))), "%d", &v)
+	return v
+}

@@ -1,0 +1,110 @@
+package mocksupplier
+
+import "fmt"
+
+// FaultKind names one way the supplier misbehaves on a create request. The values are the ones
+// the admin API accepts in {"kind": ...}.
+type FaultKind string
+
+// The faults split into two families, because that is what a client must tell apart: before
+// commit no order exists and a retry is safe; after commit the order exists whatever the
+// client saw.
+const (
+	// DropAfterCommit creates the order, then closes the connection without a response: the
+	// client sees EOF, the "lost response" that must become an unknown outcome.
+	DropAfterCommit FaultKind = "drop_after_commit"
+	// Error500AfterCommit creates the order, then answers 500.
+	Error500AfterCommit FaultKind = "error_500_after_commit"
+	// UnavailableBeforeCommit creates nothing and answers 503 with Retry-After.
+	UnavailableBeforeCommit FaultKind = "unavailable_before_commit"
+	// Reject422 creates nothing and answers 422, a confirmed rejection.
+	Reject422 FaultKind = "reject_422"
+	// Delay creates the order, then waits Fault.MS milliseconds before answering 201, so a
+	// client that times out during the wait has lost a response to an order that exists.
+	Delay FaultKind = "delay"
+	// RateLimit429 creates nothing and answers 429 with Retry-After.
+	RateLimit429 FaultKind = "rate_limit_429"
+)
+
+// Fault is one queued misbehaviour, consumed by one create request.
+type Fault struct {
+	Kind FaultKind `json:"kind"`
+	// MS is the wait of a Delay fault, in milliseconds.
+	MS int `json:"ms,omitempty"`
+	// RetryAfterS is the Retry-After of a 503 or 429, in seconds; 0 means 1.
+	RetryAfterS int `json:"retry_after_s,omitempty"`
+}
+
+// beforeCommit reports whether the fault refuses the request before any order is created.
+func (f Fault) beforeCommit() bool {
+	switch f.Kind {
+	case UnavailableBeforeCommit, Reject422, RateLimit429:
+		return true
+	}
+	return false
+}
+
+func (f Fault) validate() error {
+	switch f.Kind {
+	case DropAfterCommit, Error500AfterCommit, UnavailableBeforeCommit, Reject422, Delay, RateLimit429:
+	default:
+		return fmt.Errorf("unknown fault kind %q", f.Kind)
+	}
+	if f.MS < 0 {
+		return fmt.Errorf("fault %s: ms must not be negative, got %d", f.Kind, f.MS)
+	}
+	if f.RetryAfterS < 0 {
+		return fmt.Errorf("fault %s: retry_after_s must not be negative, got %d", f.Kind, f.RetryAfterS)
+	}
+	return nil
+}
+
+func (f Fault) retryAfter() int {
+	if f.RetryAfterS == 0 {
+		return 1
+	}
+	return f.RetryAfterS
+}
+
+// SetFaults replaces the fault queue of reference (the client_reference of create requests);
+// reference "" sets the whole-run queue, used by requests whose reference has no queue of its own
+// (or an empty one). Each create request that reaches order creation takes the head of its queue;
+// idempotent replays and refused requests (400, 409) consume nothing. Calling it with no faults
+// clears the queue. It panics on an invalid fault, which is a bug in the calling test.
+func (s *Server) SetFaults(reference string, faults ...Fault) {
+	for _, f := range faults {
+		if err := f.validate(); err != nil {
+			panic("mocksupplier: SetFaults: " + err.Error())
+		}
+	}
+	q := append([]Fault(nil), faults...)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if reference == "" {
+		s.runFaults = q
+		return
+	}
+	if len(q) == 0 {
+		delete(s.faults, reference)
+		return
+	}
+	s.faults[reference] = q
+}
+
+// popFaultLocked takes the next fault for reference, if any. s.mu must be held.
+func (s *Server) popFaultLocked(reference string) (Fault, bool) {
+	if q := s.faults[reference]; len(q) > 0 {
+		if len(q) == 1 {
+			delete(s.faults, reference)
+		} else {
+			s.faults[reference] = q[1:]
+		}
+		return q[0], true
+	}
+	if len(s.runFaults) > 0 {
+		f := s.runFaults[0]
+		s.runFaults = s.runFaults[1:]
+		return f, true
+	}
+	return Fault{}, false
+}

@@ -1,0 +1,238 @@
+package mocksupplier
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxBody bounds request bodies, as a real API would.
+const maxBody = 1 << 20
+
+// Order is one order as the supplier stores and returns it. Orders never change once created.
+type Order struct {
+	// ID is the supplier's reference ("ord_…"), the provider_reference actledger records.
+	ID string `json:"id"`
+	// ClientReference is the caller's reference from the create body ("" when it sent none).
+	ClientReference string `json:"client_reference"`
+	// Status is always "created".
+	Status    string    `json:"status"`
+	CreatedAt time.Time `json:"created_at"`
+	// Params is the create body (for orders made through POST /admin/orders, the params given
+	// there) as a JSON object with sorted keys.
+	Params json.RawMessage `json:"params"`
+}
+
+// orderStore indexes orders by id and by reference so neither creation nor lookup scans all
+// orders; all keeps creation order for the admin listing.
+type orderStore struct {
+	byID  map[string]*Order
+	byRef map[string][]*Order
+	all   []*Order
+}
+
+func newOrderStore() orderStore {
+	return orderStore{byID: make(map[string]*Order), byRef: make(map[string][]*Order)}
+}
+
+func (st *orderStore) add(o *Order) {
+	st.byID[o.ID] = o
+	st.byRef[o.ClientReference] = append(st.byRef[o.ClientReference], o)
+	st.all = append(st.all, o)
+}
+
+// newID returns prefix followed by 26 random base32 characters.
+func newID(prefix string) string {
+	return prefix + strings.ToLower(rand.Text())
+}
+
+// parseObject decodes body as one JSON object and returns it re-encoded with sorted keys (so key
+// order and whitespace never change the idempotency fingerprint) and its client_reference.
+// Numbers keep their literal text.
+func parseObject(body []byte) (canonical json.RawMessage, reference string, err error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var obj map[string]any
+	if err := dec.Decode(&obj); err != nil {
+		return nil, "", fmt.Errorf("body must be a JSON object: %w", err)
+	}
+	if obj == nil {
+		return nil, "", errors.New("body must be a JSON object, got null")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, "", errors.New("body must hold exactly one JSON object")
+	}
+	if v, ok := obj["client_reference"]; ok {
+		ref, isString := v.(string)
+		if !isString {
+			return nil, "", errors.New("client_reference must be a string")
+		}
+		reference = ref
+	}
+	canonical, err = json.Marshal(obj)
+	if err != nil {
+		return nil, "", fmt.Errorf("re-encoding body: %w", err)
+	}
+	return canonical, reference, nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", err.Error())
+		} else {
+			writeError(w, http.StatusBadRequest, "bad_body", err.Error())
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+// handleCreate serves POST /v1/orders: idempotency first (replay, mismatch, in flight), then the
+// next fault, then the commit.
+func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	params, ref, err := parseObject(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "malformed_json", err.Error())
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	fp := sha256.Sum256(params)
+
+	s.mu.Lock()
+	s.requests[ref] = append(s.requests[ref], s.now())
+	var entry *keyEntry
+	if s.mode == Honour && key != "" {
+		if prev, found := s.keys[key]; found {
+			s.mu.Unlock()
+			s.answerRepeat(w, prev, fp)
+			return
+		}
+		entry = &keyEntry{fingerprint: fp}
+		s.keys[key] = entry
+	}
+	fault, faulty := s.popFaultLocked(ref)
+	s.mu.Unlock()
+
+	if faulty {
+		s.log.InfoContext(ctx, "fault injected", "fault", string(fault.Kind), "client_reference", ref)
+	}
+	if faulty && fault.beforeCommit() {
+		// Nothing was executed, so nothing is stored under the key: a retry with the same key
+		// runs afresh, as Stripe does for rate limits and refusals.
+		s.releaseKey(key, entry)
+		switch fault.Kind {
+		case UnavailableBeforeCommit:
+			w.Header().Set("Retry-After", strconv.Itoa(fault.retryAfter()))
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "supplier temporarily unavailable")
+		case RateLimit429:
+			w.Header().Set("Retry-After", strconv.Itoa(fault.retryAfter()))
+			writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests")
+		default: // Reject422
+			writeError(w, http.StatusUnprocessableEntity, "rejected", "order rejected by supplier")
+		}
+		return
+	}
+
+	order := s.commit(ref, params)
+	s.log.DebugContext(ctx, "order created", "order_id", order.ID, "client_reference", ref)
+	status, resp := http.StatusCreated, mustJSON(order)
+	if faulty && fault.Kind == Error500AfterCommit {
+		// Stored like any answer: a replay with the same key gets the same 500 (Stripe does
+		// the same), so only a lookup reveals the order.
+		status, resp = http.StatusInternalServerError, errorJSON("internal", "internal server error")
+	}
+	if faulty && fault.Kind == Delay && fault.MS > 0 {
+		// The order is committed already; a client that gives up now has lost the answer to
+		// an order that exists. The key stays in flight (409) until the answer is ready.
+		t := time.NewTimer(time.Duration(fault.MS) * time.Millisecond)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+	s.storeAnswer(entry, status, resp)
+	if faulty && fault.Kind == DropAfterCommit {
+		dropConnection(w)
+		return
+	}
+	writeRaw(w, status, resp)
+}
+
+// commit creates and indexes the order and schedules its webhook.
+func (s *Server) commit(ref string, params json.RawMessage) *Order {
+	o := &Order{ID: newID("ord_"), ClientReference: ref, Status: "created", Params: params}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o.CreatedAt = s.now().UTC()
+	s.orders.add(o)
+	s.scheduleWebhookLocked(o)
+	return o
+}
+
+// dropConnection closes the client's connection without writing a response, so the client sees
+// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
+func dropConnection(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		_ = conn.Close()
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("mocksupplier: encoding " + fmt.Sprintf("%T", v) + ": " + err.Error())
+	}
+	return b
+}
+
+// handleList serves GET /v1/orders[?client_reference=X]: the orders older than the lookup lag,
+// always a JSON array. Without the parameter it lists every visible order.
+func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.mu.Lock()
+	cutoff := s.now().Add(-s.lag)
+	candidates := s.orders.all
+	if q.Has("client_reference") {
+		candidates = s.orders.byRef[q.Get("client_reference")]
+	}
+	visible := make([]*Order, 0, len(candidates))
+	for _, o := range candidates {
+		if !o.CreatedAt.After(cutoff) {
+			visible = append(visible, o)
+		}
+	}
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, visible)
+}
+
+// handleGet serves GET /v1/orders/{id}. Reads by id are consistent (no lag), as they usually are
+// at real suppliers; only the search by reference trails.
+func (s *Server) handleGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s.mu.Lock()
+	o, found := s.orders.byID[id]
+	s.mu.Unlock()
+	if !found {
+		writeError(w, http.StatusNotFound, "not_found", "no order "+strconv.Quote(id))
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}

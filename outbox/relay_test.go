@@ -1,0 +1,209 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/outbox"
+)
+
+func setup(t *testing.T) (*pgxpool.Pool, *broker.Broker) {
+	t.Helper()
+	return testdb.New(t), testnats.New(t)
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// insertRows adds n outbox rows for provider acme in one statement.
+func insertRows(t *testing.T, pool *pgxpool.Pool, b *broker.Broker, n int) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `INSERT INTO outbox (subject, msg_id, payload)
+SELECT $1, 'msg-' || i, convert_to('{"i":' || i || '}', 'UTF8') FROM generate_series(1, $2) AS i`,
+		b.DispatchSubject("acme"), n)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func streamMsgs(t *testing.T, b *broker.Broker) uint64 {
+	t.Helper()
+	s, err := b.JetStream().Stream(context.Background(), b.OpsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
+
+func unpublished(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRelayCrashBetweenPublishAndMarkLeavesOneMessagePerRow(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	insertRows(t, pool, b, 5)
+
+	crashing := outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: quiet()})
+	crashing.SetBeforeMark(func() error { return errors.New("crash before mark") })
+	if _, err := crashing.PublishBatch(context.Background()); err == nil {
+		t.Fatal("the crashing batch reported success")
+	}
+	if got := unpublished(t, pool); got != 5 {
+		t.Fatalf("unpublished after crash = %d, want 5 (nothing marked)", got)
+	}
+
+	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: quiet()})
+	if _, err := relay.PublishBatch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := unpublished(t, pool); got != 0 {
+		t.Errorf("unpublished after republish = %d, want 0", got)
+	}
+	if got := streamMsgs(t, b); got != 5 {
+		t.Errorf("stream holds %d messages, want exactly 5", got)
+	}
+	if got := relay.Stats().Duplicates; got != 5 {
+		t.Errorf("duplicates acknowledged = %d, want 5", got)
+	}
+}
+
+func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	const rows = 10_000
+	insertRows(t, pool, b, rows)
+
+	ctx := t.Context()
+	relays := []*outbox.Relay{
+		outbox.NewRelay(pool, b.JetStream(), outbox.Config{BatchSize: 500, Logger: quiet()}),
+		outbox.NewRelay(pool, b.JetStream(), outbox.Config{BatchSize: 500, Logger: quiet()}),
+	}
+	for _, r := range relays {
+		if err := r.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		defer r.Stop()
+	}
+	waitFor(t, 60*time.Second, "all rows published", func() bool { return unpublished(t, pool) == 0 })
+	for _, r := range relays {
+		r.Stop()
+	}
+	var published, duplicates uint64
+	for i, r := range relays {
+		s := r.Stats()
+		t.Logf("relay %d: published %d, duplicates %d", i, s.Published, s.Duplicates)
+		published += s.Published
+		duplicates += s.Duplicates
+	}
+	if published != rows || duplicates != 0 {
+		t.Errorf("published %d with %d duplicates, want %d and 0 (no row processed twice)", published, duplicates, rows)
+	}
+	if got := streamMsgs(t, b); got != rows {
+		t.Errorf("stream holds %d messages, want %d", got, rows)
+	}
+	for i, r := range relays {
+		if r.Stats().Published == 0 {
+			t.Logf("relay %d published nothing (the other drained first)", i)
+		}
+	}
+}
+
+func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{PollInterval: time.Hour, Logger: quiet()})
+	if err := relay.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Stop()
+	// Let the listener start, then insert in a transaction, as the API does.
+	time.Sleep(200 * time.Millisecond)
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		return outbox.Insert(context.Background(), tx, outbox.Message{Subject: b.DispatchSubject("acme"), MsgID: "wake-1", Payload: []byte("{}")})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the row to be published after NOTIFY", func() bool { return unpublished(t, pool) == 0 })
+	msg, err := getLast(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := msg.Header.Get(jetstream.MsgIDHeader); got != "wake-1" {
+		t.Errorf("Nats-Msg-Id = %q, want wake-1", got)
+	}
+}
+
+func TestRelayRetriesWhenJetStreamIsDown(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	insertRows(t, pool, b, 3)
+	// Delete the stream: publishes fail (no responders) as they would
+	// while JetStream is unavailable.
+	if err := b.DeleteStreams(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{PublishTimeout: time.Second, Logger: quiet()})
+	if _, err := relay.PublishBatch(context.Background()); err == nil {
+		t.Fatal("publish to a missing stream reported success")
+	}
+	if got := unpublished(t, pool); got != 3 {
+		t.Fatalf("unpublished = %d, want 3 (nothing lost, nothing marked)", got)
+	}
+	// JetStream is back: the same rows go out.
+	b2, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: b.Prefix(), Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b2.Close()
+	if _, err := relay.PublishBatch(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := streamMsgs(t, b); got != 3 {
+		t.Errorf("stream holds %d, want 3", got)
+	}
+}
+
+func getLast(b *broker.Broker) (*jetstream.RawStreamMsg, error) {
+	s, err := b.JetStream().Stream(context.Background(), b.OpsStream())
+	if err != nil {
+		return nil, err
+	}
+	msg, err := s.GetLastMsgForSubject(context.Background(), b.DispatchSubject("acme"))
+	if err != nil {
+		return nil, fmt.Errorf("last message: %w", err)
+	}
+	return msg, nil
+}

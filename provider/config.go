@@ -1,0 +1,366 @@
+package provider
+
+import (
+	"cmp"
+	"fmt"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Defaults for fields left out of the providers config. Zero values in a File mean these.
+const (
+	// DefaultTimeout bounds one call to a supplier, connect to last body byte.
+	DefaultTimeout = 10 * time.Second
+	// DefaultMethod is the create request's method.
+	DefaultMethod = "POST"
+	// DefaultReferenceParam is the body field that carries the external key. It matches the
+	// "reference" field of the webhook body, which carries the same key back.
+	DefaultReferenceParam = "reference"
+	// DefaultReferenceField is the response field that carries the supplier's reference.
+	DefaultReferenceField = "id"
+	// DefaultMaxAttempts is how many create attempts are made before the operation goes to
+	// review with reason retries_exhausted.
+	DefaultMaxAttempts = 5
+	// DefaultRetryInitial is the first backoff delay.
+	DefaultRetryInitial = 100 * time.Millisecond
+	// DefaultRetryMax caps one backoff delay.
+	DefaultRetryMax = 5 * time.Second
+	// DefaultRetryMaxElapsed caps the time from the first attempt after which no new attempt
+	// starts.
+	DefaultRetryMaxElapsed = 60 * time.Second
+	// DefaultReviewOwner owns review items of a provider that names no owner.
+	DefaultReviewOwner = "operations"
+	// DefaultReviewDeadline is how long a review item may stay open before it is overdue.
+	DefaultReviewDeadline = 4 * time.Hour
+)
+
+// ReferencePlaceholder is replaced by the escaped external key in a lookup path.
+const ReferencePlaceholder = "{reference}"
+
+var (
+	// providerNamePattern: the provider name becomes a NATS subject token and a URL path segment
+	// (/v1/webhooks/{provider}), so it is kept to characters that are safe in both.
+	providerNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]*$`)
+	// headerNamePattern is an HTTP field-name token (RFC 9110 §5.1).
+	headerNamePattern = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	// envNamePattern is a portable environment variable name.
+	envNamePattern = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// File is the validated content of a providers config file: which supplier serves which action
+// and how. Build one in code and pass it to NewRegistry, or let Parse/Load read the YAML (or
+// JSON) form documented in PRODUCT.md, whose keys are given on each field.
+type File struct {
+	// Providers by name (yaml "providers").
+	Providers map[string]Config
+	// Actions by name (yaml "actions"), each naming its provider.
+	Actions map[string]Action
+}
+
+// Action binds an action name (e.g. "supplier.create_order") to the provider that executes it.
+type Action struct {
+	// Provider is the provider's name (yaml "provider").
+	Provider string
+}
+
+// Config describes one supplier: where it is, how to create an effect there, what it promises
+// about idempotency and lookups, and how failures are retried and reviewed. A Config obtained
+// from a Registry is validated and has every default filled; it must not be modified.
+type Config struct {
+	// Name is the provider's name, the key of its entry in the file.
+	Name string
+	// BaseURL is the supplier's http(s) base URL (yaml "base_url"); paths are appended to it.
+	BaseURL string
+	// Account and Environment identify where effects are created (yaml "account",
+	// "environment"). They are recorded on every attempt and lookup so that evidence from the
+	// wrong account or environment is never trusted.
+	Account, Environment string
+	// Timeout bounds one call (yaml "timeout"); default 10s.
+	Timeout Duration
+	// Create is the request that creates the effect (yaml "create").
+	Create Endpoint
+	// ReferenceParam is the body field the external key is written to (yaml "reference_param");
+	// default "reference".
+	ReferenceParam string
+	// ReferenceField is the response field holding the supplier's reference (yaml
+	// "reference_field"); default "id".
+	ReferenceField string
+	// Idempotency is the supplier's idempotency-key contract (yaml "idempotency"); nil when the
+	// supplier ignores keys.
+	Idempotency *Idempotency
+	// Lookup is how to ask the supplier whether an effect exists (yaml "lookup"); nil when the
+	// supplier offers no lookup.
+	Lookup *Lookup
+	// WebhookSecretEnv names the environment variable holding the webhook signing secret(s)
+	// (yaml "webhook_secret_env"); the secret itself never appears in the file.
+	WebhookSecretEnv string
+	// Retry is the retry policy for not-executed attempts (yaml "retry").
+	Retry RetryPolicy
+	// Review is who owns this provider's review items and how fast (yaml "review").
+	Review ReviewPolicy
+}
+
+// Endpoint is a method and path relative to the base URL.
+type Endpoint struct {
+	// Method is the HTTP method (yaml "method"): POST (default), PUT or PATCH.
+	Method string
+	// Path starts with "/" (yaml "path").
+	Path string
+}
+
+// Idempotency is a supplier's promise that a repeated request with the same key header returns the
+// stored result of the first instead of creating a second effect — for Retention after first use.
+type Idempotency struct {
+	// Header is the key header's name (yaml "header"), e.g. "Idempotency-Key".
+	Header string
+	// Retention is how long the supplier remembers a key (yaml "retention"); required.
+	Retention Duration
+}
+
+// Lookup describes the supplier's lookup-by-reference endpoint.
+type Lookup struct {
+	// Path is relative to the base URL and contains "{reference}" (yaml "path").
+	Path string
+	// VisibilityLag is how long after a send an effect may still be invisible to the lookup (yaml
+	// "visibility_lag"); an "absent" answer is believed only after it.
+	VisibilityLag Duration
+}
+
+// RetryPolicy bounds retries of attempts classified not executed.
+type RetryPolicy struct {
+	// MaxAttempts is the total number of create attempts (yaml "max_attempts"); default 5.
+	MaxAttempts int
+	// Initial is the first backoff delay (yaml "initial"); default 100ms.
+	Initial Duration
+	// Max caps one delay (yaml "max"); default 5s.
+	Max Duration
+	// MaxElapsed is how long after the first attempt new attempts may start (yaml
+	// "max_elapsed"); default 60s.
+	MaxElapsed Duration
+}
+
+// ReviewPolicy says who handles a provider's review items and by when.
+type ReviewPolicy struct {
+	// Owner is the team or person (yaml "owner"); default "operations".
+	Owner string
+	// Deadline is the time allowed to resolve an item (yaml "deadline"); default 4h.
+	Deadline Duration
+}
+
+// Delay is the backoff before attempt number attempt+1, given that attempt attempts (counting
+// from 1) have been made: Initial doubled per attempt, capped at Max. It is deterministic so a
+// worker on another machine computes the same schedule; add jitter at the call site if wanted.
+func (r RetryPolicy) Delay(attempt int) time.Duration {
+	d := r.Initial.Duration
+	if d <= 0 {
+		d = DefaultRetryInitial
+	}
+	maxDelay := r.Max.Duration
+	if maxDelay <= 0 {
+		maxDelay = DefaultRetryMax
+	}
+	for i := 1; i < attempt && d < maxDelay; i++ {
+		d *= 2
+	}
+	return min(d, maxDelay)
+}
+
+// Exhausted reports whether no further attempt may start: attempts made reached MaxAttempts, or
+// MaxElapsed has passed since the first attempt.
+func (r RetryPolicy) Exhausted(attempts int, firstAttempt, now time.Time) bool {
+	maxAttempts := r.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = DefaultMaxAttempts
+	}
+	maxElapsed := r.MaxElapsed.Duration
+	if maxElapsed <= 0 {
+		maxElapsed = DefaultRetryMaxElapsed
+	}
+	return attempts >= maxAttempts || (!firstAttempt.IsZero() && now.Sub(firstAttempt) >= maxElapsed)
+}
+
+// IdempotencyValid reports whether a resend may rely on the supplier's idempotency contract:
+// the supplier has one and the key, first sent at firstSent, is still inside its retention
+// window at now. Measuring from our first send is conservative: the supplier's clock for the key
+// starts later, when it received it. Past retention the supplier behaves as if it had no
+// contract, and so must we. A key never sent (zero firstSent) has no stored result to rely on.
+func (c *Config) IdempotencyValid(firstSent, now time.Time) bool {
+	if c.Idempotency == nil || firstSent.IsZero() {
+		return false
+	}
+	return now.Sub(firstSent) < c.Idempotency.Retention.Duration
+}
+
+// LookupBelievableAt is the earliest time at which an "absent" lookup answer can be believed for
+// an operation last sent at lastSent: lastSent plus the visibility lag. Before it, the effect may
+// exist but not be visible yet. Without a lookup (Lookup == nil) there is no answer to believe;
+// callers must check Lookup first (the result is then lastSent).
+func (c *Config) LookupBelievableAt(lastSent time.Time) time.Time {
+	if c.Lookup == nil {
+		return lastSent
+	}
+	return lastSent.Add(c.Lookup.VisibilityLag.Duration)
+}
+
+// WebhookSecrets returns the webhook signing secrets from the environment variable named by
+// WebhookSecretEnv. The variable may hold several comma-separated secrets so that a secret can be
+// rotated without rejecting webhooks signed with the old one; blanks are trimmed and empty entries
+// ignored. It returns nil when no variable is configured or it is empty, and then every webhook
+// must be rejected.
+func (c *Config) WebhookSecrets() [][]byte {
+	return c.WebhookSecretsFrom(os.Getenv)
+}
+
+// WebhookSecretsFrom is WebhookSecrets with an injected environment lookup (for tests and for
+// callers that read their environment once at start).
+func (c *Config) WebhookSecretsFrom(getenv func(string) string) [][]byte {
+	if c.WebhookSecretEnv == "" {
+		return nil
+	}
+	var secrets [][]byte
+	for s := range strings.SplitSeq(getenv(c.WebhookSecretEnv), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			secrets = append(secrets, []byte(s))
+		}
+	}
+	return secrets
+}
+
+// withDefaults returns a deep copy of c with zero values replaced by defaults.
+func (c Config) withDefaults() Config {
+	c.BaseURL = strings.TrimSpace(c.BaseURL)
+	c.Timeout = orDuration(c.Timeout, DefaultTimeout)
+	c.Create.Method = cmp.Or(strings.ToUpper(strings.TrimSpace(c.Create.Method)), DefaultMethod)
+	c.ReferenceParam = cmp.Or(c.ReferenceParam, DefaultReferenceParam)
+	c.ReferenceField = cmp.Or(c.ReferenceField, DefaultReferenceField)
+	if c.Idempotency != nil {
+		idem := *c.Idempotency
+		c.Idempotency = &idem
+	}
+	if c.Lookup != nil {
+		lookup := *c.Lookup
+		c.Lookup = &lookup
+	}
+	c.Retry.MaxAttempts = cmp.Or(c.Retry.MaxAttempts, DefaultMaxAttempts)
+	c.Retry.Initial = orDuration(c.Retry.Initial, DefaultRetryInitial)
+	c.Retry.Max = orDuration(c.Retry.Max, DefaultRetryMax)
+	c.Retry.MaxElapsed = orDuration(c.Retry.MaxElapsed, DefaultRetryMaxElapsed)
+	c.Review.Owner = cmp.Or(c.Review.Owner, DefaultReviewOwner)
+	c.Review.Deadline = orDuration(c.Review.Deadline, DefaultReviewDeadline)
+	return c
+}
+
+func orDuration(d Duration, def time.Duration) Duration {
+	return Duration{cmp.Or(d.Duration, def)}
+}
+
+// validate reports every problem of a defaults-filled config, each naming its field.
+func (c *Config) validate() []*FieldError {
+	var errs []*FieldError
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &FieldError{Provider: c.Name, Field: field, Err: fmt.Errorf(format, args...)})
+	}
+	if !providerNamePattern.MatchString(c.Name) {
+		bad("name", "must match %s (it is used as a NATS subject token and a URL path segment)", providerNamePattern)
+	}
+	if c.BaseURL == "" {
+		bad("base_url", "is required")
+	} else if u, err := url.Parse(c.BaseURL); err != nil {
+		bad("base_url", "is not a URL: %w", err)
+	} else if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		bad("base_url", "must be an absolute http or https URL, got %q", c.BaseURL)
+	} else if u.RawQuery != "" || u.Fragment != "" || strings.HasSuffix(c.BaseURL, "?") {
+		bad("base_url", "must not have a query or fragment; put them in the paths")
+	}
+	if c.Timeout.Duration < 0 {
+		bad("timeout", "must not be negative")
+	}
+	switch c.Create.Method {
+	case "POST", "PUT", "PATCH":
+	default:
+		bad("create.method", "must be POST, PUT or PATCH, got %q", c.Create.Method)
+	}
+	switch {
+	case c.Create.Path == "":
+		bad("create.path", "is required")
+	case !strings.HasPrefix(c.Create.Path, "/"):
+		bad("create.path", "must start with \"/\", got %q", c.Create.Path)
+	}
+	if c.Idempotency != nil {
+		switch {
+		case c.Idempotency.Header == "":
+			bad("idempotency.header", "is required when idempotency is given (omit idempotency if the provider ignores keys)")
+		case !headerNamePattern.MatchString(c.Idempotency.Header):
+			bad("idempotency.header", "%q is not a valid HTTP header name", c.Idempotency.Header)
+		}
+		switch {
+		case c.Idempotency.Retention.Duration < 0:
+			bad("idempotency.retention", "must not be negative")
+		case c.Idempotency.Retention.Duration == 0:
+			bad("idempotency.retention", "is required: a resend under the key is only safe inside the provider's retention window")
+		}
+	}
+	if c.Lookup != nil {
+		switch {
+		case c.Lookup.Path == "":
+			bad("lookup.path", "is required when lookup is given")
+		case !strings.HasPrefix(c.Lookup.Path, "/"):
+			bad("lookup.path", "must start with \"/\", got %q", c.Lookup.Path)
+		case !strings.Contains(c.Lookup.Path, ReferencePlaceholder):
+			bad("lookup.path", "must contain %s, got %q", ReferencePlaceholder, c.Lookup.Path)
+		}
+		if c.Lookup.VisibilityLag.Duration < 0 {
+			bad("lookup.visibility_lag", "must not be negative")
+		}
+	}
+	if c.WebhookSecretEnv != "" && !envNamePattern.MatchString(c.WebhookSecretEnv) {
+		bad("webhook_secret_env", "%q is not an environment variable name (give the variable's name, never the secret)", c.WebhookSecretEnv)
+	}
+	if c.Retry.MaxAttempts < 1 {
+		bad("retry.max_attempts", "must be at least 1, got %d", c.Retry.MaxAttempts)
+	}
+	for _, d := range []struct {
+		field string
+		value Duration
+	}{
+		{"retry.initial", c.Retry.Initial},
+		{"retry.max", c.Retry.Max},
+		{"retry.max_elapsed", c.Retry.MaxElapsed},
+		{"review.deadline", c.Review.Deadline},
+	} {
+		if d.value.Duration < 0 {
+			bad(d.field, "must not be negative")
+		}
+	}
+	if c.Retry.Initial.Duration > c.Retry.Max.Duration {
+		bad("retry.initial", "(%s) must not exceed retry.max (%s)", c.Retry.Initial, c.Retry.Max)
+	}
+	return errs
+}
+
+// FieldError is one problem in a providers config, naming where it is so that an operator can fix
+// the file without guessing. Parse and NewRegistry return these joined with errors.Join.
+type FieldError struct {
+	// Provider is the provider's name, or "" for a problem in an action.
+	Provider string
+	// Action is the action's name, or "" for a problem in a provider.
+	Action string
+	// Field is the YAML key path inside the provider or action, e.g. "retry.initial".
+	Field string
+	// Err says what is wrong.
+	Err error
+}
+
+// Error formats as `provider "acme": retry.initial: must not be negative`.
+func (e *FieldError) Error() string {
+	if e.Action != "" {
+		return fmt.Sprintf("action %q: %s: %v", e.Action, e.Field, e.Err)
+	}
+	return fmt.Sprintf("provider %q: %s: %v", e.Provider, e.Field, e.Err)
+}
+
+// Unwrap exposes the underlying cause (e.g. a duration parse error).
+func (e *FieldError) Unwrap() error { return e.Err }

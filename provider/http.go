@@ -1,0 +1,461 @@
+package provider
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// maxBodyRead caps how much of a response body is read, so that a huge or endless body can
+	// neither exhaust memory nor hold a worker.
+	maxBodyRead = 1 << 20
+	// maxBodyKept caps the body kept as evidence in Result.Body and LookupResult.Body.
+	maxBodyKept = 2 << 10
+)
+
+// HTTPOptions are the optional dependencies of an HTTP provider.
+type HTTPOptions struct {
+	// Client makes the calls. nil means a client of this package's own with pooled keep-alive
+	// connections (MaxIdleConnsPerHost 64). A given client is copied, never modified; redirects
+	// are never followed whatever its CheckRedirect says. Its Timeout, if set, applies on top of
+	// the provider's timeout.
+	Client *http.Client
+	// Now is the clock for Result timestamps and Retry-After dates; nil means time.Now.
+	Now func() time.Time
+}
+
+// HTTP is the Provider for a supplier with a JSON-over-HTTP API described by a Config.
+type HTTP struct {
+	cfg    *Config
+	client *http.Client
+	now    func() time.Time
+	// gotConnTraced is true when the transport is net/http's own, which reports every
+	// connection it hands to a request through httptrace.GotConn before writing a byte.
+	gotConnTraced bool
+}
+
+var _ Provider = (*HTTP)(nil)
+
+// NewHTTP returns the HTTP provider for cfg. cfg must not be nil and should come from a Registry
+// (validated, defaults filled); it is used as is, not copied.
+func NewHTTP(cfg *Config, opts HTTPOptions) *HTTP {
+	var client http.Client
+	if opts.Client != nil {
+		client = *opts.Client
+	} else {
+		client.Transport = newTransport()
+	}
+	// A redirect answered to a create would turn a POST into a GET (301/302/303) of some other
+	// resource whose 2xx would read as "succeeded". Report the redirect itself instead.
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	_, stdTransport := client.Transport.(*http.Transport)
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &HTTP{
+		cfg:           cfg,
+		client:        &client,
+		now:           now,
+		gotConnTraced: client.Transport == nil || stdTransport,
+	}
+}
+
+func newTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	// Dispatcher workers call the same few suppliers concurrently; the default of 2 idle
+	// connections per host would make most calls dial afresh.
+	t.MaxIdleConnsPerHost = 64
+	return t
+}
+
+// Config returns the provider's configuration.
+func (p *HTTP) Config() *Config { return p.cfg }
+
+// Create sends the create request once and classifies the answer.
+//
+// The body is req.Params with reference_param set to the external key (replacing any field of
+// that name); with an idempotency contract, the idempotency header carries the external key too.
+// The call is bounded by the provider's timeout.
+//
+// One call of Create is at most one arrival at the supplier. net/http would otherwise resend,
+// on a fresh connection and without telling anyone, a request that carries an Idempotency-Key
+// (or X-Idempotency-Key) header when a reused keep-alive connection fails before the first
+// response byte (Request.isReplayable; the request may well have been received and executed).
+// That second arrival would be missing from the attempt log, and with a header name other than
+// those two the behaviour would silently differ between providers. Create therefore clears
+// Request.GetBody: a request whose body cannot be rewound is never replayed. A connection that
+// fails this way yields ClassUnknown, and the dispatcher decides about any resend, in the open.
+func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
+	cfg := p.cfg
+	res := Result{StartedAt: p.now(), Account: cfg.Account, Environment: cfg.Environment}
+	done := func() Result {
+		res.EndedAt = p.now()
+		return res
+	}
+	notSent := func(format string, args ...any) Result {
+		res.Class, res.Error = ClassNotExecuted, fmt.Sprintf(format, args...)
+		return done()
+	}
+	if req.ExternalKey == "" {
+		return notSent("not sent: empty external key (the supplier could not deduplicate)")
+	}
+	body, err := createBody(req.Params, cfg.ReferenceParam, req.ExternalKey)
+	if err != nil {
+		return notSent("not sent: %v", err)
+	}
+
+	ctx, cancel := context.WithTimeout(ctx, timeoutOf(cfg))
+	defer cancel()
+	trace := &callTrace{}
+	ctx = httptrace.WithClientTrace(ctx, trace.clientTrace())
+	method := cmp.Or(cfg.Create.Method, DefaultMethod)
+	hreq, err := http.NewRequestWithContext(ctx, method, joinURL(cfg.BaseURL, cfg.Create.Path), bytes.NewReader(body))
+	if err != nil {
+		return notSent("not sent: build request: %v", unwrapURLError(err))
+	}
+	// No silent resend (see the doc comment): without GetBody the transport cannot rewind the
+	// body, so Request.isReplayable is false and a failed reused connection is reported to us
+	// instead of being retried behind our back. ContentLength stays set.
+	hreq.GetBody = nil
+	hreq.Header.Set("Content-Type", "application/json")
+	hreq.Header.Set("Accept", "application/json")
+	if cfg.Idempotency != nil {
+		hreq.Header.Set(cfg.Idempotency.Header, req.ExternalKey)
+	}
+
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		res.Sent = p.mayHaveSent(trace, err)
+		if res.Sent {
+			res.Class = ClassUnknown
+			res.Error = fmt.Sprintf("no answer, may have executed (%s): %s", trace.progress(), describeError(ctx, err, timeoutOf(cfg)))
+		} else {
+			res.Class = ClassNotExecuted
+			res.Error = fmt.Sprintf("not sent: %s", describeError(ctx, err, timeoutOf(cfg)))
+		}
+		return done()
+	}
+	defer resp.Body.Close()
+	res.Sent = true
+	res.HTTPStatus = resp.StatusCode
+	raw, readErr := readBody(resp.Body)
+	res.Body = evidence(raw)
+	var reason string
+	res.Class, res.RetryAfter, reason = Classify(resp.StatusCode, cfg.Idempotency != nil, resp.Header, p.now())
+	res.Error = reason
+	if res.Class == ClassSucceeded {
+		ref, err := referenceFrom(raw, readErr, cfg.ReferenceField)
+		if err != nil {
+			// The status confirmed the effect; only its name is missing. Still succeeded: a
+			// resend could create a second effect, which is worse than a missing reference.
+			res.Error = fmt.Sprintf("HTTP %d confirmed the effect but the provider reference is unknown: %v", resp.StatusCode, err)
+		}
+		res.ProviderReference = ref
+	}
+	return done()
+}
+
+// Lookup asks the supplier whether an effect tagged with externalKey exists: GET base_url +
+// lookup path with {reference} replaced by the escaped key. A 200 whose body holds
+// reference_field (an object, or the first element of an array) is found; 404 or an empty array
+// is absent; anything else is an error. If the answer also carries reference_param and it names a
+// different key, the lookup is an error rather than "found": a supplier that ignored the filter
+// must not make someone else's effect count as ours.
+func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
+	cfg := p.cfg
+	res := LookupResult{Account: cfg.Account, Environment: cfg.Environment}
+	fail := func(format string, args ...any) LookupResult {
+		res.Status, res.Error, res.At = LookupError, fmt.Sprintf(format, args...), p.now()
+		return res
+	}
+	if cfg.Lookup == nil {
+		return fail("provider %q has no lookup configured", cfg.Name)
+	}
+	if externalKey == "" {
+		return fail("empty external key")
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeoutOf(cfg))
+	defer cancel()
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, joinURL(cfg.BaseURL, lookupPath(cfg.Lookup.Path, externalKey)), nil)
+	if err != nil {
+		return fail("build lookup request: %v", unwrapURLError(err))
+	}
+	hreq.Header.Set("Accept", "application/json")
+	resp, err := p.client.Do(hreq)
+	if err != nil {
+		return fail("lookup failed: %s", describeError(ctx, err, timeoutOf(cfg)))
+	}
+	defer resp.Body.Close()
+	res.HTTPStatus = resp.StatusCode
+	raw, readErr := readBody(resp.Body)
+	res.Body = evidence(raw)
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		res.Status, res.At = LookupAbsent, p.now()
+		return res
+	case resp.StatusCode != http.StatusOK:
+		return fail("lookup answered HTTP %d", resp.StatusCode)
+	case readErr != nil:
+		return fail("read lookup body: %v", readErr)
+	}
+	found, ref, err := lookupAnswer(raw, cfg.ReferenceField, cfg.ReferenceParam, externalKey)
+	if err != nil {
+		return fail("lookup answered HTTP 200 but %v", err)
+	}
+	res.At = p.now()
+	if !found {
+		res.Status = LookupAbsent
+		return res
+	}
+	res.Status, res.ProviderReference = LookupFound, ref
+	return res
+}
+
+// createBody returns params with param set to key. Params must be a JSON object (or empty/null,
+// meaning {}); numbers and nested values pass through untouched.
+func createBody(params json.RawMessage, param, key string) ([]byte, error) {
+	fields := map[string]json.RawMessage{}
+	trimmed := bytes.TrimSpace(params)
+	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
+		if trimmed[0] != '{' {
+			return nil, errors.New("params must be a JSON object")
+		}
+		if err := json.Unmarshal(trimmed, &fields); err != nil {
+			return nil, fmt.Errorf("params are not a valid JSON object: %w", err)
+		}
+	}
+	keyJSON, err := json.Marshal(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode external key: %w", err)
+	}
+	fields[cmp.Or(param, DefaultReferenceParam)] = keyJSON
+	body, err := json.Marshal(fields)
+	if err != nil {
+		return nil, fmt.Errorf("encode request body: %w", err)
+	}
+	return body, nil
+}
+
+// callTrace records, from httptrace callbacks that may run on transport goroutines, how far a
+// request got.
+type callTrace struct {
+	gotConn      atomic.Bool
+	wroteRequest atomic.Bool
+	writeFailed  atomic.Bool
+}
+
+func (t *callTrace) clientTrace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) { t.gotConn.Store(true) },
+		WroteRequest: func(info httptrace.WroteRequestInfo) {
+			if info.Err != nil {
+				t.writeFailed.Store(true)
+				return
+			}
+			t.wroteRequest.Store(true)
+		},
+	}
+}
+
+// progress describes, for evidence, how far the failed request got.
+func (t *callTrace) progress() string {
+	switch {
+	case t.wroteRequest.Load():
+		return "request fully written, no response"
+	case t.writeFailed.Load():
+		return "connection failed while writing the request"
+	case t.gotConn.Load():
+		return "connection obtained, request possibly written"
+	default:
+		return "request state unknown"
+	}
+}
+
+// mayHaveSent decides Result.Sent after a transport error. With net/http's transport, no byte
+// of the request is written before GotConn; a failure without it (connection refused, DNS
+// failure, TLS handshake failure, timeout while dialing) provably sent nothing. With another
+// RoundTripper only a dial error proves that.
+func (p *HTTP) mayHaveSent(t *callTrace, err error) bool {
+	if t.gotConn.Load() {
+		return true
+	}
+	if p.gotConnTraced {
+		return false
+	}
+	return !isDialError(err)
+}
+
+func isDialError(err error) bool {
+	var opErr *net.OpError
+	if errors.As(err, &opErr) && opErr.Op == "dial" {
+		return true
+	}
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr)
+}
+
+// describeError turns a transport error into a short description without the request URL (the
+// base URL could carry credentials or the query a token).
+func describeError(ctx context.Context, err error, timeout time.Duration) string {
+	err = unwrapURLError(err)
+	if errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Sprintf("timed out after %s", timeout)
+	}
+	return err.Error()
+}
+
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return ue.Err
+	}
+	return err
+}
+
+// readBody reads at most maxBodyRead bytes; errTooLarge marks a body cut at the cap.
+func readBody(r io.Reader) ([]byte, error) {
+	raw, err := io.ReadAll(io.LimitReader(r, maxBodyRead+1))
+	if err != nil {
+		return raw, fmt.Errorf("read response body: %w", err)
+	}
+	if len(raw) > maxBodyRead {
+		return raw[:maxBodyRead], errTooLarge
+	}
+	return raw, nil
+}
+
+var errTooLarge = fmt.Errorf("response body larger than %d bytes, not parsed", maxBodyRead)
+
+// evidence keeps the start of a body in a form any store accepts: at most maxBodyKept bytes, cut
+// on a rune boundary, valid UTF-8, no NUL bytes (Postgres text rejects both).
+func evidence(raw []byte) string {
+	if len(raw) > maxBodyKept {
+		cut := maxBodyKept
+		for cut > maxBodyKept-utf8.UTFMax && cut > 0 && !utf8.RuneStart(raw[cut]) {
+			cut--
+		}
+		raw = raw[:cut]
+	}
+	s := strings.ToValidUTF8(string(raw), "\uFFFD")
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
+// referenceFrom extracts the provider reference from a 2xx create body.
+func referenceFrom(raw []byte, readErr error, field string) (string, error) {
+	if readErr != nil {
+		return "", readErr
+	}
+	obj, err := decodeObject(raw)
+	if err != nil {
+		return "", err
+	}
+	return stringField(obj, field)
+}
+
+// lookupAnswer interprets a 200 lookup body: an object, or an array whose first element is used
+// (an empty array is absence).
+func lookupAnswer(raw []byte, field, param, key string) (found bool, ref string, err error) {
+	trimmed := bytes.TrimSpace(raw)
+	var obj map[string]json.RawMessage
+	if len(trimmed) > 0 && trimmed[0] == '[' {
+		var items []json.RawMessage
+		if err := json.Unmarshal(trimmed, &items); err != nil {
+			return false, "", fmt.Errorf("body is not valid JSON: %w", err)
+		}
+		if len(items) == 0 {
+			return false, "", nil
+		}
+		if obj, err = decodeObject(items[0]); err != nil {
+			return false, "", fmt.Errorf("first array element: %w", err)
+		}
+	} else if obj, err = decodeObject(trimmed); err != nil {
+		return false, "", err
+	}
+	if other, present := obj[param]; present {
+		var got string
+		if json.Unmarshal(other, &got) != nil || got != key {
+			return false, "", fmt.Errorf("the result's %q is %s, not the looked-up key", param, truncate(string(other), 80))
+		}
+	}
+	ref, err = stringField(obj, field)
+	if err != nil {
+		return false, "", err
+	}
+	return true, ref, nil
+}
+
+func decodeObject(raw []byte) (map[string]json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 {
+		return nil, errors.New("body is empty")
+	}
+	if trimmed[0] != '{' {
+		return nil, errors.New("body is not a JSON object")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &obj); err != nil {
+		return nil, fmt.Errorf("body is not valid JSON: %w", err)
+	}
+	return obj, nil
+}
+
+// stringField reads a non-empty string or number field (suppliers use both for ids).
+func stringField(obj map[string]json.RawMessage, field string) (string, error) {
+	raw, ok := obj[field]
+	if !ok {
+		return "", fmt.Errorf("body has no %q field", field)
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		if s == "" {
+			return "", fmt.Errorf("field %q is empty", field)
+		}
+		return s, nil
+	}
+	var n json.Number
+	if err := json.Unmarshal(raw, &n); err == nil {
+		return n.String(), nil
+	}
+	return "", fmt.Errorf("field %q is neither a string nor a number", field)
+}
+
+// lookupPath substitutes the key: query-escaped after "?", path-escaped before it.
+func lookupPath(path, key string) string {
+	if q := strings.Index(path, "?"); q >= 0 {
+		return strings.ReplaceAll(path[:q], ReferencePlaceholder, url.PathEscape(key)) +
+			strings.ReplaceAll(path[q:], ReferencePlaceholder, url.QueryEscape(key))
+	}
+	return strings.ReplaceAll(path, ReferencePlaceholder, url.PathEscape(key))
+}
+
+func joinURL(base, path string) string {
+	return strings.TrimRight(base, "/") + path
+}
+
+func timeoutOf(cfg *Config) time.Duration {
+	if cfg.Timeout.Duration > 0 {
+		return cfg.Timeout.Duration
+	}
+	return DefaultTimeout
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

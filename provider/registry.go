@@ -1,0 +1,296 @@
+package provider
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Registry is the validated providers configuration: the lookup from an action to the provider
+// that executes it. It is read-only after construction and safe for concurrent use.
+type Registry struct {
+	providers map[string]*Config
+	actions   map[string]*Config
+}
+
+// Load reads and validates the providers config file at path (YAML, or JSON since YAML is a
+// superset of it).
+func Load(path string) (*Registry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read providers config: %w", err)
+	}
+	reg, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("providers config %s: %w", path, err)
+	}
+	return reg, nil
+}
+
+// Parse decodes and validates a providers config document. Decoding is strict: an unknown key
+// (a typo such as "idempotency_key") is an error rather than a silently ignored promise. All
+// problems are reported together (errors.Join), each naming its provider, action and field.
+func Parse(data []byte) (*Registry, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var doc fileYAML
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, errors.New("parse providers config: empty document")
+		}
+		return nil, fmt.Errorf("parse providers config: %w", err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, errors.New("parse providers config: more than one YAML document")
+	}
+	f, convErrs := doc.file()
+	reg, valErrs := newRegistry(f)
+	// A value that could not be converted was left zero; validation would report the same field
+	// again (e.g. "is required"), so keep only the first, more precise report.
+	reported := make(map[[3]string]bool, len(convErrs))
+	errs := make([]error, 0, len(convErrs)+len(valErrs))
+	for _, e := range convErrs {
+		reported[[3]string{e.Provider, e.Action, e.Field}] = true
+		errs = append(errs, e)
+	}
+	for _, e := range valErrs {
+		if !reported[[3]string{e.Provider, e.Action, e.Field}] {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return reg, nil
+}
+
+// NewRegistry validates f, fills defaults and returns the registry. Every problem is reported
+// as a *FieldError, all joined with errors.Join. The registry keeps its own copies; later changes
+// to f do not affect it.
+func NewRegistry(f File) (*Registry, error) {
+	reg, fieldErrs := newRegistry(f)
+	if len(fieldErrs) > 0 {
+		errs := make([]error, len(fieldErrs))
+		for i, e := range fieldErrs {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
+	}
+	return reg, nil
+}
+
+func newRegistry(f File) (*Registry, []*FieldError) {
+	reg := &Registry{
+		providers: make(map[string]*Config, len(f.Providers)),
+		actions:   make(map[string]*Config, len(f.Actions)),
+	}
+	var errs []*FieldError
+	for _, name := range slices.Sorted(maps.Keys(f.Providers)) {
+		cfg := f.Providers[name]
+		cfg.Name = name
+		cfg = cfg.withDefaults()
+		errs = append(errs, cfg.validate()...)
+		reg.providers[name] = &cfg
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.Actions)) {
+		action := f.Actions[name]
+		bad := func(field string, err error) {
+			errs = append(errs, &FieldError{Action: name, Field: field, Err: err})
+		}
+		if err := checkActionName(name); err != nil {
+			bad("name", err)
+		}
+		switch cfg, ok := reg.providers[action.Provider]; {
+		case action.Provider == "":
+			bad("provider", errors.New("is required"))
+		case !ok:
+			bad("provider", fmt.Errorf("%q is not defined under providers", action.Provider))
+		default:
+			reg.actions[name] = cfg
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return reg, nil
+}
+
+// checkActionName keeps action names usable in logs, query strings and NATS subjects (where "*"
+// and ">" are wildcards).
+func checkActionName(name string) error {
+	if name == "" {
+		return errors.New("must not be empty")
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f || r == '*' || r == '>' {
+			return fmt.Errorf("%q must not contain spaces, control characters, '*' or '>'", name)
+		}
+	}
+	return nil
+}
+
+// ForAction returns the config of the provider that executes action. ok is false for an action
+// the configuration does not know (the API answers 422).
+func (r *Registry) ForAction(action string) (cfg *Config, ok bool) {
+	cfg, ok = r.actions[action]
+	return cfg, ok
+}
+
+// Provider returns the config of the named provider (e.g. for /v1/webhooks/{provider}).
+func (r *Registry) Provider(name string) (cfg *Config, ok bool) {
+	cfg, ok = r.providers[name]
+	return cfg, ok
+}
+
+// Actions returns the known action names, sorted.
+func (r *Registry) Actions() []string {
+	return slices.Sorted(maps.Keys(r.actions))
+}
+
+// Providers returns every provider config, sorted by name.
+func (r *Registry) Providers() []*Config {
+	out := make([]*Config, 0, len(r.providers))
+	for _, name := range slices.Sorted(maps.Keys(r.providers)) {
+		out = append(out, r.providers[name])
+	}
+	return out
+}
+
+// The *YAML types mirror the file layout. Durations are read as strings and counts as pointers so
+// that conversion can name the field of a bad value and tell "left out" (default) from an explicit
+// zero (an error: "max_attempts: 0" or "timeout: 0s" is never what anyone means).
+type fileYAML struct {
+	Providers map[string]providerYAML `yaml:"providers"`
+	Actions   map[string]actionYAML   `yaml:"actions"`
+}
+
+type actionYAML struct {
+	Provider string `yaml:"provider"`
+}
+
+type providerYAML struct {
+	BaseURL          string           `yaml:"base_url"`
+	Account          string           `yaml:"account"`
+	Environment      string           `yaml:"environment"`
+	Timeout          *string          `yaml:"timeout"`
+	Create           endpointYAML     `yaml:"create"`
+	ReferenceParam   string           `yaml:"reference_param"`
+	ReferenceField   string           `yaml:"reference_field"`
+	Idempotency      *idempotencyYAML `yaml:"idempotency"`
+	Lookup           *lookupYAML      `yaml:"lookup"`
+	WebhookSecretEnv string           `yaml:"webhook_secret_env"`
+	Retry            retryYAML        `yaml:"retry"`
+	Review           reviewYAML       `yaml:"review"`
+}
+
+type endpointYAML struct {
+	Method string `yaml:"method"`
+	Path   string `yaml:"path"`
+}
+
+type idempotencyYAML struct {
+	Header    string  `yaml:"header"`
+	Retention *string `yaml:"retention"`
+}
+
+type lookupYAML struct {
+	Path          string  `yaml:"path"`
+	VisibilityLag *string `yaml:"visibility_lag"`
+}
+
+type retryYAML struct {
+	MaxAttempts *int    `yaml:"max_attempts"`
+	Initial     *string `yaml:"initial"`
+	Max         *string `yaml:"max"`
+	MaxElapsed  *string `yaml:"max_elapsed"`
+}
+
+type reviewYAML struct {
+	Owner    string  `yaml:"owner"`
+	Deadline *string `yaml:"deadline"`
+}
+
+// file converts the decoded document, collecting errors for values that cannot be converted.
+func (doc fileYAML) file() (File, []*FieldError) {
+	f := File{
+		Providers: make(map[string]Config, len(doc.Providers)),
+		Actions:   make(map[string]Action, len(doc.Actions)),
+	}
+	var errs []*FieldError
+	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {
+		p := doc.Providers[name]
+		bad := func(field string, err error) {
+			errs = append(errs, &FieldError{Provider: name, Field: field, Err: err})
+		}
+		// duration converts an optional duration; positive demands > 0 when given explicitly.
+		// A bad value is reported here and left zero.
+		duration := func(field string, s *string, positive bool) Duration {
+			if s == nil {
+				return Duration{}
+			}
+			d, err := ParseDuration(*s)
+			switch {
+			case err != nil:
+				bad(field, err)
+			case d.Duration < 0:
+				bad(field, fmt.Errorf("must not be negative, got %s", d))
+			case d.Duration == 0 && positive:
+				bad(field, errors.New("must be positive (leave it out for the default)"))
+			default:
+				return d
+			}
+			return Duration{}
+		}
+		cfg := Config{
+			Name:             name,
+			BaseURL:          p.BaseURL,
+			Account:          p.Account,
+			Environment:      p.Environment,
+			Timeout:          duration("timeout", p.Timeout, true),
+			Create:           Endpoint{Method: p.Create.Method, Path: p.Create.Path},
+			ReferenceParam:   strings.TrimSpace(p.ReferenceParam),
+			ReferenceField:   strings.TrimSpace(p.ReferenceField),
+			WebhookSecretEnv: p.WebhookSecretEnv,
+			Retry: RetryPolicy{
+				Initial:    duration("retry.initial", p.Retry.Initial, true),
+				Max:        duration("retry.max", p.Retry.Max, true),
+				MaxElapsed: duration("retry.max_elapsed", p.Retry.MaxElapsed, true),
+			},
+			Review: ReviewPolicy{
+				Owner:    strings.TrimSpace(p.Review.Owner),
+				Deadline: duration("review.deadline", p.Review.Deadline, true),
+			},
+		}
+		if p.Retry.MaxAttempts != nil {
+			if *p.Retry.MaxAttempts < 1 {
+				bad("retry.max_attempts", fmt.Errorf("must be at least 1, got %d", *p.Retry.MaxAttempts))
+			}
+			cfg.Retry.MaxAttempts = *p.Retry.MaxAttempts
+		}
+		if p.Idempotency != nil {
+			cfg.Idempotency = &Idempotency{
+				Header:    strings.TrimSpace(p.Idempotency.Header),
+				Retention: duration("idempotency.retention", p.Idempotency.Retention, true),
+			}
+		}
+		if p.Lookup != nil {
+			cfg.Lookup = &Lookup{
+				Path:          p.Lookup.Path,
+				VisibilityLag: duration("lookup.visibility_lag", p.Lookup.VisibilityLag, false),
+			}
+		}
+		f.Providers[name] = cfg
+	}
+	for name, a := range doc.Actions {
+		f.Actions[name] = Action{Provider: strings.TrimSpace(a.Provider)}
+	}
+	return f, errs
+}
