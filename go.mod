@@ -9,6 +9,7 @@ require (
 	github.com/nats-io/nats-server/v2 v2.15.2
 	github.com/nats-io/nats.go v1.55.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/sethvargo/go-retry v0.5.0
 	go.yaml.in/yaml/v3 v3.0.6
 )
 

@@ -71,6 +71,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}", s.authed(s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("POST /v1/dispatch/pause", s.authed(s.pauseDispatch, auth.RoleOperator))
+	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
+	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint"))
 	})

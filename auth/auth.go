@@ -170,4 +170,3 @@ func hash(secret string) []byte {
 	sum := sha256.Sum256([]byte(secret))
 	return sum[:]
 }
-

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,22 @@ type Dispatch struct {
 // deliberate re-publish (at a newer version) is not.
 func DispatchMsgID(id uuid.UUID, version int64) string {
 	return fmt.Sprintf("dispatch.%s.%d", id, version)
+}
+
+// DispatchOutbox is the outbox message that hands operation id at version
+// to a dispatcher, at due (zero: now).
+func DispatchOutbox(subject string, id uuid.UUID, version int64, due time.Time) outbox.Message {
+	payload, _ := json.Marshal(Dispatch{OperationID: id, Version: version})
+	return outbox.Message{Subject: subject, MsgID: DispatchMsgID(id, version), Payload: payload, DeliverAfter: due}
+}
+
+// RedispatchOutbox is DispatchOutbox for a deliberate re-publish of the same
+// version (a resume, a sweep of a lost message): its Nats-Msg-Id is new, so
+// JetStream's duplicate window does not swallow it.
+func RedispatchOutbox(subject string, id uuid.UUID, version int64, at time.Time) outbox.Message {
+	m := DispatchOutbox(subject, id, version, time.Time{})
+	m.MsgID = fmt.Sprintf("%s.r%d", m.MsgID, at.UnixNano())
+	return m
 }
 
 // ExternalKey is the stable key sent to the provider for operation id, in
@@ -96,8 +113,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 		if _, err := tx.Exec(ctx, eventInsertCreated, op.ID, op.TenantID, op.CreatedAt, "token:"+req.TokenID.String(), detail); err != nil {
 			return fmt.Errorf("insert created event: %w", err)
 		}
-		payload, _ := json.Marshal(Dispatch{OperationID: op.ID, Version: op.Version})
-		return outbox.Insert(ctx, tx, outbox.Message{Subject: subject, MsgID: DispatchMsgID(op.ID, op.Version), Payload: payload})
+		return outbox.Insert(ctx, tx, DispatchOutbox(subject, op.ID, op.Version, time.Time{}))
 	})
 	if err != nil || !replayed {
 		return op, false, err

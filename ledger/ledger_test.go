@@ -300,7 +300,7 @@ func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 	}
 	done, err := f.store.Transition(ctx, f.pool, ledger.Change{
 		ID: op.ID, From: ledger.StatusDispatching, Version: claimed.Version, To: ledger.StatusSucceeded,
-		Kind: "provider_answered", Actor: "worker:a", ProviderReference: "ord_1", Sent: true,
+		Kind: "provider_answered", Actor: "worker:a", ProviderReference: "ord_1", Attempted: true, SentAt: time.Now(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -29,9 +29,17 @@ type Change struct {
 	// NextAttemptAt schedules the next attempt (retry_wait) or lookup
 	// (unknown); zero clears it.
 	NextAttemptAt time.Time
-	// Sent marks that a request is about to be or was sent: attempts is
-	// incremented and first/last sent times are set.
-	Sent bool
+	// Attempted counts one more provider attempt.
+	Attempted bool
+	// SentAt, when set, is when a request may last have reached the
+	// provider (the end of the attempt, or when a lease was found
+	// expired); it sets last_sent_at and, the first time, first_sent_at.
+	// Lookups believe "absent" only visibility_lag after it.
+	SentAt time.Time
+	// UnlessPaused makes the change (a claim) fail as ErrStale while a
+	// dispatch pause matches the operation; the check is in the same
+	// statement, so a pause takes effect at once.
+	UnlessPaused bool
 	// ProviderReference, when set, records the provider's reference.
 	ProviderReference string
 	// Review is required when To is review.
@@ -57,14 +65,19 @@ const operationTransition = `WITH upd AS (
         lease_expires_at   = CASE WHEN $4 = 'dispatching' THEN $7::timestamptz END,
         next_attempt_at    = $8,
         attempts           = attempts + CASE WHEN $9 THEN 1 ELSE 0 END,
-        first_sent_at      = CASE WHEN $9 THEN coalesce(first_sent_at, coalesce($5::timestamptz, now())) ELSE first_sent_at END,
-        last_sent_at       = CASE WHEN $9 THEN coalesce($5::timestamptz, now()) ELSE last_sent_at END,
+        first_sent_at      = coalesce(first_sent_at, $18::timestamptz),
+        last_sent_at       = coalesce($18::timestamptz, last_sent_at),
         provider_reference = coalesce($10, provider_reference),
         review_reason      = CASE WHEN $4 = 'review' THEN $11 END,
         review_owner       = CASE WHEN $4 = 'review' THEN $12 END,
         review_deadline    = CASE WHEN $4 = 'review' THEN $13::timestamptz END,
         flags              = CASE WHEN $14::text IS NULL OR $14 = ANY (flags) THEN flags ELSE flags || $14::text END
     WHERE id = $1 AND version = $2 AND status = $3
+      AND NOT ($19 AND EXISTS (
+          SELECT 1 FROM dispatch_pauses p
+          WHERE p.tenant_id = operations.tenant_id
+            AND (p.provider IS NULL OR p.provider = operations.provider)
+            AND (p.action IS NULL OR p.action = operations.action)))
     RETURNING *
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
@@ -102,9 +115,9 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 	}
 	rows, _ := db.Query(ctx, operationTransition,
 		c.ID, c.Version, c.From, c.To, s.nowArg(),
-		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Sent,
+		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Attempted,
 		nullString(c.ProviderReference), reason, owner, deadline, nullString(c.Flag),
-		c.Kind, c.Actor, detail)
+		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused)
 	op, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Operation])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Operation{}, fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, c.ID, c.Version, c.From)

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -24,16 +25,23 @@ type Message struct {
 	MsgID string
 	// Payload is the message body.
 	Payload []byte
+	// DeliverAfter, when set, holds the message back until then (a retry's
+	// backoff); the relay publishes it once it is due.
+	DeliverAfter time.Time
 }
 
-const outboxInsert = `INSERT INTO outbox (subject, msg_id, payload) VALUES ($1, $2, $3)`
+const outboxInsert = `INSERT INTO outbox (subject, msg_id, payload, deliver_after) VALUES ($1, $2, $3, $4)`
 
 // Insert adds m to the outbox inside the caller's transaction.
 func Insert(ctx context.Context, db Execer, m Message) error {
 	if m.Subject == "" || m.MsgID == "" {
 		return fmt.Errorf("outbox: message needs a subject and a msg id")
 	}
-	if _, err := db.Exec(ctx, outboxInsert, m.Subject, m.MsgID, m.Payload); err != nil {
+	var after *time.Time
+	if !m.DeliverAfter.IsZero() {
+		after = &m.DeliverAfter
+	}
+	if _, err := db.Exec(ctx, outboxInsert, m.Subject, m.MsgID, m.Payload, after); err != nil {
 		return fmt.Errorf("outbox: insert %s: %w", m.MsgID, err)
 	}
 	return nil

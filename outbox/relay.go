@@ -85,7 +85,7 @@ func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) *Relay {
 
 const (
 	outboxClaim = `SELECT id, subject, msg_id, payload FROM outbox
-WHERE published_at IS NULL
+WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())
 ORDER BY id
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
@@ -94,8 +94,13 @@ FOR UPDATE SKIP LOCKED`
 
 	outboxDeletePublished = `DELETE FROM outbox WHERE published_at < now() - $1::interval`
 
-	outboxBacklog = `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
-FROM outbox WHERE published_at IS NULL`
+	outboxNextDue = `SELECT min(deliver_after) FROM outbox
+WHERE published_at IS NULL AND deliver_after > now()`
+
+	// outboxBacklog counts rows that are due and unpublished; scheduled
+	// retries are not lag.
+	outboxBacklog = `SELECT count(*), coalesce(extract(epoch FROM now() - min(coalesce(deliver_after, created_at))), 0)
+FROM outbox WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())`
 )
 
 // Start runs the relay in the background until Stop or ctx ends. It
@@ -191,15 +196,31 @@ func (r *Relay) run(ctx context.Context) {
 			continue // more rows are probably waiting
 		}
 		failures = 0
+		due := r.nextDue(ctx)
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
 		case <-ticker.C:
+		case <-due:
 		case <-cleanup.C:
 			r.deletePublished(ctx)
 		}
 	}
+}
+
+// nextDue returns a channel that fires when the earliest scheduled row is
+// due (nil, which never fires, when none is scheduled before the next poll).
+func (r *Relay) nextDue(ctx context.Context) <-chan time.Time {
+	var at *time.Time
+	if err := r.pool.QueryRow(ctx, outboxNextDue).Scan(&at); err != nil || at == nil {
+		return nil
+	}
+	wait := time.Until(*at)
+	if wait >= r.cfg.PollInterval {
+		return nil
+	}
+	return time.After(max(wait, time.Millisecond))
 }
 
 func (r *Relay) deletePublished(ctx context.Context) {

@@ -207,3 +207,27 @@ func getLast(b *broker.Broker) (*jetstream.RawStreamMsg, error) {
 	}
 	return msg, nil
 }
+
+func TestScheduledRowIsPublishedWhenDueAndNotBefore(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{PollInterval: time.Hour, Logger: quiet()})
+	due := time.Now().Add(700 * time.Millisecond)
+	err := outbox.Insert(context.Background(), pool, outbox.Message{
+		Subject: b.DispatchSubject("acme"), MsgID: "later-1", Payload: []byte("{}"), DeliverAfter: due,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := relay.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer relay.Stop()
+	waitFor(t, 10*time.Second, "the scheduled row to be published", func() bool { return unpublished(t, pool) == 0 })
+	if now := time.Now(); now.Before(due) {
+		t.Errorf("published %s before it was due", due.Sub(now))
+	}
+	if got := streamMsgs(t, b); got != 1 {
+		t.Errorf("stream holds %d, want 1", got)
+	}
+}

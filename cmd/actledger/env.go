@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -15,9 +16,11 @@ type env struct {
 	ListenAddr    string
 	ProvidersFile string
 	LeaseDuration time.Duration
-	StreamPrefix  string
-	LogLevel      slog.Level
-	badLease      string
+	// DispatchConcurrency is the per-provider worker count (0: default).
+	DispatchConcurrency int
+	StreamPrefix        string
+	LogLevel            slog.Level
+	badLease            string
 }
 
 func loadEnv(getenv func(string) string) env {
@@ -36,6 +39,11 @@ func loadEnv(getenv func(string) string) env {
 			e.badLease = v
 		} else {
 			e.LeaseDuration = d
+		}
+	}
+	if v := getenv("DISPATCH_CONCURRENCY"); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			e.DispatchConcurrency = n
 		}
 	}
 	if getenv("LOG_LEVEL") == "debug" {

@@ -15,6 +15,7 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/outbox"
@@ -22,7 +23,7 @@ import (
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
-var allRoles = []string{"api", "relay"}
+var allRoles = []string{"api", "relay", "dispatcher"}
 
 // startStopper is the contract every long-running component shares.
 type startStopper interface {
@@ -71,6 +72,15 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	var components []startStopper
 	if slices.Contains(roles, "relay") {
 		components = append(components, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}))
+	}
+	if slices.Contains(roles, "dispatcher") {
+		d, err := dispatcher.New(store, b, dispatcher.Config{
+			Registry: registry, LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency, Logger: logger,
+		})
+		if err != nil {
+			return err
+		}
+		components = append(components, d, dispatcher.NewLeaseSweeper(store, b, dispatcher.SweeperConfig{Registry: registry, Logger: logger}))
 	}
 	for _, c := range components {
 		if err := c.Start(ctx); err != nil {

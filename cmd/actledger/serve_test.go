@@ -6,8 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,54 +22,117 @@ import (
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
 )
+
+// instance is one `actledger serve` run in-process against the test
+// Postgres, the test NATS server and an in-process mock supplier.
+type instance struct {
+	base     string
+	supplier *mocksupplier.Server
+	prefix   string
+	getenv   func(string) string
+	stop     func()
+}
+
+func startServe(t *testing.T) *instance {
+	t.Helper()
+	_, dbURL := testdb.NewWithURL(t)
+	supplier := mocksupplier.New(mocksupplier.Config{LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	srv := httptest.NewServer(supplier)
+	t.Cleanup(func() { srv.Close(); supplier.Close() })
+	demo, err := os.ReadFile("../../demo/providers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers := filepath.Join(t.TempDir(), "providers.yaml")
+	cfg := strings.Replace(string(demo), "http://127.0.0.1:9100", srv.URL, 1)
+	cfg = strings.Replace(cfg, "visibility_lag: 2s", "visibility_lag: 100ms", 1)
+	if err := os.WriteFile(providers, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{supplier: supplier, prefix: testnats.Prefix()}
+	addr := freeAddr(t)
+	vars := map[string]string{
+		"DATABASE_URL":   dbURL,
+		"NATS_URL":       testnats.URL(),
+		"STREAM_PREFIX":  in.prefix,
+		"LISTEN_ADDR":    addr,
+		"PROVIDERS_FILE": providers,
+		"LEASE_DURATION": "5s",
+	}
+	in.getenv = func(k string) string { return vars[k] }
+	t.Cleanup(func() {
+		b, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: in.prefix})
+		if err == nil {
+			_ = b.DeleteStreams(context.Background())
+			b.Close()
+		}
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- run(ctx, []string{"serve"}, in.getenv, io.Discard, io.Discard) }()
+	in.base = "http://" + addr
+	waitReady(t, in.base, served)
+	in.stop = func() {
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("serve returned %v after SIGTERM-equivalent, want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not shut down")
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			in.stop()
+		}
+	})
+	return in
+}
+
+func (in *instance) token(t *testing.T, role string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"token", "create", "--tenant", "demo", "--role", role}, in.getenv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	return strings.TrimSpace(out.String())
+}
+
+func (in *instance) waitStatus(t *testing.T, token, id, want string) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		op := get(t, in.base+"/v1/operations/"+id, token)
+		if op["status"] == want {
+			return op
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("operation is %v, want %s", op["status"], want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
 
 // TestApprovedOperationReachesTheStream drives the real path of `serve`:
 // tokens from the CLI, HTTP → one Postgres transaction → relay →
 // JetStream, then a graceful shutdown.
 func TestApprovedOperationReachesTheStream(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testdb.NewWithURL(t)
-	prefix := testnats.Prefix()
-	addr := freeAddr(t)
-	vars := map[string]string{
-		"DATABASE_URL":   dbURL,
-		"NATS_URL":       testnats.URL(),
-		"STREAM_PREFIX":  prefix,
-		"LISTEN_ADDR":    addr,
-		"PROVIDERS_FILE": "../../demo/providers.yaml",
-	}
-	getenv := func(k string) string { return vars[k] }
-	t.Cleanup(func() {
-		b, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: prefix})
-		if err == nil {
-			_ = b.DeleteStreams(context.Background())
-			b.Close()
-		}
-	})
-
-	tokenFor := func(role string) string {
-		var out bytes.Buffer
-		if err := run(t.Context(), []string{"token", "create", "--tenant", "demo", "--role", role}, getenv, &out, io.Discard); err != nil {
-			t.Fatal(err)
-		}
-		return strings.TrimSpace(out.String())
-	}
-	approver, agent := tokenFor("approver"), tokenFor("agent")
-
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- run(ctx, []string{"serve"}, getenv, io.Discard, io.Discard) }()
-	base := "http://" + addr
-	waitReady(t, base, served)
-
-	approval := post(t, base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1","qty":3},"ttl_seconds":600,"policy_version":"p1"}`)
-	op := post(t, base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-37","params":{"qty":3,"sku":"A-1"},"approval_id":%q}`, approval["id"]))
+	in := startServe(t)
+	operator := in.token(t, "operator")
+	post(t, in.base+"/v1/dispatch/pause", operator, `{}`) // keep the message in the stream unconsumed
+	approver, agent := in.token(t, "approver"), in.token(t, "agent")
+	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1","qty":3},"ttl_seconds":600,"policy_version":"p1"}`)
+	op := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-37","params":{"qty":3,"sku":"A-1"},"approval_id":%q}`, approval["id"]))
 	if op["status"] != "queued" {
 		t.Fatalf("operation: %v", op)
 	}
 
-	b, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: prefix})
+	b, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: in.prefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,16 +157,48 @@ func TestApprovedOperationReachesTheStream(t *testing.T) {
 	if got, want := msg.Header.Get(jetstream.MsgIDHeader), ledger.DispatchMsgID(d.OperationID, 1); got != want {
 		t.Errorf("Nats-Msg-Id = %q, want %q", got, want)
 	}
+	in.stop()
+}
 
-	cancel()
-	select {
-	case err := <-served:
-		if err != nil {
-			t.Errorf("serve returned %v after SIGTERM-equivalent, want nil", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("serve did not shut down")
+// TestOperationOverHTTPCreatesOneOrderAtTheSupplier is the whole product
+// in one process: HTTP → Postgres → JetStream → dispatcher → supplier,
+// with a lost response on the way, and the stop button.
+func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
+	t.Parallel()
+	in := startServe(t)
+	approver, agent, operator := in.token(t, "approver"), in.token(t, "agent"), in.token(t, "operator")
+
+	in.supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1","qty":3},"ttl_seconds":600,"policy_version":"p1"}`)
+	op := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-1","params":{"qty":3,"sku":"A-1"},"approval_id":%q}`, approval["id"]))
+	done := in.waitStatus(t, agent, op["id"].(string), "succeeded")
+	if got := in.supplier.Orders(done["external_key"].(string)); got != 1 {
+		t.Errorf("supplier orders = %d, want 1", got)
 	}
+	if !strings.Contains(done["summary"].(string), "confirmed") || done["provider_reference"] == nil {
+		t.Errorf("succeeded view: %v", done)
+	}
+
+	// The stop button: paused work stays queued and nothing is sent.
+	paused := post(t, in.base+"/v1/dispatch/pause", operator, `{"provider":"acme"}`)
+	if p, _ := paused["paused"].([]any); len(p) != 1 {
+		t.Fatalf("pause answer: %v", paused)
+	}
+	approval2 := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"B-2"},"ttl_seconds":600,"policy_version":"p1"}`)
+	op2 := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","params":{"sku":"B-2"},"approval_id":%q}`, approval2["id"]))
+	time.Sleep(time.Second)
+	if got := get(t, in.base+"/v1/operations/"+op2["id"].(string), agent); got["status"] != "queued" || in.supplier.Orders(op2["external_key"].(string)) != 0 {
+		t.Fatalf("while paused: %v, orders %d", got["status"], in.supplier.Orders(op2["external_key"].(string)))
+	}
+	resumed := post(t, in.base+"/v1/dispatch/resume", operator, `{"provider":"acme"}`)
+	if resumed["released"] != float64(1) {
+		t.Errorf("resume released %v, want 1", resumed["released"])
+	}
+	in.waitStatus(t, agent, op2["id"].(string), "succeeded")
+	if got := in.supplier.TotalOrders(); got != 2 {
+		t.Errorf("supplier holds %d orders, want 2", got)
+	}
+	in.stop()
 }
 
 func freeAddr(t *testing.T) string {
@@ -133,6 +232,23 @@ func waitReady(t *testing.T, base string, served <-chan error) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func get(t *testing.T, url, token string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != 200 || json.Unmarshal(raw, &out) != nil {
+		t.Fatalf("GET %s: %d %s", url, res.StatusCode, raw)
+	}
+	return out
 }
 
 func post(t *testing.T, url, token, body string) map[string]any {

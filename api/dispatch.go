@@ -1,0 +1,150 @@
+package api
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/outbox"
+)
+
+type dispatchScope struct {
+	Provider string `json:"provider"`
+	Action   string `json:"action"`
+}
+
+// scope reads and checks a pause/resume body; an empty body means
+// everything of the tenant.
+func (s *Server) scope(w http.ResponseWriter, r *http.Request) (dispatchScope, error) {
+	var sc dispatchScope
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return sc, err
+	}
+	if len(body) > 0 {
+		if err := decodeJSON(body, &sc); err != nil {
+			return sc, err
+		}
+	}
+	if sc.Action != "" {
+		if _, ok := s.cfg.Actions[sc.Action]; !ok {
+			return sc, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+sc.Action+" is not configured")
+		}
+	}
+	if sc.Provider != "" && !s.knownProvider(sc.Provider) {
+		return sc, errorf(http.StatusUnprocessableEntity, "unknown_provider", "provider "+sc.Provider+" is not configured")
+	}
+	return sc, nil
+}
+
+func (s *Server) knownProvider(name string) bool {
+	for _, p := range s.cfg.Actions {
+		if p == name {
+			return true
+		}
+	}
+	return false
+}
+
+// pauseDispatch is POST /v1/dispatch/pause: the stop button. Matching work
+// stays queued; calls already in flight finish (GET /v1/dispatch lists
+// them).
+func (s *Server) pauseDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	sc, err := s.scope(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.cfg.Ledger.PauseDispatch(r.Context(), p.TenantID, sc.Provider, sc.Action, p.Actor()); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.WarnContext(r.Context(), "dispatch paused", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "by", p.Name)
+	s.writeDispatch(w, r, p, nil)
+}
+
+// resumeDispatch is POST /v1/dispatch/resume: removes the pause of exactly
+// this scope and hands the queued work it held back to the dispatcher.
+func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	sc, err := s.scope(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := s.cfg.Ledger.Now()
+	released := 0
+	removed, err := s.cfg.Ledger.ResumeDispatch(r.Context(), p.TenantID, sc.Provider, sc.Action, func(tx pgx.Tx, ops []ledger.Requeue) error {
+		for _, op := range ops {
+			m := ledger.RedispatchOutbox(s.cfg.DispatchSubject(op.Provider), op.ID, op.Version, now)
+			if err := outbox.Insert(r.Context(), tx, m); err != nil {
+				return err
+			}
+		}
+		released = len(ops)
+		return nil
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if !removed {
+		s.writeError(w, r, errorf(http.StatusNotFound, "not_paused", "no pause matches exactly this provider and action"))
+		return
+	}
+	s.log.InfoContext(r.Context(), "dispatch resumed", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "released", released, "by", p.Name)
+	s.writeDispatch(w, r, p, map[string]any{"released": released})
+}
+
+type inFlightView struct {
+	OperationID    string  `json:"operation_id"`
+	Action         string  `json:"action"`
+	Key            string  `json:"key"`
+	Provider       string  `json:"provider"`
+	LeaseOwner     string  `json:"lease_owner"`
+	ClaimedAt      string  `json:"claimed_at"`
+	AgeSeconds     float64 `json:"age_seconds"`
+	LeaseExpiresAt *string `json:"lease_expires_at"`
+	Attempts       int     `json:"attempts"`
+}
+
+// dispatchStatus is GET /v1/dispatch: active pauses and what is in flight,
+// with its age, so an operator sees what may still land.
+func (s *Server) dispatchStatus(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	s.writeDispatch(w, r, p, nil)
+}
+
+// writeDispatch answers with the tenant's dispatch state plus extra fields.
+func (s *Server) writeDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal, extra map[string]any) {
+	pauses, err := s.cfg.Ledger.Pauses(r.Context(), p.TenantID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	ops, err := s.cfg.Ledger.InFlight(r.Context(), p.TenantID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	now := s.cfg.Ledger.Now()
+	inFlight := make([]inFlightView, len(ops))
+	for i, op := range ops {
+		inFlight[i] = inFlightView{
+			OperationID: op.ID.String(), Action: op.Action, Key: op.Key, Provider: op.Provider,
+			LeaseOwner: deref(op.LeaseOwner), ClaimedAt: rfc3339(op.UpdatedAt),
+			AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Millisecond).Seconds(), LeaseExpiresAt: rfc3339Ptr(op.LeaseExpiresAt),
+			Attempts: op.Attempts,
+		}
+	}
+	pauseViews := make([]map[string]string, len(pauses))
+	for i, pz := range pauses {
+		pauseViews[i] = map[string]string{"provider": pz.Provider, "action": pz.Action, "paused_by": pz.PausedBy, "paused_at": rfc3339(pz.PausedAt)}
+	}
+	out := map[string]any{"paused": pauseViews, "in_flight": inFlight}
+	for k, v := range extra {
+		out[k] = v
+	}
+	writeJSON(w, http.StatusOK, out)
+}

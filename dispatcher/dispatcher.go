@@ -1,0 +1,225 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
+)
+
+// Config configures a Dispatcher. Zero values mean the documented defaults.
+type Config struct {
+	// Registry holds the provider contracts. Required.
+	Registry *provider.Registry
+	// Providers overrides the provider implementation by name; providers
+	// not in it get a provider.HTTP built from their config.
+	Providers map[string]provider.Provider
+	// Concurrency is how many operations of one provider are executed at
+	// once by this process; each provider has its own workers and its own
+	// consumer, so a slow provider does not block the others. Default 16.
+	Concurrency int
+	// LeaseDuration is how long a claim lasts; a worker that has not
+	// recorded its result by then is fenced. It must exceed every
+	// provider's timeout. Default 30s.
+	LeaseDuration time.Duration
+	// WorkerID names this process in leases and events. Default
+	// "<hostname>-<pid>-<random>".
+	WorkerID string
+	Logger   *slog.Logger
+}
+
+// Dispatcher runs the dispatch workers of one process.
+type Dispatcher struct {
+	store     *ledger.Store
+	broker    *broker.Broker
+	cfg       Config
+	log       *slog.Logger
+	providers map[string]provider.Provider
+
+	// crashAfterCall, set by tests, makes a worker stop dead right after
+	// the provider call, as a killed process would: nothing recorded,
+	// nothing acknowledged.
+	crashAfterCall func(ledger.Operation) bool
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	stopped  chan struct{}
+	handlers sync.WaitGroup
+}
+
+// New returns a dispatcher; Start runs it.
+func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("dispatcher: Config.Registry is required")
+	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 16)
+	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, 30*time.Second)
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "worker"), os.Getpid(), uuid.NewString()[:8])
+	}
+	d := &Dispatcher{
+		store: store, broker: b, cfg: cfg,
+		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "dispatcher", "worker", cfg.WorkerID),
+		providers: make(map[string]provider.Provider),
+	}
+	for _, pc := range cfg.Registry.Providers() {
+		if pc.Timeout.Duration >= cfg.LeaseDuration {
+			return nil, fmt.Errorf("dispatcher: provider %s timeout %s must be shorter than LEASE_DURATION %s, or a live call could be fenced",
+				pc.Name, pc.Timeout.Duration, cfg.LeaseDuration)
+		}
+		if p, ok := cfg.Providers[pc.Name]; ok {
+			d.providers[pc.Name] = p
+		} else {
+			d.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
+		}
+	}
+	return d, nil
+}
+
+// ConsumerName is the durable consumer all dispatcher processes share for
+// provider.
+func ConsumerName(prefix, providerName string) string {
+	return prefix + "_dispatch_" + providerName
+}
+
+// Start creates (or updates) each provider's durable consumer and starts
+// its workers. It returns at once.
+func (d *Dispatcher) Start(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.stopped != nil {
+		return errors.New("dispatcher: already started")
+	}
+	// Calls in flight finish after Stop: they run on a context that Stop
+	// does not cancel, bounded by each provider's timeout.
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var consumers []jetstream.Consumer
+	for _, pc := range d.cfg.Registry.Providers() {
+		cons, err := d.broker.JetStream().CreateOrUpdateConsumer(ctx, d.broker.OpsStream(), jetstream.ConsumerConfig{
+			Durable:       ConsumerName(d.broker.Prefix(), pc.Name),
+			Description:   "actledger dispatch workers for provider " + pc.Name,
+			FilterSubject: d.broker.DispatchSubject(pc.Name),
+			AckPolicy:     jetstream.AckExplicitPolicy,
+			AckWait:       d.cfg.LeaseDuration + pc.Timeout.Duration,
+			MaxDeliver:    -1,
+			MaxAckPending: d.cfg.Concurrency * 8,
+			DeliverPolicy: jetstream.DeliverAllPolicy,
+		})
+		if err != nil {
+			cancel()
+			return fmt.Errorf("dispatcher: consumer for provider %s: %w", pc.Name, err)
+		}
+		consumers = append(consumers, cons)
+	}
+	d.cancel = cancel
+	d.stopped = make(chan struct{})
+	var loops sync.WaitGroup
+	for i, pc := range d.cfg.Registry.Providers() {
+		loops.Go(func() { d.consume(ctx, runCtx, consumers[i], pc.Name) })
+	}
+	go func() {
+		loops.Wait()
+		d.handlers.Wait()
+		close(d.stopped)
+	}()
+	return nil
+}
+
+// Stop stops taking messages and waits for the calls in flight to finish
+// and be recorded. It is safe to call more than once.
+func (d *Dispatcher) Stop() {
+	d.mu.Lock()
+	cancel, stopped := d.cancel, d.stopped
+	d.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-stopped
+}
+
+// consume pulls one provider's messages into at most Concurrency handlers.
+func (d *Dispatcher) consume(startCtx, runCtx context.Context, cons jetstream.Consumer, providerName string) {
+	log := d.log.With("provider", providerName)
+	slots := make(chan struct{}, d.cfg.Concurrency)
+	for runCtx.Err() == nil {
+		iter, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.Concurrency))
+		if err != nil {
+			log.WarnContext(startCtx, "cannot pull dispatch messages; retrying", "err", err)
+			sleep(runCtx, time.Second)
+			continue
+		}
+		stop := context.AfterFunc(runCtx, iter.Stop)
+		for {
+			msg, err := iter.Next()
+			if err != nil {
+				if runCtx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+					log.WarnContext(runCtx, "dispatch message stream interrupted", "err", err)
+				}
+				break
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-runCtx.Done():
+				// Not taken: JetStream redelivers it to a live worker.
+				_ = msg.Nak()
+				continue
+			}
+			d.handlers.Go(func() {
+				defer func() { <-slots }()
+				d.handle(runCtx, msg)
+			})
+		}
+		stop()
+		iter.Stop()
+	}
+}
+
+// handle runs one dispatch message and settles it with JetStream. The ack
+// only says the message was dealt with; the ledger says what happened.
+func (d *Dispatcher) handle(runCtx context.Context, msg jetstream.Msg) {
+	ctx := context.WithoutCancel(runCtx)
+	var m ledger.Dispatch
+	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.OperationID == uuid.Nil {
+		d.log.ErrorContext(ctx, "malformed dispatch message dropped", "subject", msg.Subject(), "err", err)
+		_ = msg.TermWithReason("malformed dispatch message")
+		return
+	}
+	err := d.Execute(ctx, m.OperationID)
+	switch {
+	case errors.Is(err, errCrashed):
+		return // a dead worker acknowledges nothing
+	case errors.Is(err, ledger.ErrNotFound):
+		d.log.ErrorContext(ctx, "dispatch message names no operation", "operation_id", m.OperationID)
+		_ = msg.TermWithReason("no such operation")
+	case err != nil:
+		// Postgres or the provider config failed us: try again later.
+		// Nothing is lost: the operation's state is in the ledger.
+		d.log.WarnContext(ctx, "dispatch failed; message will be redelivered", "operation_id", m.OperationID, "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+	default:
+		_ = msg.Ack()
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,348 @@
+package dispatcher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/sethvargo/go-retry"
+
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
+)
+
+// errCrashed is returned when the crashAfterCall test hook simulated a
+// killed worker.
+var errCrashed = errors.New("dispatcher: worker crashed (test hook)")
+
+// Review reasons the dispatcher gives.
+const (
+	ReasonRetriesExhausted = "retries_exhausted"
+	ReasonOutcomeUnknown   = "outcome_unknown"
+	ReasonLookupFailing    = "lookup_failing"
+	ReasonLapsedUnknown    = "approval_lapsed_outcome_unknown"
+)
+
+// Execute does what the ledger says operation id needs now: a first or
+// retried create (queued, retry_wait), or settling an unknown outcome
+// (unknown). Anything else, or an operation claimed by another worker, or
+// paused, is left alone. It returns an error only when the ledger could
+// not be read or written.
+func (d *Dispatcher) Execute(ctx context.Context, id uuid.UUID) error {
+	op, err := d.store.GetInternal(ctx, d.store.Pool(), id)
+	if err != nil {
+		return err
+	}
+	now := d.store.Now()
+	switch op.Status {
+	case ledger.StatusQueued:
+	case ledger.StatusRetryWait, ledger.StatusUnknown:
+		if op.NextAttemptAt != nil && op.NextAttemptAt.After(now.Add(50*time.Millisecond)) {
+			// Early (a duplicate or a sweep): the scheduled message will come.
+			return nil
+		}
+	default:
+		return nil
+	}
+	pc, ok := d.cfg.Registry.Provider(op.Provider)
+	if !ok {
+		return fmt.Errorf("operation %s names provider %q, which is not configured", op.ID, op.Provider)
+	}
+	from := op.Status
+	claimed, err := d.store.Transition(ctx, d.store.Pool(), ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching,
+		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
+		LeaseOwner: d.cfg.WorkerID, LeaseUntil: now.Add(d.cfg.LeaseDuration),
+		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds()},
+	})
+	if errors.Is(err, ledger.ErrStale) {
+		// Another worker has it, it moved on, or its dispatch is paused
+		// (a resume re-publishes it).
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := d.log.With("operation_id", op.ID, "tenant", op.Tenant, "provider", op.Provider, "action", op.Action)
+	lapse, err := d.store.CheckLapse(ctx, d.store.Pool(), op.ID)
+	if err != nil {
+		return err
+	}
+	w := &work{
+		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall,
+		op: claimed, pc: pc, p: d.providers[op.Provider], lapse: lapse, fencedIsEvidence: true,
+	}
+	if from == ledger.StatusUnknown {
+		return w.settleUnknown(ctx)
+	}
+	if lapse != ledger.LapseNone {
+		log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", lapse)
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(lapse), Detail: map[string]any{"lapse": lapse}})
+	}
+	return w.create(ctx)
+}
+
+func (d *Dispatcher) actor() string { return "worker:" + d.cfg.WorkerID }
+
+// work is one claimed operation on its way to its next state.
+type work struct {
+	store          *ledger.Store
+	broker         *broker.Broker
+	actor          string
+	log            *slog.Logger
+	crashAfterCall func(ledger.Operation) bool
+
+	op    ledger.Operation // as claimed: status dispatching, its version fences every write
+	pc    *provider.Config
+	p     provider.Provider
+	lapse ledger.Lapse
+	// fencedIsEvidence: a worker that lost its lease keeps what it saw as
+	// an evidence event; a sweeper that lost a race has nothing to keep.
+	fencedIsEvidence bool
+}
+
+// create sends the operation with its original external key and records
+// the classified answer.
+func (w *work) create(ctx context.Context) error {
+	attempt := w.op.Attempts + 1
+	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
+	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
+		return errCrashed
+	}
+	evidence := attemptEvidence(attempt, res)
+	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
+	c := ledger.Change{Kind: "attempt", Detail: evidence, Attempted: true}
+	if res.Sent {
+		c.SentAt = res.EndedAt
+	}
+	now := w.store.Now()
+	switch res.Class {
+	case provider.ClassSucceeded:
+		c.To, c.ProviderReference = ledger.StatusSucceeded, res.ProviderReference
+		return w.move(ctx, c)
+	case provider.ClassRejected:
+		c.To = ledger.StatusFailed
+		return w.move(ctx, c)
+	case provider.ClassNotExecuted:
+		if w.pc.Retry.Exhausted(attempt, firstSent(w.op, c.SentAt), now) {
+			c.To, c.Review = ledger.StatusReview, w.review(ReasonRetriesExhausted, now)
+			return w.move(ctx, c)
+		}
+		c.To, c.NextAttemptAt = ledger.StatusRetryWait, now.Add(max(backoff(w.pc.Retry, attempt), res.RetryAfter))
+		return w.move(ctx, c)
+	default: // provider.ClassUnknown
+		c.To = ledger.StatusUnknown
+		w.op.Attempts = attempt
+		if !c.SentAt.IsZero() {
+			w.op.LastSentAt = &c.SentAt
+			w.op.FirstSentAt = firstSentPtr(w.op, c.SentAt)
+		}
+		return w.unknown(ctx, c, now)
+	}
+}
+
+// unknown records an outcome that may have happened and schedules how it
+// will be settled: a lookup once "absent" is believable, a resend with the
+// same key inside the idempotency window, or a person.
+func (w *work) unknown(ctx context.Context, c ledger.Change, now time.Time) error {
+	next, how := w.nextForUnknown(now)
+	if how == "" {
+		// Nothing can confirm or exclude the effect: keep the truth
+		// (unknown) in the history, and hand it to a person.
+		c.To = ledger.StatusUnknown
+		return w.moveThen(ctx, c, ledger.Change{
+			To: ledger.StatusReview, Kind: "needs_review", Review: w.review(ReasonOutcomeUnknown, now),
+			Detail: map[string]any{"why": "the provider has no lookup, and no idempotency key within its retention covers a resend"},
+		})
+	}
+	c.NextAttemptAt = next
+	if m, ok := c.Detail.(map[string]any); ok {
+		m["next_step"] = how
+	}
+	return w.move(ctx, c)
+}
+
+// nextForUnknown says when and how an unknown outcome is worked on next;
+// how is empty when no automatic way exists.
+func (w *work) nextForUnknown(now time.Time) (time.Time, string) {
+	switch {
+	case w.pc.Lookup != nil:
+		at := now
+		if w.op.LastSentAt != nil && w.pc.LookupBelievableAt(*w.op.LastSentAt).After(now) {
+			at = w.pc.LookupBelievableAt(*w.op.LastSentAt)
+		}
+		return at, "lookup"
+	case w.lapse == ledger.LapseNone && w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now):
+		return now.Add(backoff(w.pc.Retry, w.op.Attempts)), "resend_same_key"
+	default:
+		return time.Time{}, ""
+	}
+}
+
+// settleUnknown works on a claimed operation whose last outcome is unknown.
+func (w *work) settleUnknown(ctx context.Context) error {
+	now := w.store.Now()
+	if w.pc.Lookup == nil {
+		if _, how := w.nextForUnknown(now); how == "resend_same_key" {
+			if w.pc.Retry.Exhausted(w.op.Attempts, firstSent(w.op, time.Time{}), now) {
+				return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(ReasonRetriesExhausted, now)})
+			}
+			w.log.InfoContext(ctx, "outcome unknown; resending with the same key inside the provider's idempotency window")
+			return w.create(ctx)
+		}
+		reason := ReasonOutcomeUnknown
+		if w.lapse != ledger.LapseNone {
+			reason = ReasonLapsedUnknown
+		}
+		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(reason, now),
+			Detail: map[string]any{"why": "no lookup and no idempotency window left to settle the unknown outcome"}})
+	}
+
+	lr := w.p.Lookup(ctx, w.op.ExternalKey)
+	evidence := lookupEvidence(lr)
+	w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)
+	switch lr.Status {
+	case provider.LookupFound:
+		return w.move(ctx, ledger.Change{To: ledger.StatusSucceeded, Kind: "lookup_found", ProviderReference: lr.ProviderReference, Detail: evidence})
+	case provider.LookupAbsent:
+		believable := now
+		if w.op.LastSentAt != nil {
+			believable = w.pc.LookupBelievableAt(*w.op.LastSentAt)
+		}
+		if now.Before(believable) {
+			evidence["believable_at"] = believable
+			return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: "lookup_absent_too_early", NextAttemptAt: believable, Detail: evidence})
+		}
+		// Absence is confirmed: nothing happened, so a resend with the
+		// same key is safe, if the approval still stands.
+		if w.lapse != ledger.LapseNone {
+			evidence["lapse"] = w.lapse
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_absent_confirmed", Review: w.review(ReasonLapsedUnknown, now), Detail: evidence})
+		}
+		if w.pc.Retry.Exhausted(w.op.Attempts, firstSent(w.op, time.Time{}), now) {
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_absent_confirmed", Review: w.review(ReasonRetriesExhausted, now), Detail: evidence})
+		}
+		if err := w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, "lookup_absent_confirmed", w.actor, evidence); err != nil {
+			return err
+		}
+		w.log.InfoContext(ctx, "absence confirmed after the visibility lag; resending with the same key")
+		return w.create(ctx)
+	default:
+		if w.pc.Retry.Exhausted(0, firstSent(w.op, time.Time{}), now) {
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_failed", Review: w.review(ReasonLookupFailing, now), Detail: evidence})
+		}
+		return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: "lookup_failed", NextAttemptAt: now.Add(w.pc.Retry.Max.Duration), Detail: evidence})
+	}
+}
+
+// move records the claimed operation's next state, conditional on the
+// claimed version, and schedules its next dispatch message when the new
+// state waits for one. A fenced (stale) worker keeps what it saw as an
+// evidence event instead.
+func (w *work) move(ctx context.Context, c ledger.Change) error {
+	return w.moveThen(ctx, c)
+}
+
+// moveThen applies c and then each of more in one transaction (e.g.
+// unknown, then review).
+func (w *work) moveThen(ctx context.Context, c ledger.Change, more ...ledger.Change) error {
+	err := pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {
+		op := w.op
+		for _, ch := range append([]ledger.Change{c}, more...) {
+			ch.ID, ch.From, ch.Version = op.ID, op.Status, op.Version
+			ch.Actor = w.actor
+			next, err := w.store.Transition(ctx, tx, ch)
+			if err != nil {
+				return err
+			}
+			op = next
+		}
+		if (op.Status == ledger.StatusRetryWait || op.Status == ledger.StatusUnknown) && op.NextAttemptAt != nil {
+			msg := ledger.DispatchOutbox(w.broker.DispatchSubject(op.Provider), op.ID, op.Version, *op.NextAttemptAt)
+			return outbox.Insert(ctx, tx, msg)
+		}
+		return nil
+	})
+	if errors.Is(err, ledger.ErrStale) && !w.fencedIsEvidence {
+		return nil
+	}
+	if errors.Is(err, ledger.ErrStale) {
+		w.log.WarnContext(ctx, "fenced: the lease was lost before the result was recorded; keeping it as evidence",
+			"operation_id", w.op.ID, "would_be", c.To)
+		return w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, "stale_result", w.actor,
+			map[string]any{"would_be": c.To, "kind": c.Kind, "evidence": c.Detail, "provider_reference": c.ProviderReference})
+	}
+	return err
+}
+
+func (w *work) review(reason string, now time.Time) *ledger.Review {
+	return &ledger.Review{Reason: reason, Owner: w.pc.Review.Owner, Deadline: now.Add(w.pc.Review.Deadline.Duration)}
+}
+
+// backoff is the delay before the attempt after attempt (counting from 1):
+// exponential from the policy's initial delay, capped, with 10% jitter so
+// retries of many operations do not arrive together.
+func backoff(p provider.RetryPolicy, attempt int) time.Duration {
+	b := retry.WithJitterPercent(10, retry.WithCappedDuration(p.Max.Duration, retry.NewExponential(p.Initial.Duration)))
+	var d time.Duration
+	for range max(attempt, 1) {
+		d, _ = b.Next()
+	}
+	return d
+}
+
+func firstSent(op ledger.Operation, now time.Time) time.Time {
+	if op.FirstSentAt != nil {
+		return *op.FirstSentAt
+	}
+	return now
+}
+
+func firstSentPtr(op ledger.Operation, sentAt time.Time) *time.Time {
+	if op.FirstSentAt != nil {
+		return op.FirstSentAt
+	}
+	return &sentAt
+}
+
+// attemptEvidence is what an attempt event keeps: enough for a person to
+// judge it later, never a whole body or a secret.
+func attemptEvidence(attempt int, r provider.Result) map[string]any {
+	e := map[string]any{
+		"attempt": attempt, "class": r.Class, "http_status": r.HTTPStatus, "sent": r.Sent,
+		"started_at": r.StartedAt, "ended_at": r.EndedAt, "account": r.Account, "environment": r.Environment,
+	}
+	if r.Error != "" {
+		e["error"] = r.Error
+	}
+	if r.ProviderReference != "" {
+		e["provider_reference"] = r.ProviderReference
+	}
+	if r.RetryAfter > 0 {
+		e["retry_after_seconds"] = r.RetryAfter.Seconds()
+	}
+	if r.Body != "" {
+		e["body"] = r.Body
+	}
+	return e
+}
+
+func lookupEvidence(r provider.LookupResult) map[string]any {
+	e := map[string]any{"lookup": r.Status, "http_status": r.HTTPStatus, "at": r.At, "account": r.Account, "environment": r.Environment}
+	if r.ProviderReference != "" {
+		e["provider_reference"] = r.ProviderReference
+	}
+	if r.Error != "" {
+		e["error"] = r.Error
+	}
+	if r.Body != "" {
+		e["body"] = r.Body
+	}
+	return e
+}

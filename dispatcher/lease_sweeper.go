@@ -1,0 +1,151 @@
+package dispatcher
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
+)
+
+// SweeperConfig configures a LeaseSweeper. Zero values mean the documented
+// defaults.
+type SweeperConfig struct {
+	// Registry holds the provider contracts. Required.
+	Registry *provider.Registry
+	// Interval between sweeps. Default 1s.
+	Interval time.Duration
+	// StuckAfter is how long an operation may wait for a dispatch message
+	// that should have come before it is re-published. Default 5m: longer
+	// than JetStream's default duplicate window, and than a healthy
+	// backlog.
+	StuckAfter time.Duration
+	// Batch bounds the operations handled per sweep. Default 500.
+	Batch    int
+	WorkerID string
+	Logger   *slog.Logger
+}
+
+// LeaseSweeper makes sure nothing waits forever in a non-terminal state: a
+// claim whose lease expired becomes unknown (its version bumps, so the old
+// worker is fenced) and takes the lookup path; an operation whose dispatch
+// message never arrived is published again.
+type LeaseSweeper struct {
+	store  *ledger.Store
+	broker *broker.Broker
+	cfg    SweeperConfig
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewLeaseSweeper returns a sweeper; several may run at once (their
+// changes are conditional, so each finding is acted on once).
+func NewLeaseSweeper(store *ledger.Store, b *broker.Broker, cfg SweeperConfig) *LeaseSweeper {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, 5*time.Minute)
+	cfg.Batch = cmp.Or(cfg.Batch, 500)
+	cfg.WorkerID = cmp.Or(cfg.WorkerID, "sweeper")
+	return &LeaseSweeper{store: store, broker: b, cfg: cfg,
+		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "lease_sweeper")}
+}
+
+// Start runs sweeps in the background until Stop. It returns at once.
+func (s *LeaseSweeper) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done != nil {
+		return errors.New("dispatcher: sweeper already started")
+	}
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		ticker := time.NewTicker(s.cfg.Interval)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+					s.log.WarnContext(ctx, "sweep failed; next one will retry", "err", err)
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop stops sweeping and waits for the sweep in progress. Safe to call
+// more than once.
+func (s *LeaseSweeper) Stop() {
+	s.mu.Lock()
+	cancel, done := s.cancel, s.done
+	s.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+// Sweep runs one pass: expired leases first, then lost messages.
+func (s *LeaseSweeper) Sweep(ctx context.Context) error {
+	expired, err := s.store.LeaseExpired(ctx, s.cfg.Batch)
+	if err != nil {
+		return err
+	}
+	for _, op := range expired {
+		if err := s.expire(ctx, op); err != nil {
+			return err
+		}
+	}
+	now := s.store.Now()
+	stuck, err := s.store.Stuck(ctx, now.Add(-s.cfg.StuckAfter), s.cfg.Batch)
+	if err != nil {
+		return err
+	}
+	for _, op := range stuck {
+		s.log.WarnContext(ctx, "dispatch message never arrived; publishing it again",
+			"operation_id", op.ID, "tenant", op.Tenant, "status", op.Status)
+		if err := outbox.Insert(ctx, s.store.Pool(), ledger.RedispatchOutbox(s.broker.DispatchSubject(op.Provider), op.ID, op.Version, now)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// expire moves an operation whose claim lapsed to unknown: the worker may
+// have called the provider, so the next step is a lookup (or a resend under
+// an idempotency key, or a person), never a blind create.
+func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
+	pc, ok := s.cfg.Registry.Provider(op.Provider)
+	if !ok {
+		s.log.ErrorContext(ctx, "expired lease of an operation whose provider is not configured", "operation_id", op.ID, "provider", op.Provider)
+		return nil
+	}
+	now := s.store.Now()
+	s.log.WarnContext(ctx, "dispatch lease expired; outcome unknown", "operation_id", op.ID, "tenant", op.Tenant,
+		"lease_owner", op.LeaseOwner, "attempts", op.Attempts)
+	lapse, err := s.store.CheckLapse(ctx, s.store.Pool(), op.ID)
+	if err != nil {
+		return err
+	}
+	op.LastSentAt = &now
+	op.FirstSentAt = firstSentPtr(op, now)
+	w := &work{store: s.store, broker: s.broker, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, op: op, pc: pc, lapse: lapse}
+	c := ledger.Change{
+		To: ledger.StatusUnknown, Kind: "lease_expired", SentAt: now,
+		Detail: map[string]any{"lease_owner": op.LeaseOwner, "lease_expires_at": op.LeaseExpiresAt},
+	}
+	return w.unknown(ctx, c, now)
+}

@@ -1,0 +1,192 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Lapse says why an operation may no longer be sent although it was
+// approved: empty when it may be sent.
+type Lapse string
+
+// The reasons an approved operation may lapse before it is sent.
+const (
+	LapseNone            Lapse = ""
+	LapseApprovalRevoked Lapse = "approval_revoked"
+	LapseApprovalExpired Lapse = "approval_expired"
+	LapseTokenRevoked    Lapse = "token_revoked"
+)
+
+const operationLapse = `SELECT
+    CASE
+        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
+        WHEN a.expires_at <= coalesce($2::timestamptz, now()) THEN 'approval_expired'
+        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
+        ELSE ''
+    END
+FROM operations o
+JOIN approvals a ON a.id = o.approval_id
+JOIN api_tokens k ON k.id = o.requested_by
+WHERE o.id = $1`
+
+// CheckLapse tells whether operation id may still be sent: its approval
+// neither revoked nor expired, and the token that asked for it not revoked.
+// The dispatcher asks right before every provider call.
+func (s *Store) CheckLapse(ctx context.Context, db DBTX, id uuid.UUID) (Lapse, error) {
+	var lapse Lapse
+	if err := db.QueryRow(ctx, operationLapse, id, s.nowArg()).Scan(&lapse); err != nil {
+		return LapseNone, fmt.Errorf("check approval of %s: %w", id, err)
+	}
+	return lapse, nil
+}
+
+// Pause is an active stop-button entry: no operation of the tenant that
+// matches it (empty provider or action matches any) is claimed.
+type Pause struct {
+	Provider string    `json:"provider,omitempty"`
+	Action   string    `json:"action,omitempty"`
+	PausedBy string    `json:"paused_by"`
+	PausedAt time.Time `json:"paused_at"`
+}
+
+const (
+	pauseInsert = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at)
+VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
+ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO NOTHING`
+
+	pauseDelete = `DELETE FROM dispatch_pauses
+WHERE tenant_id = $1 AND coalesce(provider, '') = $2 AND coalesce(action, '') = $3`
+
+	pausesList = `SELECT coalesce(provider, '') AS provider, coalesce(action, '') AS action, paused_by, paused_at
+FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id`
+
+	// operationsQueuedUnpaused finds the work a resume releases: queued
+	// operations of the scope that no remaining pause covers.
+	operationsQueuedUnpaused = `SELECT o.id, o.version, o.provider FROM operations o
+WHERE o.tenant_id = $1 AND o.status = 'queued'
+  AND ($2 = '' OR o.provider = $2) AND ($3 = '' OR o.action = $3)
+  AND NOT EXISTS (
+      SELECT 1 FROM dispatch_pauses p
+      WHERE p.tenant_id = o.tenant_id
+        AND (p.provider IS NULL OR p.provider = o.provider)
+        AND (p.action IS NULL OR p.action = o.action))`
+)
+
+// PauseDispatch stops claims of the tenant's operations for provider and/or
+// action (empty means any). Work already in flight finishes.
+func (s *Store) PauseDispatch(ctx context.Context, tenant uuid.UUID, provider, action, actor string) error {
+	if _, err := s.pool.Exec(ctx, pauseInsert, tenant, nullString(provider), nullString(action), actor, s.nowArg()); err != nil {
+		return fmt.Errorf("pause dispatch: %w", err)
+	}
+	return nil
+}
+
+// Requeue is a queued operation a resume hands back to the dispatcher.
+type Requeue struct {
+	ID       uuid.UUID `db:"id"`
+	Version  int64     `db:"version"`
+	Provider string    `db:"provider"`
+}
+
+// ResumeDispatch removes the pause for exactly this scope and returns the
+// queued operations it releases, in the same transaction as publish does
+// (publish writes their dispatch messages to the outbox).
+func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string, publish func(tx pgx.Tx, released []Requeue) error) (removed bool, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, pauseDelete, tenant, provider, action)
+		if err != nil {
+			return fmt.Errorf("resume dispatch: %w", err)
+		}
+		removed = tag.RowsAffected() > 0
+		rows, _ := tx.Query(ctx, operationsQueuedUnpaused, tenant, provider, action)
+		released, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
+		if err != nil {
+			return fmt.Errorf("find released operations: %w", err)
+		}
+		return publish(tx, released)
+	})
+	return removed, err
+}
+
+// Pauses lists the tenant's active pauses.
+func (s *Store) Pauses(ctx context.Context, tenant uuid.UUID) ([]Pause, error) {
+	rows, _ := s.pool.Query(ctx, pausesList, tenant)
+	pauses, err := pgx.CollectRows(rows, pgx.RowToStructByName[Pause])
+	if err != nil {
+		return nil, fmt.Errorf("list pauses: %w", err)
+	}
+	return pauses, nil
+}
+
+const operationsInFlight = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.tenant_id = $1 AND o.status = 'dispatching'
+ORDER BY o.updated_at`
+
+// InFlight lists the tenant's operations being dispatched now: what may
+// still land at a provider even after a pause.
+func (s *Store) InFlight(ctx context.Context, tenant uuid.UUID) ([]Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationsInFlight, tenant)
+	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
+	if err != nil {
+		return nil, fmt.Errorf("list in-flight operations: %w", err)
+	}
+	return ops, nil
+}
+
+const (
+	// operationsLeaseExpired are claims whose worker stopped reporting:
+	// the call may or may not have happened.
+	operationsLeaseExpired = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.status = 'dispatching' AND o.lease_expires_at < coalesce($1::timestamptz, now())
+ORDER BY o.lease_expires_at
+LIMIT $2`
+
+	// operationsStuck are operations waiting for a dispatch message that
+	// should have arrived long ago (a message lost by JetStream, or never
+	// delivered): queued and not updated since before, or due since
+	// before, the cutoff, with no message of theirs waiting in the outbox,
+	// and not paused.
+	operationsStuck = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE ((o.status = 'queued' AND o.updated_at < $1)
+    OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < $1))
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox b
+      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
+  AND NOT EXISTS (
+      SELECT 1 FROM dispatch_pauses p
+      WHERE p.tenant_id = o.tenant_id
+        AND (p.provider IS NULL OR p.provider = o.provider)
+        AND (p.action IS NULL OR p.action = o.action))
+ORDER BY o.updated_at
+LIMIT $2`
+)
+
+// LeaseExpired returns up to limit operations whose dispatch lease has
+// expired.
+func (s *Store) LeaseExpired(ctx context.Context, limit int) ([]Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationsLeaseExpired, s.nowArg(), limit)
+	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
+	if err != nil {
+		return nil, fmt.Errorf("find expired leases: %w", err)
+	}
+	return ops, nil
+}
+
+// Stuck returns up to limit operations that have waited since before cutoff
+// for a dispatch message that never came.
+func (s *Store) Stuck(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationsStuck, cutoff, limit)
+	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
+	if err != nil {
+		return nil, fmt.Errorf("find stuck operations: %w", err)
+	}
+	return ops, nil
+}
+
