@@ -1,13 +1,8 @@
 package api
 
 import (
-	"context"
 	"errors"
-	"io"
-	"net"
 	"net/http"
-
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
@@ -66,33 +61,11 @@ func toAPIError(err error) *Error {
 		return errorf(http.StatusBadRequest, "invalid_field", "params: "+err.Error())
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return errUnauthenticated
-	case isUnavailable(err):
+	case ledger.Unavailable(err):
 		return errUnavailable
 	default:
 		return errInternal
 	}
-}
-
-// isUnavailable reports whether err means a backing service (Postgres, NATS)
-// could not be reached or gave up, rather than a bug.
-func isUnavailable(err error) bool {
-	var pgErr *pgconn.PgError
-	var connectErr *pgconn.ConnectError
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		// A connection lost mid-request: the outcome of a write is unknown
-		// to this request, and a retry with the same key replays it.
-		return true
-	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err):
-		return true
-	case errors.As(err, &pgErr):
-		// 08: connection exception; 53: insufficient resources;
-		// 57P0x: the server is shutting down or restarting.
-		c := pgErr.Code
-		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03"
-	}
-	return pgconn.SafeToRetry(err)
 }
 
 // writeError answers with err mapped to its status and code; unexpected

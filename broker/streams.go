@@ -97,6 +97,8 @@ func (b *Broker) DeleteStreams(ctx context.Context) error {
 // warnDurability logs, once at start, every way the setup falls short of
 // the contract's production rules.
 func (b *Broker) warnDurability(ctx context.Context) {
+	var memory, fewReplicas []string
+	replicas := 0
 	for _, cfg := range b.streamConfigs() {
 		info, err := b.js.Stream(ctx, cfg.Name)
 		if err != nil {
@@ -104,12 +106,19 @@ func (b *Broker) warnDurability(ctx context.Context) {
 		}
 		c := info.CachedInfo().Config
 		if c.Storage != jetstream.FileStorage {
-			b.logger.WarnContext(ctx, "stream uses memory storage: acknowledged messages are lost on restart", "stream", c.Name)
+			memory = append(memory, c.Name)
 		}
 		if c.Replicas < 3 {
-			b.logger.WarnContext(ctx, "stream has fewer than 3 replicas: a node loss can lose acknowledged messages (the ledger still re-publishes them)",
-				"stream", c.Name, "replicas", c.Replicas)
+			fewReplicas = append(fewReplicas, c.Name)
+			replicas = c.Replicas
 		}
+	}
+	if len(memory) > 0 {
+		b.logger.WarnContext(ctx, "streams use memory storage: acknowledged messages are lost on restart", "streams", memory)
+	}
+	if len(fewReplicas) > 0 {
+		b.logger.WarnContext(ctx, "streams have fewer than 3 replicas (production needs 3): a node loss can lose acknowledged messages; the ledger re-publishes what it must",
+			"streams", fewReplicas, "replicas", replicas)
 	}
 	if b.embedded == nil {
 		b.logger.WarnContext(ctx, "cannot verify the remote server's sync_interval; production needs 'jetstream { sync_interval: always }'",

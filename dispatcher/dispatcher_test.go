@@ -58,7 +58,12 @@ func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 func setup(t *testing.T, c contract, mode mocksupplier.Mode) *fixture {
 	t.Helper()
-	f := &fixture{t: t, pool: testdb.New(t), broker: testnats.New(t), clock: &clock{}, lease: 2 * time.Second}
+	return setupWith(t, c, mode, testdb.New(t), testnats.New(t))
+}
+
+func setupWith(t *testing.T, c contract, mode mocksupplier.Mode, pool *pgxpool.Pool, b *broker.Broker) *fixture {
+	t.Helper()
+	f := &fixture{t: t, pool: pool, broker: b, clock: &clock{}, lease: 2 * time.Second}
 	f.store = ledger.New(f.pool, ledger.Config{Now: f.clock.Now})
 	lag := c.lookupLag
 	if lag < 0 {

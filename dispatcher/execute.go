@@ -250,8 +250,26 @@ func (w *work) move(ctx context.Context, c ledger.Change) error {
 }
 
 // moveThen applies c and then each of more in one transaction (e.g.
-// unknown, then review).
+// unknown, then review). A worker knows something the ledger does not yet,
+// so while Postgres is unreachable it keeps trying until its lease ends;
+// after that the sweeper takes over and a lookup finds the truth again.
 func (w *work) moveThen(ctx context.Context, c ledger.Change, more ...ledger.Change) error {
+	until := time.Until(w.store.Now().Add(5 * time.Second))
+	if w.op.LeaseExpiresAt != nil {
+		until = w.op.LeaseExpiresAt.Sub(w.store.Now())
+	}
+	b := retry.WithMaxDuration(max(until, 0), retry.WithCappedDuration(time.Second, retry.NewExponential(100*time.Millisecond)))
+	return retry.Do(ctx, b, func(ctx context.Context) error {
+		err := w.record(ctx, c, more...)
+		if ledger.Unavailable(err) {
+			w.log.WarnContext(ctx, "cannot record the result yet; retrying", "operation_id", w.op.ID, "err", err)
+			return retry.RetryableError(err)
+		}
+		return err
+	})
+}
+
+func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Change) error {
 	err := pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {
 		op := w.op
 		for _, ch := range append([]ledger.Change{c}, more...) {

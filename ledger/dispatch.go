@@ -189,4 +189,3 @@ func (s *Store) Stuck(ctx context.Context, cutoff time.Time, limit int) ([]Opera
 	}
 	return ops, nil
 }
-

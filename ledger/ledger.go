@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"time"
 
 	"github.com/google/uuid"
@@ -238,6 +240,29 @@ func marshalDetail(detail any) ([]byte, error) {
 		return nil, fmt.Errorf("encode event detail: %w", err)
 	}
 	return body, nil
+}
+
+// Unavailable reports whether err means Postgres could not be reached,
+// went away mid-request or gave up, rather than a bug: callers answer 503 or
+// try again later.
+func Unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		// A connection lost mid-request: the outcome of a write is unknown
+		// to this request, and a retry with the same key replays it.
+		return true
+	case errors.As(err, &connectErr), errors.As(err, &netErr), pgconn.Timeout(err):
+		return true
+	case errors.As(err, &pgErr):
+		// 08: connection exception; 53: insufficient resources;
+		// 57P0x: the server is shutting down or restarting.
+		c := pgErr.Code
+		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03"
+	}
+	return pgconn.SafeToRetry(err)
 }
 
 // isForeignKeyViolation reports whether err is a violation of the named

@@ -18,6 +18,8 @@ type env struct {
 	LeaseDuration time.Duration
 	// DispatchConcurrency is the per-provider worker count (0: default).
 	DispatchConcurrency int
+	// StreamReplicas is the replica count of every stream (0: 1).
+	StreamReplicas int
 	StreamPrefix        string
 	LogLevel            slog.Level
 	badLease            string
@@ -41,13 +43,20 @@ func loadEnv(getenv func(string) string) env {
 			e.LeaseDuration = d
 		}
 	}
-	if v := getenv("DISPATCH_CONCURRENCY"); v != "" {
-		if n, err := strconv.Atoi(v); err == nil && n > 0 {
-			e.DispatchConcurrency = n
-		}
-	}
+	e.DispatchConcurrency = positiveInt(getenv("DISPATCH_CONCURRENCY"))
+	e.StreamReplicas = positiveInt(getenv("STREAM_REPLICAS"))
 	if getenv("LOG_LEVEL") == "debug" {
 		e.LogLevel = slog.LevelDebug
 	}
 	return e
+}
+
+// positiveInt parses v, or returns 0 (the default) when v is empty or not a
+// positive integer.
+func positiveInt(v string) int {
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0
+	}
+	return n
 }

@@ -22,6 +22,8 @@ Usage:
   actledger migrate
   actledger token create --tenant T --role agent|approver|operator [--name N]
   actledger token revoke NAME|ID
+  actledger demo
+  actledger ops list|show ID|resolve ID ...|retry ID|replay|pause|resume|dispatch
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX (see README.md).
@@ -59,6 +61,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, env, logger)
 	case "token":
 		return token(ctx, env, args[1:], stdout, logger)
+	case "demo":
+		return demo(ctx, env, args[1:], stdout, logger)
+	case "ops":
+		return ops(ctx, getenv, args[1:], stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -60,7 +60,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	defer stopDB()
 
 	b, err := broker.Connect(ctx, broker.Config{
-		URL: e.NATSURL, DataDir: e.NATSDataDir, Prefix: e.StreamPrefix, Logger: logger,
+		URL: e.NATSURL, DataDir: e.NATSDataDir, Prefix: e.StreamPrefix, Replicas: e.StreamReplicas, Logger: logger,
 	})
 	if err != nil {
 		return err

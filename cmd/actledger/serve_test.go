@@ -102,6 +102,25 @@ func (in *instance) token(t *testing.T, role string) string {
 	return strings.TrimSpace(out.String())
 }
 
+// ops runs `actledger ops args...` against the instance as operator token.
+func (in *instance) ops(t *testing.T, token string, args ...string) string {
+	t.Helper()
+	getenv := func(k string) string {
+		switch k {
+		case "ACTLEDGER_URL":
+			return in.base
+		case "ACTLEDGER_TOKEN":
+			return token
+		}
+		return ""
+	}
+	var out bytes.Buffer
+	if err := run(t.Context(), append([]string{"ops"}, args...), getenv, &out, io.Discard); err != nil {
+		t.Fatalf("ops %v: %v", args, err)
+	}
+	return out.String()
+}
+
 func (in *instance) waitStatus(t *testing.T, token, id, want string) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -179,10 +198,10 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 		t.Errorf("succeeded view: %v", done)
 	}
 
-	// The stop button: paused work stays queued and nothing is sent.
-	paused := post(t, in.base+"/v1/dispatch/pause", operator, `{"provider":"acme"}`)
-	if p, _ := paused["paused"].([]any); len(p) != 1 {
-		t.Fatalf("pause answer: %v", paused)
+	// The stop button, from the operator's CLI: paused work stays queued
+	// and nothing is sent.
+	if out := in.ops(t, operator, "pause", "--provider", "acme"); !strings.Contains(out, "PAUSED provider=acme action=*") {
+		t.Fatalf("ops pause printed %q", out)
 	}
 	approval2 := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"B-2"},"ttl_seconds":600,"policy_version":"p1"}`)
 	op2 := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","params":{"sku":"B-2"},"approval_id":%q}`, approval2["id"]))
@@ -190,9 +209,8 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	if got := get(t, in.base+"/v1/operations/"+op2["id"].(string), agent); got["status"] != "queued" || in.supplier.Orders(op2["external_key"].(string)) != 0 {
 		t.Fatalf("while paused: %v, orders %d", got["status"], in.supplier.Orders(op2["external_key"].(string)))
 	}
-	resumed := post(t, in.base+"/v1/dispatch/resume", operator, `{"provider":"acme"}`)
-	if resumed["released"] != float64(1) {
-		t.Errorf("resume released %v, want 1", resumed["released"])
+	if out := in.ops(t, operator, "resume", "--provider", "acme"); !strings.Contains(out, "1 queued operation(s) released") {
+		t.Errorf("ops resume printed %q", out)
 	}
 	in.waitStatus(t, agent, op2["id"].(string), "succeeded")
 	if got := in.supplier.TotalOrders(); got != 2 {
