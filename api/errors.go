@@ -6,6 +6,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/reconciler"
 )
 
 // Error is an API error with its HTTP status and machine-readable code.
@@ -59,6 +60,12 @@ func toAPIError(err error) *Error {
 			"this key was already used for this action with different params; nothing was sent")
 	case errors.Is(err, ledger.ErrInvalidParams):
 		return errorf(http.StatusBadRequest, "invalid_field", "params: "+err.Error())
+	case errors.Is(err, reconciler.ErrNotResolvable):
+		return errorf(http.StatusConflict, "not_resolvable", err.Error())
+	case errors.Is(err, reconciler.ErrRetryNotAllowed):
+		return errorf(http.StatusConflict, "retry_not_allowed", err.Error())
+	case errors.Is(err, reconciler.ErrBadResolution):
+		return errorf(http.StatusBadRequest, "invalid_resolution", err.Error())
 	case errors.Is(err, auth.ErrUnauthenticated):
 		return errUnauthenticated
 	case ledger.Unavailable(err):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/reconciler"
 )
 
 // Config configures a Server. Zero values mean the documented defaults.
@@ -27,6 +28,15 @@ type Config struct {
 	// Ready reports whether the backing services answer; /readyz uses it.
 	// Nil means always ready.
 	Ready func(ctx context.Context) error
+	// WebhookSecrets returns the secrets that may sign provider's
+	// webhooks (several during a rotation); ok is false for a provider that
+	// is not configured (404).
+	WebhookSecrets func(provider string) (secrets [][]byte, ok bool)
+	// EvidenceSubject returns the outbox subject of evidence from provider.
+	EvidenceSubject func(provider string) string
+	// Reconciler serves the operator's review endpoints; nil answers them
+	// 404.
+	Reconciler *reconciler.Reconciler
 	// Metrics serves /metrics; nil serves nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody (1 MiB).
@@ -74,6 +84,14 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/dispatch/pause", s.authed(s.pauseDispatch, auth.RoleOperator))
 	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
 	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))
+	s.mux.HandleFunc("POST /v1/webhooks/{provider}", s.webhook)
+	if s.cfg.Reconciler != nil {
+		s.mux.Handle("GET /v1/review", s.authed(s.listReview, auth.RoleOperator))
+		s.mux.Handle("POST /v1/review/replay", s.authed(s.replayReview, auth.RoleOperator))
+		s.mux.Handle("POST /v1/review/evidence/{id}/resolve", s.authed(s.resolveEvidence, auth.RoleOperator))
+		s.mux.Handle("POST /v1/operations/{id}/resolve", s.authed(s.resolveOperation, auth.RoleOperator))
+		s.mux.Handle("POST /v1/operations/{id}/retry", s.authed(s.retryOperation, auth.RoleOperator))
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint"))
 	})

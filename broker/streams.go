@@ -40,7 +40,7 @@ func (b *Broker) DispatchSubject(provider string) string {
 
 // ReviewSubject is the subject of review items of tenant for reason.
 func (b *Broker) ReviewSubject(tenant, reason string) string {
-	return b.cfg.Prefix + ".review." + tenant + "." + reason
+	return b.ReviewSubjectPrefix() + "." + tenant + "." + reason
 }
 
 // EvidenceSubject is the subject of evidence from provider.
@@ -125,3 +125,7 @@ func (b *Broker) warnDurability(ctx context.Context) {
 			"server_version", b.ServerVersion())
 	}
 }
+
+// ReviewSubjectPrefix is what review subjects start with:
+// <prefix>.review, followed by .<tenant>.<reason>.
+func (b *Broker) ReviewSubjectPrefix() string { return b.cfg.Prefix + ".review" }

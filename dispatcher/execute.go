@@ -130,7 +130,7 @@ func (w *work) create(ctx context.Context) error {
 		c.To = ledger.StatusFailed
 		return w.move(ctx, c)
 	case provider.ClassNotExecuted:
-		if w.pc.Retry.Exhausted(attempt, firstSent(w.op, c.SentAt), now) {
+		if w.exhausted(attempt, c.SentAt, now) {
 			c.To, c.Review = ledger.StatusReview, w.review(ReasonRetriesExhausted, now)
 			return w.move(ctx, c)
 		}
@@ -190,7 +190,7 @@ func (w *work) settleUnknown(ctx context.Context) error {
 	now := w.store.Now()
 	if w.pc.Lookup == nil {
 		if _, how := w.nextForUnknown(now); how == "resend_same_key" {
-			if w.pc.Retry.Exhausted(w.op.Attempts, firstSent(w.op, time.Time{}), now) {
+			if w.exhausted(w.op.Attempts, time.Time{}, now) {
 				return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(ReasonRetriesExhausted, now)})
 			}
 			w.log.InfoContext(ctx, "outcome unknown; resending with the same key inside the provider's idempotency window")
@@ -225,7 +225,7 @@ func (w *work) settleUnknown(ctx context.Context) error {
 			evidence["lapse"] = w.lapse
 			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_absent_confirmed", Review: w.review(ReasonLapsedUnknown, now), Detail: evidence})
 		}
-		if w.pc.Retry.Exhausted(w.op.Attempts, firstSent(w.op, time.Time{}), now) {
+		if w.exhausted(w.op.Attempts, time.Time{}, now) {
 			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_absent_confirmed", Review: w.review(ReasonRetriesExhausted, now), Detail: evidence})
 		}
 		if err := w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, "lookup_absent_confirmed", w.actor, evidence); err != nil {
@@ -234,7 +234,7 @@ func (w *work) settleUnknown(ctx context.Context) error {
 		w.log.InfoContext(ctx, "absence confirmed after the visibility lag; resending with the same key")
 		return w.create(ctx)
 	default:
-		if w.pc.Retry.Exhausted(0, firstSent(w.op, time.Time{}), now) {
+		if w.exhausted(w.op.RetryBase, time.Time{}, now) {
 			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_failed", Review: w.review(ReasonLookupFailing, now), Detail: evidence})
 		}
 		return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: "lookup_failed", NextAttemptAt: now.Add(w.pc.Retry.Max.Duration), Detail: evidence})
@@ -315,11 +315,18 @@ func backoff(p provider.RetryPolicy, attempt int) time.Duration {
 	return d
 }
 
-func firstSent(op ledger.Operation, now time.Time) time.Time {
-	if op.FirstSentAt != nil {
-		return *op.FirstSentAt
+// exhausted reports whether the retry budget is spent after attempts
+// attempts: the provider's max_attempts and max_elapsed count from the
+// first send, or from an operator's retry, whichever is later.
+func (w *work) exhausted(attempts int, sentAt, now time.Time) bool {
+	start := sentAt
+	if w.op.FirstSentAt != nil {
+		start = *w.op.FirstSentAt
 	}
-	return now
+	if w.op.RetrySince != nil && w.op.RetrySince.After(start) {
+		start = *w.op.RetrySince
+	}
+	return w.pc.Retry.Exhausted(attempts-w.op.RetryBase, start, now)
 }
 
 func firstSentPtr(op ledger.Operation, sentAt time.Time) *time.Time {

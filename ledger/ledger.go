@@ -61,6 +61,8 @@ type Operation struct {
 	Status            Status          `db:"status"`
 	Version           int64           `db:"version"`
 	Attempts          int             `db:"attempts"`
+	RetryBase         int             `db:"retry_base"`
+	RetrySince        *time.Time      `db:"retry_since"`
 	LeaseOwner        *string         `db:"lease_owner"`
 	LeaseExpiresAt    *time.Time      `db:"lease_expires_at"`
 	NextAttemptAt     *time.Time      `db:"next_attempt_at"`
@@ -91,17 +93,22 @@ type Config struct {
 	// Now, when set, is the clock for every timestamp the store writes.
 	// Tests use it to control time; nil means the database's now().
 	Now func() time.Time
+	// ReviewSubjectPrefix, when set (e.g. "ACTLEDGER.review"), makes every
+	// transition into review also write a review-stream message to the
+	// outbox in the same statement, subject <prefix>.<tenant>.<reason>.
+	ReviewSubjectPrefix string
 }
 
 // Store reads and writes the ledger.
 type Store struct {
-	pool *pgxpool.Pool
-	now  func() time.Time
+	pool          *pgxpool.Pool
+	now           func() time.Time
+	reviewSubject string
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, now: cfg.Now}
+	return &Store{pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix}
 }
 
 // Pool returns the pool the store writes to, for callers that need to open
@@ -129,7 +136,7 @@ func (s *Store) Now() time.Time {
 
 const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, o.provider, o.params,
     o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,
-    o.attempts, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
+    o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
     o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
     o.flags, o.created_at, o.updated_at`
 

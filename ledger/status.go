@@ -54,7 +54,7 @@ var Transitions = map[Status][]Status{
 	StatusSucceeded:   {StatusReview},
 	StatusFailed:      {StatusQueued, StatusSucceeded, StatusReview},
 	StatusHeld:        {StatusSucceeded, StatusReview, StatusCancelled},
-	StatusReview:      {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued},
+	StatusReview:      {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued, StatusReview},
 	StatusCancelled:   {},
 }
 

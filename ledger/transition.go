@@ -44,6 +44,9 @@ type Change struct {
 	ProviderReference string
 	// Review is required when To is review.
 	Review *Review
+	// ResetRetryBudget starts a fresh retry budget (an operator's retry):
+	// the provider's max_attempts and max_elapsed count from now.
+	ResetRetryBudget bool
 	// Flag, when set, is added to the operation's flags
 	// (e.g. "late_success_after_expiry").
 	Flag string
@@ -71,6 +74,8 @@ const operationTransition = `WITH upd AS (
         review_reason      = CASE WHEN $4 = 'review' THEN $11 END,
         review_owner       = CASE WHEN $4 = 'review' THEN $12 END,
         review_deadline    = CASE WHEN $4 = 'review' THEN $13::timestamptz END,
+        retry_base         = CASE WHEN $21 THEN attempts ELSE retry_base END,
+        retry_since        = CASE WHEN $21 THEN coalesce($5::timestamptz, now()) ELSE retry_since END,
         flags              = CASE WHEN $14::text IS NULL OR $14 = ANY (flags) THEN flags ELSE flags || $14::text END
     WHERE id = $1 AND version = $2 AND status = $3
       AND NOT ($19 AND EXISTS (
@@ -82,6 +87,18 @@ const operationTransition = `WITH upd AS (
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
     SELECT id, tenant_id, updated_at, $15, $3, $4, $16, $17 FROM upd
+), review AS (
+    -- Every review item is also announced on the review stream, through the
+    -- outbox, in this same statement.
+    INSERT INTO outbox (subject, msg_id, payload)
+    SELECT $20 || '.' || t.name || '.' || u.review_reason,
+           'review.' || u.id || '.' || u.version,
+           convert_to(json_build_object(
+               'operation_id', u.id, 'tenant', t.name, 'action', u.action, 'key', u.key,
+               'provider', u.provider, 'reason', u.review_reason, 'owner', u.review_owner,
+               'deadline', u.review_deadline, 'version', u.version, 'at', u.updated_at)::text, 'UTF8')
+    FROM upd u JOIN tenants t ON t.id = u.tenant_id
+    WHERE u.status = 'review' AND $20::text <> ''
 )
 SELECT ` + operationColumns + `
 FROM upd o JOIN tenants t ON t.id = o.tenant_id`
@@ -117,7 +134,7 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 		c.ID, c.Version, c.From, c.To, s.nowArg(),
 		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Attempted,
 		nullString(c.ProviderReference), reason, owner, deadline, nullString(c.Flag),
-		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused)
+		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused, s.reviewSubject, c.ResetRetryBudget)
 	op, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Operation])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Operation{}, fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, c.ID, c.Version, c.From)

@@ -97,6 +97,11 @@ type Config struct {
 	// WebhookSecretEnv names the environment variable holding the webhook signing secret(s)
 	// (yaml "webhook_secret_env"); the secret itself never appears in the file.
 	WebhookSecretEnv string
+	// Tenant optionally names the tenant that owns this provider account
+	// (yaml "tenant", an extension of the contract): evidence that matches
+	// no operation becomes that tenant's review item. Empty: every tenant's
+	// operators see it.
+	Tenant string
 	// Retry is the retry policy for not-executed attempts (yaml "retry").
 	Retry RetryPolicy
 	// Review is who owns this provider's review items and how fast (yaml "review").

@@ -187,6 +187,7 @@ type providerYAML struct {
 	Idempotency      *idempotencyYAML `yaml:"idempotency"`
 	Lookup           *lookupYAML      `yaml:"lookup"`
 	WebhookSecretEnv string           `yaml:"webhook_secret_env"`
+	Tenant           string           `yaml:"tenant"`
 	Retry            retryYAML        `yaml:"retry"`
 	Review           reviewYAML       `yaml:"review"`
 }
@@ -259,6 +260,7 @@ func (doc fileYAML) file() (File, []*FieldError) {
 			ReferenceParam:   strings.TrimSpace(p.ReferenceParam),
 			ReferenceField:   strings.TrimSpace(p.ReferenceField),
 			WebhookSecretEnv: p.WebhookSecretEnv,
+			Tenant:           strings.TrimSpace(p.Tenant),
 			Retry: RetryPolicy{
 				Initial:    duration("retry.initial", p.Retry.Initial, true),
 				Max:        duration("retry.max", p.Retry.Max, true),

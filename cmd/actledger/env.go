@@ -20,9 +20,9 @@ type env struct {
 	DispatchConcurrency int
 	// StreamReplicas is the replica count of every stream (0: 1).
 	StreamReplicas int
-	StreamPrefix        string
-	LogLevel            slog.Level
-	badLease            string
+	StreamPrefix   string
+	LogLevel       slog.Level
+	badLease       string
 }
 
 func loadEnv(getenv func(string) string) env {

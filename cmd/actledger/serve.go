@@ -20,10 +20,11 @@ import (
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/reconciler"
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
-var allRoles = []string{"api", "relay", "dispatcher"}
+var allRoles = []string{"api", "relay", "dispatcher", "reconciler"}
 
 // startStopper is the contract every long-running component shares.
 type startStopper interface {
@@ -68,7 +69,11 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	defer b.Close()
 	logger.Info("connected to JetStream", "embedded", b.Embedded(), "server_version", b.ServerVersion(), "prefix", b.Prefix())
 
-	store := ledger.New(pool, ledger.Config{})
+	store := ledger.New(pool, ledger.Config{ReviewSubjectPrefix: b.ReviewSubjectPrefix()})
+	rec, err := reconciler.New(store, b, reconciler.Config{Registry: registry, Logger: logger})
+	if err != nil {
+		return err
+	}
 	var components []startStopper
 	if slices.Contains(roles, "relay") {
 		components = append(components, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}))
@@ -81,6 +86,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			return err
 		}
 		components = append(components, d, dispatcher.NewLeaseSweeper(store, b, dispatcher.SweeperConfig{Registry: registry, Logger: logger}))
+	}
+	if slices.Contains(roles, "reconciler") {
+		components = append(components, rec)
 	}
 	for _, c := range components {
 		if err := c.Start(ctx); err != nil {
@@ -109,6 +117,15 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Tokens:          auth.New(pool, store),
 		Actions:         actions,
 		DispatchSubject: b.DispatchSubject,
+		EvidenceSubject: b.EvidenceSubject,
+		WebhookSecrets: func(name string) ([][]byte, bool) {
+			pc, ok := registry.Provider(name)
+			if !ok {
+				return nil, false
+			}
+			return pc.WebhookSecrets(), true
+		},
+		Reconciler: rec,
 		Ready: func(ctx context.Context) error {
 			if err := pool.Ping(ctx); err != nil {
 				return fmt.Errorf("postgres: %w", err)

@@ -1,0 +1,163 @@
+package api
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/reconciler"
+)
+
+// listReview is GET /v1/review: the tenant's open review items.
+func (s *Server) listReview(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	items, err := s.cfg.Reconciler.ReviewItems(r.Context(), p.TenantID)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+// resolveOperation is POST /v1/operations/{id}/resolve.
+func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var res reconciler.Resolution
+	if err := decodeJSON(body, &res); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, comp, err := s.cfg.Reconciler.Resolve(r.Context(), p.TenantID, p.TokenID, p.Actor(), id, res)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := map[string]any{"operation": viewOperation(op)}
+	if comp != nil {
+		out["compensation"] = viewOperation(*comp)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// resolveEvidence is POST /v1/review/evidence/{id}/resolve: closes an
+// unmatched-evidence item with a note.
+func (s *Server) resolveEvidence(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Note string `json:"note"`
+	}
+	if err := decodeJSON(body, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := s.cfg.Reconciler.ResolveEvidence(r.Context(), p.TenantID, p.Actor(), id, req.Note); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"evidence_id": id, "resolved": true})
+}
+
+// retryOperation is POST /v1/operations/{id}/retry.
+func (s *Server) retryOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req struct {
+		Note string `json:"note"`
+	}
+	if len(body) > 0 {
+		if err := decodeJSON(body, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	op, err := s.cfg.Reconciler.Retry(r.Context(), p.TenantID, p.Actor(), id, req.Note)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, viewOperation(op))
+}
+
+type replayRequest struct {
+	// Since is an RFC 3339 time or a duration back from now ("24h").
+	Since  string `json:"since"`
+	Reason string `json:"reason"`
+	DryRun bool   `json:"dry_run"`
+}
+
+// replayReview is POST /v1/review/replay: re-reads the review stream and
+// re-runs reconciliation for each open item. The answer is NDJSON, one line
+// per item as it is done ({"item":…}), then {"summary":…}, so a long replay
+// shows progress.
+func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var req replayRequest
+	if len(body) > 0 {
+		if err := decodeJSON(body, &req); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	opts := reconciler.ReplayOptions{Reason: req.Reason, DryRun: req.DryRun}
+	if req.Since != "" {
+		if t, err := time.Parse(time.RFC3339, req.Since); err == nil {
+			opts.Since = t
+		} else if d, err := time.ParseDuration(req.Since); err == nil && d > 0 {
+			opts.Since = s.cfg.Ledger.Now().Add(-d)
+		} else {
+			s.writeError(w, r, fieldError("since", "must be an RFC 3339 time or a duration such as 24h"))
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	sum, err := s.cfg.Reconciler.Replay(r.Context(), p.TenantID, p.Tenant, opts, func(item reconciler.ReplayItem) {
+		_ = enc.Encode(map[string]any{"item": item})
+		if flusher != nil {
+			flusher.Flush()
+		}
+	})
+	if err != nil {
+		s.log.ErrorContext(r.Context(), "replay failed", "tenant", p.Tenant, "err", err)
+		e := toAPIError(err)
+		_ = enc.Encode(map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+		return
+	}
+	s.log.InfoContext(r.Context(), "replay done", "tenant", p.Tenant, "items", sum.Items, "changed", sum.Changed, "dry_run", sum.DryRun)
+	_ = enc.Encode(map[string]any{"summary": sum})
+}

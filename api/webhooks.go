@@ -1,0 +1,197 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/webhook"
+)
+
+// maxEventIDLength bounds a supplier's event id, which becomes part of a
+// Nats-Msg-Id header.
+const maxEventIDLength = 256
+
+// Webhook statuses the contract allows.
+const (
+	webhookSucceeded = "succeeded"
+	webhookFailed    = "failed"
+)
+
+var (
+	errUnknownProvider = errorf(http.StatusNotFound, "unknown_provider", "no webhooks are configured for this provider")
+	errBadSignature    = errorf(http.StatusUnauthorized, "invalid_signature",
+		"the "+webhook.Header+" header is missing, malformed or does not match the body; nothing was stored")
+	errStaleSignature = errorf(http.StatusUnauthorized, "stale_signature",
+		"the "+webhook.Header+" timestamp is too far from now; nothing was stored")
+)
+
+// webhookRequest is the part of a supplier's webhook body the inbox reads.
+// Unknown fields are allowed (suppliers add fields); the whole body is kept
+// as the event's payload.
+type webhookRequest struct {
+	EventID           string `json:"event_id"`
+	Type              string `json:"type"`
+	Reference         string `json:"reference"`
+	ProviderReference string `json:"provider_reference"`
+	Status            string `json:"status"`
+}
+
+// webhook is POST /v1/webhooks/{provider}. There is no bearer token: the
+// signature is the authentication. Checks run in this order: provider
+// configured (404), size (413), signature (401), JSON (400); the event is
+// then stored with its evidence message, and the answer is 2xx only after
+// the commit.
+func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+
+	provider := r.PathValue("provider")
+	if s.cfg.WebhookSecrets == nil || s.cfg.EvidenceSubject == nil {
+		s.writeError(w, r, errUnknownProvider)
+		return
+	}
+	secrets, ok := s.cfg.WebhookSecrets(provider)
+	if !ok {
+		s.writeError(w, r, errUnknownProvider)
+		return
+	}
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	// Nothing in the body is looked at before the signature holds.
+	if err := webhook.Verify(r.Header.Get(webhook.Header), body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance); err != nil {
+		// The reason is a fixed word: the error text may quote part of
+		// the header, and neither the signature nor the body is logged.
+		s.log.WarnContext(ctx, "webhook refused", "provider", provider, "reason", signatureFailure(r, err))
+		if errors.Is(err, webhook.ErrStale) {
+			s.writeError(w, r, errStaleSignature)
+		} else {
+			s.writeError(w, r, errBadSignature)
+		}
+		return
+	}
+	var req webhookRequest
+	if err := decodeWebhookJSON(body, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if hasNULEscape(body) {
+		// Postgres cannot store U+0000 in jsonb: refuse it as bad input
+		// rather than fail the insert with a 500 on every redelivery.
+		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_body", `the body must not contain \u0000`))
+		return
+	}
+	stored, err := s.cfg.Ledger.StoreWebhook(ctx, ledger.WebhookEvent{
+		Provider: provider, EventID: req.EventID, Type: req.Type, Reference: req.Reference,
+		ProviderReference: req.ProviderReference, Status: req.Status, Payload: body,
+	}, s.cfg.EvidenceSubject(provider))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.log.InfoContext(ctx, "webhook received", "provider", provider, "event_id", req.EventID,
+		"reference", req.Reference, "status", req.Status, "stored", stored)
+	if !stored {
+		writeJSON(w, http.StatusOK, map[string]bool{"stored": false, "duplicate": true})
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]bool{"stored": true})
+}
+
+// signatureFailure names why a signature was refused, for the log.
+func signatureFailure(r *http.Request, err error) string {
+	switch {
+	case errors.Is(err, webhook.ErrNoSecret):
+		return "no_secret_configured"
+	case r.Header.Get(webhook.Header) == "":
+		return "missing_header"
+	case errors.Is(err, webhook.ErrMalformed):
+		return "malformed_header"
+	case errors.Is(err, webhook.ErrStale):
+		return "stale_timestamp"
+	case errors.Is(err, webhook.ErrMismatch):
+		return "signature_mismatch"
+	default:
+		return "invalid"
+	}
+}
+
+// decodeWebhookJSON is decodeJSON without DisallowUnknownFields: a supplier
+// adding a field must not have its webhooks refused. It still requires
+// exactly one JSON object with the known fields of the right type.
+func decodeWebhookJSON(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errorf(http.StatusBadRequest, "malformed_json", "the body must hold exactly one JSON object")
+	}
+	if len(body) > 0 && bytes.TrimSpace(body)[0] != '{' {
+		return errorf(http.StatusBadRequest, "malformed_json", "the body must be a JSON object")
+	}
+	return nil
+}
+
+func (req webhookRequest) validate() error {
+	switch {
+	case req.EventID == "":
+		return fieldError("event_id", "is required")
+	case !msgIDSafe(req.EventID):
+		return fieldError("event_id", "must be 1 to 256 printable ASCII characters without spaces")
+	case req.Reference == "":
+		return fieldError("reference", "is required")
+	case req.Status != webhookSucceeded && req.Status != webhookFailed:
+		return fieldError("status", `must be "succeeded" or "failed"`)
+	case req.Status == webhookSucceeded && req.ProviderReference == "":
+		return fieldError("provider_reference", "is required when status is succeeded")
+	}
+	return nil
+}
+
+// msgIDSafe reports whether an event id can go into a Nats-Msg-Id header
+// (no control characters, no spaces) at a bounded length.
+func msgIDSafe(id string) bool {
+	if len(id) > maxEventIDLength {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// hasNULEscape reports whether the JSON text body holds the escape \u0000
+// (as opposed to an escaped backslash followed by "u0000").
+func hasNULEscape(body []byte) bool {
+	const esc = `\u0000`
+	for i := 0; ; {
+		j := bytes.Index(body[i:], []byte(esc))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		backslashes := 0
+		for k := at; k >= 0 && body[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 1 {
+			return true
+		}
+		i = at + len(esc)
+	}
+}

@@ -1,0 +1,375 @@
+// Package testpipeline assembles the whole actledger pipeline for a test:
+// a fresh database, unique streams on the real NATS server, the mock
+// supplier, the HTTP API (with webhooks and the operator endpoints), the
+// relay, dispatchers, the lease sweeper and the reconciler. Tests drive it
+// through the real path and count orders at the supplier.
+package testpipeline
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/reconciler"
+)
+
+// Action is the action every pipeline configures, on provider "acme".
+const Action = "supplier.create_order"
+
+// WebhookSecret signs the mock supplier's webhooks.
+const WebhookSecret = "whsec-test"
+
+// Options shape the provider contract and the supplier.
+type Options struct {
+	Idempotency bool
+	// LookupLag < 0 means the provider has no lookup.
+	LookupLag time.Duration
+	Mode      mocksupplier.Mode
+	// Webhooks makes the supplier send signed webhooks to the API after
+	// WebhookDelay.
+	Webhooks     bool
+	WebhookDelay time.Duration
+	MaxAttempts  int           // default 5
+	MaxElapsed   time.Duration // default 30s
+	Lease        time.Duration // default 2s
+	// ProviderTenant sets the provider's tenant (owner of unmatched
+	// evidence); default the pipeline's tenant.
+	ProviderTenant string
+	// Providers overrides the provider implementation (e.g. to make its
+	// lookups fail); it receives the real HTTP provider.
+	Providers func(real provider.Provider) provider.Provider
+}
+
+// Clock is a test clock shared by the ledger and the API.
+type Clock struct{ offset atomic.Int64 }
+
+// Now is the shifted time.
+func (c *Clock) Now() time.Time { return time.Now().Add(time.Duration(c.offset.Load())) }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
+
+// Pipeline is a running actledger for one test.
+type Pipeline struct {
+	t          *testing.T
+	Opts       Options
+	Pool       *pgxpool.Pool
+	Broker     *broker.Broker
+	Store      *ledger.Store
+	Clock      *Clock
+	Supplier   *mocksupplier.Server
+	Registry   *provider.Registry
+	Reconciler *reconciler.Reconciler
+	API        *httptest.Server
+	Tenant     string
+	TenantID   uuid.UUID
+	// Tokens of the tenant, by role.
+	Agent, Approver, Operator string
+	agent, approver           auth.Principal
+
+	providers map[string]provider.Provider
+	running   []interface{ Stop() }
+}
+
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// New builds the pipeline (nothing runs until Start).
+func New(t *testing.T, opts Options) *Pipeline {
+	t.Helper()
+	if opts.MaxAttempts == 0 {
+		opts.MaxAttempts = 5
+	}
+	if opts.MaxElapsed == 0 {
+		opts.MaxElapsed = 30 * time.Second
+	}
+	if opts.Lease == 0 {
+		opts.Lease = 2 * time.Second
+	}
+	p := &Pipeline{t: t, Opts: opts, Pool: testdb.New(t), Broker: testnats.New(t), Clock: &Clock{}, Tenant: "acme-corp"}
+	p.Store = ledger.New(p.Pool, ledger.Config{Now: p.Clock.Now, ReviewSubjectPrefix: p.Broker.ReviewSubjectPrefix()})
+	lag := max(opts.LookupLag, 0)
+	p.Supplier = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
+	supplierSrv := httptest.NewServer(p.Supplier)
+	t.Cleanup(func() { supplierSrv.Close(); p.Supplier.Close() })
+
+	p.Registry = p.registry(supplierSrv.URL)
+	pc, _ := p.Registry.Provider("acme")
+	p.providers = map[string]provider.Provider{"acme": provider.NewHTTP(pc, provider.HTTPOptions{})}
+	if opts.Providers != nil {
+		p.providers["acme"] = opts.Providers(p.providers["acme"])
+	}
+	var err error
+	p.Reconciler, err = reconciler.New(p.Store, p.Broker, reconciler.Config{Registry: p.Registry, Providers: p.providers, Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tokens := auth.New(p.Pool, p.Store)
+	p.Agent, p.agent = p.token(tokens, auth.RoleAgent)
+	p.Approver, p.approver = p.token(tokens, auth.RoleApprover)
+	p.Operator, _ = p.token(tokens, auth.RoleOperator)
+	p.TenantID = p.agent.TenantID
+
+	handler := api.New(api.Config{
+		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme"},
+		DispatchSubject: p.Broker.DispatchSubject, EvidenceSubject: p.Broker.EvidenceSubject,
+		WebhookSecrets: func(name string) ([][]byte, bool) {
+			if name != "acme" {
+				return nil, false
+			}
+			return [][]byte{[]byte(WebhookSecret)}, true
+		},
+		Reconciler: p.Reconciler, Logger: quiet(),
+	})
+	p.API = httptest.NewServer(handler)
+	t.Cleanup(p.API.Close)
+	if opts.Webhooks {
+		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
+	}
+	t.Cleanup(p.StopAll)
+	return p
+}
+
+func (p *Pipeline) registry(baseURL string) *provider.Registry {
+	var y strings.Builder
+	fmt.Fprintf(&y, "providers:\n  acme:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: 1s\n", baseURL)
+	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
+	if p.Opts.Idempotency {
+		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
+	}
+	if p.Opts.LookupLag >= 0 {
+		fmt.Fprintf(&y, "    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: %s}\n", p.Opts.LookupLag)
+	}
+	fmt.Fprintf(&y, "    retry: {max_attempts: %d, initial: 50ms, max: 200ms, max_elapsed: %s}\n", p.Opts.MaxAttempts, p.Opts.MaxElapsed)
+	fmt.Fprintf(&y, "    tenant: %s\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
+	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\nactions:\n  supplier.create_order: {provider: acme}\n")
+	reg, err := provider.Parse([]byte(y.String()))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return reg
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (p *Pipeline) token(tokens *auth.Tokens, role auth.Role) (string, auth.Principal) {
+	p.t.Helper()
+	c, err := tokens.Create(context.Background(), p.Tenant, role, "")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	pr, err := tokens.Authenticate(context.Background(), c.Secret)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c.Secret, pr
+}
+
+// TokenFor issues a token of role for another tenant.
+func (p *Pipeline) TokenFor(tenant string, role auth.Role) string {
+	p.t.Helper()
+	c, err := auth.New(p.Pool, p.Store).Create(context.Background(), tenant, role, "")
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c.Secret
+}
+
+// Start runs the relay, n dispatchers, the lease sweeper and the
+// reconciler.
+func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
+	p.t.Helper()
+	p.start(outbox.NewRelay(p.Pool, p.Broker.JetStream(), outbox.Config{PollInterval: 100 * time.Millisecond, Logger: quiet()}))
+	var ds []*dispatcher.Dispatcher
+	for i := range dispatchers {
+		d, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{
+			Registry: p.Registry, Providers: p.providers, LeaseDuration: p.Opts.Lease,
+			WorkerID: fmt.Sprintf("w%d", i), Concurrency: 4, Logger: quiet(),
+		})
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		ds = append(ds, d)
+		p.start(d)
+	}
+	p.start(dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
+		Registry: p.Registry, Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second, Logger: quiet(),
+	}))
+	p.start(p.Reconciler)
+	return ds
+}
+
+func (p *Pipeline) start(c interface {
+	Start(context.Context) error
+	Stop()
+}) {
+	p.t.Helper()
+	if err := c.Start(context.Background()); err != nil {
+		p.t.Fatal(err)
+	}
+	p.running = append(p.running, c)
+}
+
+// StopAll stops everything Start started, newest first.
+func (p *Pipeline) StopAll() {
+	for i := len(p.running) - 1; i >= 0; i-- {
+		p.running[i].Stop()
+	}
+	p.running = nil
+}
+
+// Approve grants an approval for params, valid for ttl of the test clock.
+func (p *Pipeline) Approve(params string, ttl time.Duration) ledger.Approval {
+	p.t.Helper()
+	a, err := p.Store.CreateApproval(context.Background(), ledger.NewApproval{
+		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: Action,
+		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(ttl),
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return a
+}
+
+// Enqueue approves params and submits them over HTTP under key, as an
+// agent does; it returns the operation.
+func (p *Pipeline) Enqueue(key, params string) ledger.Operation {
+	p.t.Helper()
+	a := p.Approve(params, time.Hour)
+	body := fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"approval_id":%q}`, Action, key, params, a.ID)
+	status, out := p.Do("POST", "/v1/operations", p.Agent, body)
+	if status != http.StatusCreated {
+		p.t.Fatalf("enqueue %s: %d %v", key, status, out)
+	}
+	op, err := p.Store.Get(context.Background(), p.TenantID, uuid.MustParse(out["id"].(string)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return op
+}
+
+// Do sends an API request and decodes a JSON object answer.
+func (p *Pipeline) Do(method, path, token, body string) (int, map[string]any) {
+	p.t.Helper()
+	req, err := http.NewRequest(method, p.API.URL+path, bytes.NewBufferString(body))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	var out map[string]any
+	_ = json.Unmarshal(raw, &out)
+	if out == nil {
+		out = map[string]any{"raw": string(raw)}
+	}
+	return res.StatusCode, out
+}
+
+// Get reads op again.
+func (p *Pipeline) Get(op ledger.Operation) ledger.Operation {
+	p.t.Helper()
+	got, err := p.Store.Get(context.Background(), p.TenantID, op.ID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return got
+}
+
+// WaitStatus polls until op is in want, failing with its history if it
+// does not get there in time.
+func (p *Pipeline) WaitStatus(op ledger.Operation, want ledger.Status, timeout time.Duration) ledger.Operation {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		got := p.Get(op)
+		if got.Status == want {
+			return got
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("operation %s is %s after %s, want %s; history:\n%s", op.Key, got.Status, timeout, want, p.History(op))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// History renders op's events for failure messages.
+func (p *Pipeline) History(op ledger.Operation) string {
+	events, _ := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	var b strings.Builder
+	for _, e := range events {
+		from := ""
+		if e.From != nil {
+			from = string(*e.From)
+		}
+		fmt.Fprintf(&b, "  %s %-24s %s→%s %s %s\n", e.At.Format("15:04:05.000"), e.Kind, from, e.To, e.Actor, e.Detail)
+	}
+	return b.String()
+}
+
+// Kinds lists op's event kinds in order.
+func (p *Pipeline) Kinds(op ledger.Operation) []string {
+	p.t.Helper()
+	events, err := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	kinds := make([]string, len(events))
+	for i, e := range events {
+		kinds[i] = e.Kind
+	}
+	return kinds
+}
+
+// Orders is the supplier's real order count for op.
+func (p *Pipeline) Orders(op ledger.Operation) int { return p.Supplier.Orders(op.ExternalKey) }
+
+// Creates is how many create requests the supplier received for op.
+func (p *Pipeline) Creates(op ledger.Operation) int {
+	return len(p.Supplier.CreateRequests(op.ExternalKey))
+}
+
+// Eventually polls cond until it holds or fails the test after timeout.
+func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() bool) {
+	p.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

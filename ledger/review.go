@@ -1,0 +1,152 @@
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/outbox"
+)
+
+const (
+	operationGetByExternalKey = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.external_key = $1`
+
+	operationsInReview = `SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.tenant_id = $1 AND o.status = 'review'
+ORDER BY o.updated_at`
+)
+
+// GetByExternalKey returns the operation whose external key is key, whatever
+// its tenant: evidence from a provider names only the key. Internal use.
+func (s *Store) GetByExternalKey(ctx context.Context, key string) (Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationGetByExternalKey, key)
+	op, err := collectOperation(rows)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		return op, fmt.Errorf("get operation by external key: %w", err)
+	}
+	return op, err
+}
+
+// InReview lists the tenant's operations waiting for a person, oldest first.
+func (s *Store) InReview(ctx context.Context, tenant uuid.UUID) ([]Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationsInReview, tenant)
+	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
+	if err != nil {
+		return nil, fmt.Errorf("list review items: %w", err)
+	}
+	return ops, nil
+}
+
+// Unmatched is evidence of an effect that no operation explains: a review
+// item of its own.
+type Unmatched struct {
+	ID                int64           `db:"id"`
+	TenantID          *uuid.UUID      `db:"tenant_id"`
+	Provider          string          `db:"provider"`
+	Source            string          `db:"source"`
+	Reference         string          `db:"reference"`
+	ProviderReference *string         `db:"provider_reference"`
+	Status            string          `db:"status"`
+	Detail            json.RawMessage `db:"detail"`
+	Owner             string          `db:"owner"`
+	Deadline          time.Time       `db:"deadline"`
+	CreatedAt         time.Time       `db:"created_at"`
+}
+
+// ReasonUnmatchedEvidence is the review reason of unmatched evidence.
+const ReasonUnmatchedEvidence = "unmatched_evidence"
+
+const (
+	unmatchedColumns = `id, tenant_id, provider, source, reference, provider_reference, status, detail, owner, deadline, created_at`
+
+	unmatchedInsert = `INSERT INTO unmatched_evidence (tenant_id, provider, source, reference, provider_reference,
+    status, detail, owner, deadline, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
+ON CONFLICT (provider, source) DO NOTHING
+RETURNING ` + unmatchedColumns
+
+	// unmatchedOpen lists open items a tenant's operators see: their own,
+	// and those no tenant owns.
+	unmatchedOpen = `SELECT ` + unmatchedColumns + ` FROM unmatched_evidence
+WHERE resolved_at IS NULL AND (tenant_id = $1 OR tenant_id IS NULL)
+ORDER BY created_at`
+
+	unmatchedResolve = `UPDATE unmatched_evidence
+SET resolved_at = coalesce($4::timestamptz, now()), resolved_by = $3, resolution_note = $5
+WHERE id = $1 AND resolved_at IS NULL AND (tenant_id = $2 OR tenant_id IS NULL)`
+
+	tenantIDByName = `SELECT id FROM tenants WHERE name = $1`
+)
+
+// RecordUnmatched stores u (once per provider and source) and announces it
+// on the review stream in the same transaction. tenant names the subject
+// ("_" when no tenant owns it).
+func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string) (recorded bool, err error) {
+	detail := u.Detail
+	if len(detail) == 0 {
+		detail = json.RawMessage("{}")
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, _ := tx.Query(ctx, unmatchedInsert, u.TenantID, u.Provider, u.Source, u.Reference, u.ProviderReference,
+			u.Status, detail, u.Owner, u.Deadline, s.nowArg())
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unmatched])
+		if err != nil {
+			return fmt.Errorf("record unmatched evidence: %w", err)
+		}
+		if len(got) == 0 || s.reviewSubject == "" {
+			recorded = len(got) > 0
+			return nil
+		}
+		recorded = true
+		payload, _ := json.Marshal(map[string]any{
+			"evidence_id": got[0].ID, "tenant": tenant, "provider": u.Provider, "reason": ReasonUnmatchedEvidence,
+			"reference": u.Reference, "provider_reference": u.ProviderReference, "owner": u.Owner, "deadline": u.Deadline,
+		})
+		return outbox.Insert(ctx, tx, outbox.Message{
+			Subject: s.reviewSubject + "." + tenant + "." + ReasonUnmatchedEvidence,
+			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
+		})
+	})
+	return recorded, err
+}
+
+// OpenUnmatched lists the unmatched evidence the tenant's operators see.
+func (s *Store) OpenUnmatched(ctx context.Context, tenant uuid.UUID) ([]Unmatched, error) {
+	rows, _ := s.pool.Query(ctx, unmatchedOpen, tenant)
+	items, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unmatched])
+	if err != nil {
+		return nil, fmt.Errorf("list unmatched evidence: %w", err)
+	}
+	return items, nil
+}
+
+// ResolveUnmatched closes an unmatched evidence item with an operator's
+// note, or returns ErrNotFound.
+func (s *Store) ResolveUnmatched(ctx context.Context, tenant uuid.UUID, id int64, actor, note string) error {
+	tag, err := s.pool.Exec(ctx, unmatchedResolve, id, tenant, actor, s.nowArg(), note)
+	if err != nil {
+		return fmt.Errorf("resolve unmatched evidence %d: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
+}
+
+// TenantID returns the id of the tenant named name, or ErrNotFound.
+func (s *Store) TenantID(ctx context.Context, name string) (uuid.UUID, error) {
+	var id uuid.UUID
+	err := s.pool.QueryRow(ctx, tenantIDByName, name).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return uuid.Nil, ErrNotFound
+	}
+	return id, err
+}

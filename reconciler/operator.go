@@ -1,0 +1,311 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
+)
+
+// Errors operators' requests branch on.
+var (
+	// ErrNotResolvable: the operation is not in a state an operator may
+	// settle (it is being worked on, or already settled).
+	ErrNotResolvable = errors.New("reconciler: operation is not awaiting a decision")
+	// ErrRetryNotAllowed: a retry needs a confirmed absence of effect and a
+	// valid approval.
+	ErrRetryNotAllowed = errors.New("reconciler: retry not allowed")
+	// ErrBadResolution: the resolution itself is incomplete.
+	ErrBadResolution = errors.New("reconciler: bad resolution")
+)
+
+// ReviewItem is one thing waiting for a person, with what is known.
+type ReviewItem struct {
+	OperationID         *uuid.UUID     `json:"operation_id"`
+	EvidenceID          *int64         `json:"evidence_id,omitempty"`
+	Action              string         `json:"action"`
+	Key                 string         `json:"key"`
+	Provider            string         `json:"provider"`
+	Status              string         `json:"status"`
+	Reason              string         `json:"reason"`
+	Owner               string         `json:"owner"`
+	Deadline            *time.Time     `json:"deadline"`
+	AgeSeconds          float64        `json:"age_seconds"`
+	Attempts            int            `json:"attempts"`
+	Facts               map[string]any `json:"facts"`
+	LastProviderAnswer  map[string]any `json:"last_provider_answer"`
+	RetryAllowed        bool           `json:"retry_allowed"`
+	LookupReliableAfter *time.Time     `json:"lookup_reliable_after"`
+}
+
+// Judgement is what the ledger's history establishes about an operation's
+// effect, for review items and retry decisions.
+type Judgement struct {
+	// MayHaveHadEffect: some attempt may have reached the provider
+	// without a confirmed rejection (unknown answer, success, lost lease).
+	MayHaveHadEffect bool
+	// AbsenceConfirmed: a lookup, believable by then, found nothing after
+	// the last send.
+	AbsenceConfirmed bool
+	LastAnswer       map[string]any
+	LastLookup       map[string]any
+}
+
+// judge reads an operation's history.
+func judge(events []ledger.Event) Judgement {
+	var j Judgement
+	for _, e := range events {
+		var detail map[string]any
+		_ = json.Unmarshal(e.Detail, &detail)
+		switch e.Kind {
+		case "attempt":
+			j.LastAnswer = detail
+			if c, _ := detail["class"].(string); c == string(provider.ClassUnknown) || c == string(provider.ClassSucceeded) {
+				j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
+			}
+		case "lease_expired":
+			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
+		case "lookup_found":
+			j.LastLookup = detail
+			j.AbsenceConfirmed = false
+		case "lookup_absent_confirmed", "replay_lookup_absent":
+			j.LastLookup = detail
+			j.AbsenceConfirmed = true
+		case "lookup_absent_too_early", "lookup_failed":
+			j.LastLookup = detail
+		}
+	}
+	return j
+}
+
+// ReviewItems lists the tenant's open review items: operations in review and
+// evidence that matches no operation.
+func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]ReviewItem, error) {
+	ops, err := r.store.InReview(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	now := r.store.Now()
+	items := make([]ReviewItem, 0, len(ops))
+	for _, op := range ops {
+		item, err := r.reviewItem(ctx, op, now)
+		if err != nil {
+			return nil, err
+		}
+		items = append(items, item)
+	}
+	unmatched, err := r.store.OpenUnmatched(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	for _, u := range unmatched {
+		facts := map[string]any{"source": u.Source, "reference": u.Reference, "status": u.Status}
+		if u.ProviderReference != nil {
+			facts["provider_reference"] = *u.ProviderReference
+		}
+		var data any
+		if json.Unmarshal(u.Detail, &data) == nil && data != nil {
+			facts["data"] = data
+		}
+		items = append(items, ReviewItem{
+			EvidenceID: &u.ID, Key: u.Reference, Provider: u.Provider, Status: "unmatched",
+			Reason: ledger.ReasonUnmatchedEvidence, Owner: u.Owner, Deadline: &u.Deadline,
+			AgeSeconds: now.Sub(u.CreatedAt).Round(time.Second).Seconds(), Facts: facts,
+		})
+	}
+	return items, nil
+}
+
+func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now time.Time) (ReviewItem, error) {
+	events, err := r.store.Events(ctx, op.TenantID, op.ID)
+	if err != nil {
+		return ReviewItem{}, err
+	}
+	j := judge(events)
+	lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
+	if err != nil {
+		return ReviewItem{}, err
+	}
+	facts := map[string]any{
+		"attempts": op.Attempts, "may_have_had_effect": j.MayHaveHadEffect,
+		"absence_confirmed": j.AbsenceConfirmed, "approval_valid": lapse == ledger.LapseNone,
+		"external_key": op.ExternalKey, "params": op.Params,
+	}
+	if lapse != ledger.LapseNone {
+		facts["approval_lapse"] = lapse
+	}
+	if op.FirstSentAt != nil {
+		facts["first_sent_at"] = op.FirstSentAt
+	}
+	if op.LastSentAt != nil {
+		facts["last_sent_at"] = op.LastSentAt
+	}
+	if op.ProviderReference != nil {
+		facts["provider_reference"] = *op.ProviderReference
+	}
+	if j.LastLookup != nil {
+		facts["last_lookup"] = j.LastLookup
+	}
+	item := ReviewItem{
+		OperationID: &op.ID, Action: op.Action, Key: op.Key, Provider: op.Provider, Status: string(op.Status),
+		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: op.ReviewDeadline,
+		AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Second).Seconds(), Attempts: op.Attempts,
+		Facts: facts, LastProviderAnswer: j.LastAnswer,
+		RetryAllowed: lapse == ledger.LapseNone && (j.AbsenceConfirmed || !j.MayHaveHadEffect),
+	}
+	if pc, ok := r.cfg.Registry.Provider(op.Provider); ok && pc.Lookup != nil && op.LastSentAt != nil {
+		at := pc.LookupBelievableAt(*op.LastSentAt)
+		item.LookupReliableAfter = &at
+	}
+	return item, nil
+}
+
+// Resolution is an operator's decision on an operation.
+type Resolution struct {
+	// Outcome is "succeeded" (ProviderReference required), "failed"
+	// (confirmed no effect) or "cancelled".
+	Outcome           string `json:"outcome"`
+	ProviderReference string `json:"provider_reference"`
+	Note              string `json:"note"`
+	// Compensation, when set, creates a separate, linked operation (its
+	// own key and approval) to undo or correct the effect; it never
+	// reuses the original's identity.
+	Compensation *Compensation `json:"compensation"`
+}
+
+// Compensation is a new operation created alongside a resolution.
+type Compensation struct {
+	Action     string          `json:"action"`
+	Key        string          `json:"key"`
+	Params     json.RawMessage `json:"params"`
+	ApprovalID uuid.UUID       `json:"approval_id"`
+}
+
+// resolvable are the states an operator may settle: nothing is in flight
+// and no outcome is confirmed.
+var resolvable = []ledger.Status{ledger.StatusReview, ledger.StatusUnknown, ledger.StatusHeld, ledger.StatusQueued, ledger.StatusRetryWait}
+
+// Resolve settles operation id of tenant as the operator decides. It
+// returns the operation and, with a compensation, the new linked one.
+func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, actor string, id uuid.UUID, res Resolution) (ledger.Operation, *ledger.Operation, error) {
+	to := ledger.Status(res.Outcome)
+	switch {
+	case to != ledger.StatusSucceeded && to != ledger.StatusFailed && to != ledger.StatusCancelled:
+		return ledger.Operation{}, nil, fmt.Errorf("%w: outcome must be succeeded, failed or cancelled", ErrBadResolution)
+	case to == ledger.StatusSucceeded && res.ProviderReference == "":
+		return ledger.Operation{}, nil, fmt.Errorf("%w: a succeeded resolution needs the provider_reference", ErrBadResolution)
+	}
+	op, err := r.store.Get(ctx, tenant, id)
+	if err != nil {
+		return ledger.Operation{}, nil, err
+	}
+	if !slices.Contains(resolvable, op.Status) || !op.Status.CanMoveTo(to) {
+		return op, nil, fmt.Errorf("%w: it is %s", ErrNotResolvable, op.Status)
+	}
+	var comp *ledger.Operation
+	if res.Compensation != nil {
+		pcName, ok := r.actionProvider(res.Compensation.Action)
+		if !ok {
+			return op, nil, fmt.Errorf("%w: compensation action %q is not configured", ErrBadResolution, res.Compensation.Action)
+		}
+		c, _, err := r.store.Enqueue(ctx, ledger.EnqueueRequest{
+			TenantID: tenant, TokenID: tokenID, Action: res.Compensation.Action, Key: res.Compensation.Key,
+			Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
+		}, r.broker.DispatchSubject(pcName))
+		if err != nil {
+			return op, nil, fmt.Errorf("compensation: %w", err)
+		}
+		comp = &c
+		if err := r.store.AppendEvent(ctx, r.store.Pool(), c.ID, "compensation_for", actor, map[string]any{"operation_id": op.ID}); err != nil {
+			return op, comp, err
+		}
+	}
+	detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
+	if comp != nil {
+		detail["compensation_operation_id"] = comp.ID
+	}
+	done, err := r.store.Transition(ctx, r.store.Pool(), ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: to, Kind: "resolved", Actor: actor,
+		ProviderReference: res.ProviderReference, Detail: detail,
+	})
+	if err != nil {
+		return op, comp, err
+	}
+	r.log.InfoContext(ctx, "operator resolved operation", "operation_id", op.ID, "tenant", op.Tenant, "outcome", res.Outcome, "by", actor)
+	return done, comp, nil
+}
+
+func (r *Reconciler) actionProvider(action string) (string, bool) {
+	pc, ok := r.cfg.Registry.ForAction(action)
+	if !ok {
+		return "", false
+	}
+	return pc.Name, true
+}
+
+// ResolveEvidence closes an unmatched evidence item with a note.
+func (r *Reconciler) ResolveEvidence(ctx context.Context, tenant uuid.UUID, actor string, id int64, note string) error {
+	return r.store.ResolveUnmatched(ctx, tenant, id, actor, note)
+}
+
+// Retry sends operation id again with the same external key, when that is
+// safe: it failed with no effect, or it waits in review and either no
+// attempt can have had an effect or a lookup confirmed absence; and its
+// approval still stands. The retry gets a fresh retry budget.
+func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, id uuid.UUID, note string) (ledger.Operation, error) {
+	op, err := r.store.Get(ctx, tenant, id)
+	if err != nil {
+		return op, err
+	}
+	if op.Status != ledger.StatusFailed && op.Status != ledger.StatusReview {
+		return op, fmt.Errorf("%w: only failed operations and review items may be retried; it is %s", ErrRetryNotAllowed, op.Status)
+	}
+	lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
+	if err != nil {
+		return op, err
+	}
+	if lapse != ledger.LapseNone {
+		return op, fmt.Errorf("%w: the approval no longer stands (%s)", ErrRetryNotAllowed, lapse)
+	}
+	if op.Status == ledger.StatusReview {
+		events, err := r.store.Events(ctx, tenant, op.ID)
+		if err != nil {
+			return op, err
+		}
+		if j := judge(events); j.MayHaveHadEffect && !j.AbsenceConfirmed {
+			return op, fmt.Errorf("%w: an earlier attempt may have had an effect and no lookup confirmed its absence", ErrRetryNotAllowed)
+		}
+	}
+	var out ledger.Operation
+	err = pgx.BeginFunc(ctx, r.store.Pool(), func(tx pgx.Tx) error {
+		next, err := r.store.Transition(ctx, tx, ledger.Change{
+			ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusQueued, Kind: "operator_retry",
+			Actor: actor, ResetRetryBudget: true, Detail: map[string]any{"note": note},
+		})
+		if err != nil {
+			return err
+		}
+		out = next
+		return outbox.Insert(ctx, tx, ledger.DispatchOutbox(r.broker.DispatchSubject(next.Provider), next.ID, next.Version, time.Time{}))
+	})
+	if err == nil {
+		r.log.InfoContext(ctx, "operator retried operation", "operation_id", op.ID, "tenant", op.Tenant, "by", actor)
+	}
+	return out, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

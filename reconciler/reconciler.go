@@ -1,0 +1,383 @@
+package reconciler
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
+)
+
+// Review reasons the reconciler gives.
+const (
+	ReasonDuplicateEffect     = "duplicate_effect"
+	ReasonEvidenceMismatch    = "evidence_mismatch"
+	ReasonConflictingEvidence = "conflicting_evidence"
+)
+
+// FlagLateSuccess marks a success that arrived after the approval expired or
+// was revoked: the truth is recorded, and nothing is dispatched again.
+const FlagLateSuccess = "late_success_after_expiry"
+
+// Config configures a Reconciler. Zero values mean the documented defaults.
+type Config struct {
+	// Registry holds the provider contracts. Required.
+	Registry *provider.Registry
+	// Providers overrides the provider implementation (for lookups) by
+	// name; others get a provider.HTTP from their config.
+	Providers map[string]provider.Provider
+	Logger    *slog.Logger
+}
+
+// Reconciler applies evidence to the ledger and serves operators.
+type Reconciler struct {
+	store     *ledger.Store
+	broker    *broker.Broker
+	cfg       Config
+	log       *slog.Logger
+	providers map[string]provider.Provider
+
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns a reconciler. Start consumes evidence; the operator methods
+// work without it.
+func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error) {
+	if cfg.Registry == nil {
+		return nil, errors.New("reconciler: Config.Registry is required")
+	}
+	r := &Reconciler{
+		store: store, broker: b, cfg: cfg,
+		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "reconciler"),
+		providers: make(map[string]provider.Provider),
+	}
+	for _, pc := range cfg.Registry.Providers() {
+		if p, ok := cfg.Providers[pc.Name]; ok {
+			r.providers[pc.Name] = p
+		} else {
+			r.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
+		}
+	}
+	return r, nil
+}
+
+// ConsumerName is the durable consumer every reconciler process shares.
+func ConsumerName(prefix string) string { return prefix + "_reconciler" }
+
+// Start consumes the evidence stream in the background. It returns at once.
+func (r *Reconciler) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done != nil {
+		return errors.New("reconciler: already started")
+	}
+	cons, err := r.broker.JetStream().CreateOrUpdateConsumer(ctx, r.broker.EvidenceStream(), jetstream.ConsumerConfig{
+		Durable:       ConsumerName(r.broker.Prefix()),
+		Description:   "actledger reconciler: webhook evidence",
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxDeliver:    -1,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		return fmt.Errorf("reconciler: consumer: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	r.done = make(chan struct{})
+	cc, err := cons.Consume(func(msg jetstream.Msg) { r.handle(runCtx, msg) })
+	if err != nil {
+		cancel()
+		return fmt.Errorf("reconciler: consume: %w", err)
+	}
+	go func() {
+		<-runCtx.Done()
+		cc.Drain()
+		<-cc.Closed()
+		close(r.done)
+	}()
+	return nil
+}
+
+// Stop stops consuming after the message in hand. Safe to call twice.
+func (r *Reconciler) Stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+}
+
+func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
+	var m ledger.EvidenceMessage
+	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.Kind != "webhook" || m.WebhookEventID == 0 {
+		r.log.ErrorContext(ctx, "malformed evidence message dropped", "subject", msg.Subject(), "err", err)
+		_ = msg.TermWithReason("malformed evidence message")
+		return
+	}
+	ev, err := r.store.WebhookEvent(ctx, m.WebhookEventID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		_ = msg.TermWithReason("no such webhook event")
+		return
+	}
+	if err == nil {
+		var outcome Outcome
+		outcome, err = r.Apply(ctx, Evidence{
+			Source: "webhook:" + ev.EventID, Provider: ev.Provider, Reference: ev.Reference,
+			ProviderReference: ev.ProviderReference, Status: ev.Status, Final: true, Data: webhookData(ev.Payload),
+		})
+		if err == nil {
+			err = r.store.MarkWebhookApplied(ctx, r.store.Pool(), ev.ID, string(outcome))
+		}
+	}
+	if err != nil {
+		r.log.WarnContext(ctx, "evidence not applied yet; will retry", "webhook_event_id", m.WebhookEventID, "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// webhookData returns the "data" object of a webhook body, if any.
+func webhookData(payload json.RawMessage) json.RawMessage {
+	var body struct {
+		Data json.RawMessage `json:"data"`
+	}
+	_ = json.Unmarshal(payload, &body)
+	return body.Data
+}
+
+// Evidence is one observation from outside about an operation's effect.
+type Evidence struct {
+	// Source names it in the operation's history: "webhook:<event id>",
+	// "lookup", "replay:lookup".
+	Source   string
+	Provider string
+	// Reference is the external key the dispatcher sent.
+	Reference         string
+	ProviderReference string
+	// Status is "succeeded" or "failed".
+	Status string
+	// Final: a failure that the provider may still turn into a success is
+	// not final and settles nothing.
+	Final bool
+	// Data is what the provider says about the effect (amounts,
+	// quantities), compared with the approved params.
+	Data json.RawMessage
+}
+
+// Outcome says what applying evidence did.
+type Outcome string
+
+// Outcomes of Apply.
+const (
+	OutcomeSettledSucceeded Outcome = "settled_succeeded"
+	OutcomeSettledFailed    Outcome = "settled_failed"
+	OutcomeNoChange         Outcome = "no_change"
+	OutcomeReview           Outcome = "review"
+	OutcomeUnmatched        Outcome = "unmatched"
+	OutcomeRecorded         Outcome = "recorded" // kept as an event only
+)
+
+// Apply applies ev to the ledger. Each applied piece of evidence becomes an
+// event naming its source. It retries when the operation changes under it.
+func (r *Reconciler) Apply(ctx context.Context, ev Evidence) (Outcome, error) {
+	for range 5 {
+		outcome, err := r.applyOnce(ctx, ev)
+		if !errors.Is(err, ledger.ErrStale) {
+			if err == nil {
+				r.log.InfoContext(ctx, "evidence applied", "source", ev.Source, "provider", ev.Provider,
+					"reference", ev.Reference, "status", ev.Status, "outcome", outcome)
+			}
+			return outcome, err
+		}
+	}
+	return "", fmt.Errorf("reconciler: operation %s kept changing while applying %s", ev.Reference, ev.Source)
+}
+
+func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error) {
+	op, err := r.store.GetByExternalKey(ctx, ev.Reference)
+	if errors.Is(err, ledger.ErrNotFound) || (err == nil && op.Provider != ev.Provider) {
+		return r.unmatched(ctx, ev)
+	}
+	if err != nil {
+		return "", err
+	}
+	pc, ok := r.cfg.Registry.Provider(op.Provider)
+	if !ok {
+		return "", fmt.Errorf("reconciler: provider %s of operation %s is not configured", op.Provider, op.ID)
+	}
+	detail := map[string]any{"source": ev.Source, "status": ev.Status, "provider_reference": ev.ProviderReference}
+	if len(ev.Data) > 0 && len(ev.Data) <= 4096 {
+		detail["data"] = ev.Data
+	}
+	change := ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, Kind: "evidence", Actor: "reconciler:" + ev.Source, Detail: detail}
+	review := func(reason string) (Outcome, error) {
+		change.To = ledger.StatusReview
+		change.Review = &ledger.Review{Reason: reason, Owner: pc.Review.Owner, Deadline: r.store.Now().Add(pc.Review.Deadline.Duration)}
+		if op.Status == ledger.StatusReview && op.ReviewReason != nil && *op.ReviewReason == reason {
+			return OutcomeNoChange, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "evidence", change.Actor, detail)
+		}
+		if !op.Status.CanMoveTo(ledger.StatusReview) {
+			return OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "evidence", change.Actor, detail)
+		}
+		_, err := r.store.Transition(ctx, r.store.Pool(), change)
+		return OutcomeReview, err
+	}
+	record := func() (Outcome, error) {
+		return OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "evidence", change.Actor, detail)
+	}
+
+	if ev.Status == "succeeded" {
+		if diff := mismatch(op.Params, ev.Data, pc.ReferenceParam); len(diff) > 0 {
+			detail["mismatched"] = diff
+			return review(ReasonEvidenceMismatch)
+		}
+		switch op.Status {
+		case ledger.StatusSucceeded:
+			if op.ProviderReference == nil || *op.ProviderReference == ev.ProviderReference {
+				return OutcomeNoChange, nil
+			}
+			detail["recorded_reference"] = *op.ProviderReference
+			return review(ReasonDuplicateEffect)
+		case ledger.StatusCancelled:
+			return record()
+		case ledger.StatusFailed:
+			return review(ReasonConflictingEvidence)
+		}
+		lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
+		if err != nil {
+			return "", err
+		}
+		if lapse != ledger.LapseNone {
+			change.Flag = FlagLateSuccess
+			detail["lapse"] = lapse
+		}
+		change.To, change.ProviderReference = ledger.StatusSucceeded, ev.ProviderReference
+		_, err = r.store.Transition(ctx, r.store.Pool(), change)
+		return OutcomeSettledSucceeded, err
+	}
+
+	// A failure settles only what never confirmed an outcome, and only
+	// when the provider says it is final.
+	if !ev.Final {
+		return record()
+	}
+	switch op.Status {
+	case ledger.StatusUnknown, ledger.StatusDispatching, ledger.StatusReview:
+		change.To = ledger.StatusFailed
+		_, err := r.store.Transition(ctx, r.store.Pool(), change)
+		return OutcomeSettledFailed, err
+	case ledger.StatusSucceeded:
+		return review(ReasonConflictingEvidence)
+	case ledger.StatusFailed:
+		return OutcomeNoChange, nil
+	default:
+		return record()
+	}
+}
+
+// unmatched records evidence no operation explains as a review item of the
+// provider's tenant (or of every tenant when the provider names none).
+func (r *Reconciler) unmatched(ctx context.Context, ev Evidence) (Outcome, error) {
+	pc, ok := r.cfg.Registry.Provider(ev.Provider)
+	if !ok {
+		return "", fmt.Errorf("reconciler: evidence from unconfigured provider %s", ev.Provider)
+	}
+	u := ledger.Unmatched{
+		Provider: ev.Provider, Source: ev.Source, Reference: ev.Reference, Status: ev.Status,
+		Owner: pc.Review.Owner, Deadline: r.store.Now().Add(pc.Review.Deadline.Duration),
+	}
+	if ev.ProviderReference != "" {
+		u.ProviderReference = &ev.ProviderReference
+	}
+	if len(ev.Data) > 0 && len(ev.Data) <= 4096 && json.Valid(ev.Data) {
+		u.Detail = ev.Data
+	}
+	tenant := "_"
+	if pc.Tenant != "" {
+		id, err := r.store.TenantID(ctx, pc.Tenant)
+		if err != nil {
+			return "", fmt.Errorf("reconciler: tenant %s of provider %s: %w", pc.Tenant, pc.Name, err)
+		}
+		u.TenantID, tenant = &id, pc.Tenant
+	}
+	r.log.WarnContext(ctx, "evidence matches no operation; opened a review item", "provider", ev.Provider, "reference", ev.Reference, "source", ev.Source)
+	_, err := r.store.RecordUnmatched(ctx, u, tenant)
+	return OutcomeUnmatched, err
+}
+
+// mismatch lists the params whose values the provider's data reports
+// differently (amounts, quantities): keys present in both, compared as
+// JSON values. The data may hold the params under "params".
+func mismatch(params, data json.RawMessage, referenceParam string) []string {
+	if len(data) == 0 {
+		return nil
+	}
+	var approved, reported map[string]any
+	if decodeNumbers(params, &approved) != nil || decodeNumbers(data, &reported) != nil {
+		return nil
+	}
+	if nested, ok := reported["params"].(map[string]any); ok {
+		reported = nested
+	}
+	var diff []string
+	for _, k := range slices.Sorted(maps.Keys(approved)) {
+		got, ok := reported[k]
+		if !ok || k == referenceParam {
+			continue
+		}
+		if !reflect.DeepEqual(normalise(approved[k]), normalise(got)) {
+			diff = append(diff, k)
+		}
+	}
+	return diff
+}
+
+func decodeNumbers(raw json.RawMessage, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	return dec.Decode(v)
+}
+
+// normalise makes 3, 3.0 and 3e0 equal.
+func normalise(v any) any {
+	switch x := v.(type) {
+	case json.Number:
+		if f, err := x.Float64(); err == nil {
+			return f
+		}
+		return x.String()
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[k] = normalise(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			out[i] = normalise(e)
+		}
+		return out
+	}
+	return v
+}

@@ -1,0 +1,333 @@
+package reconciler_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/webhook"
+)
+
+const settle = 20 * time.Second
+
+func TestLateWebhookSettlesAnUnknownOperationWithOneOrder(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, Webhooks: true, WebhookDelay: time.Second})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1","qty":3}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusReview, settle) // nothing else can settle it...
+	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	if p.Orders(op) != 1 || p.Creates(op) != 1 {
+		t.Errorf("orders %d, create requests %d; want 1 and 1", p.Orders(op), p.Creates(op))
+	}
+	if done.ProviderReference == nil || !strings.HasPrefix(*done.ProviderReference, "ord_") {
+		t.Errorf("provider reference %v", done.ProviderReference)
+	}
+	if kinds := strings.Join(p.Kinds(op), ","); !strings.HasSuffix(kinds, "needs_review,evidence") {
+		t.Errorf("events %s", kinds)
+	}
+}
+
+func TestSuccessAfterTheApprovalExpiredIsRecordedFlaggedAndNotSentAgain(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, Webhooks: true, WebhookDelay: 1500 * time.Millisecond})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusReview, settle)
+	p.Clock.Advance(2 * time.Hour) // the approval expires while the outcome is unknown
+	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	if len(done.Flags) != 1 || done.Flags[0] != reconciler.FlagLateSuccess {
+		t.Errorf("flags = %v, want [%s]", done.Flags, reconciler.FlagLateSuccess)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if p.Orders(op) != 1 || p.Creates(op) != 1 {
+		t.Errorf("orders %d, create requests %d; want 1 and 1", p.Orders(op), p.Creates(op))
+	}
+}
+
+func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, Webhooks: true})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	first := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	// The webhook of the first order changes nothing.
+	p.Eventually(settle, "the first webhook to be applied", func() bool { return countWebhooks(t, p, "no_change") == 1 })
+
+	pc, _ := p.Registry.Provider("acme")
+	res, err := http.Post(pc.BaseURL+"/admin/orders", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"client_reference":%q,"params":{"sku":"A-1"}}`, op.ExternalKey)))
+	if err != nil || res.StatusCode != 201 {
+		t.Fatalf("second supplier order: %v %v", res, err)
+	}
+	res.Body.Close()
+	done := p.WaitStatus(op, ledger.StatusReview, settle)
+	if *done.ReviewReason != reconciler.ReasonDuplicateEffect || p.Orders(op) != 2 {
+		t.Errorf("reason %s orders %d; want %s and 2", *done.ReviewReason, p.Orders(op), reconciler.ReasonDuplicateEffect)
+	}
+	if *done.ProviderReference != *first.ProviderReference {
+		t.Errorf("the recorded reference changed from %s to %s", *first.ProviderReference, *done.ProviderReference)
+	}
+}
+
+func countWebhooks(t *testing.T, p *testpipeline.Pipeline, outcome string) int {
+	t.Helper()
+	var n int
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_events WHERE outcome = $1`, outcome).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// signedWebhook posts a webhook body signed with secret at ts.
+func signedWebhook(t *testing.T, p *testpipeline.Pipeline, secret string, ts time.Time, body string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.API.URL+"/v1/webhooks/acme", strings.NewReader(body))
+	req.Header.Set(webhook.Header, webhook.Sign([]byte(secret), ts, []byte(body)))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func TestForgedStaleAndReplayedWebhooksLeaveTheLedgerUnchanged(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusReview, settle)
+	before := len(p.Kinds(op))
+
+	body := fmt.Sprintf(`{"event_id":"evt_1","type":"order.created","reference":%q,"provider_reference":"ord_x","status":"succeeded"}`, op.ExternalKey)
+	if got := signedWebhook(t, p, "not-the-secret", time.Now(), body); got != 401 {
+		t.Errorf("forged signature: %d, want 401", got)
+	}
+	if got := signedWebhook(t, p, testpipeline.WebhookSecret, time.Now().Add(-10*time.Minute), body); got != 401 {
+		t.Errorf("stale timestamp: %d, want 401", got)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := p.Get(op); got.Status != ledger.StatusReview || len(p.Kinds(op)) != before {
+		t.Fatalf("after rejected webhooks: %s with %d events, want review with %d", got.Status, len(p.Kinds(op)), before)
+	}
+	if got := signedWebhook(t, p, testpipeline.WebhookSecret, time.Now(), body); got != 202 {
+		t.Fatalf("genuine webhook: %d, want 202", got)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	settled := len(p.Kinds(op))
+	if got := signedWebhook(t, p, testpipeline.WebhookSecret, time.Now(), body); got != 200 {
+		t.Errorf("replayed event: %d, want 200", got)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if got := len(p.Kinds(op)); got != settled {
+		t.Errorf("replayed event changed the history: %d events, want %d", got, settled)
+	}
+}
+
+func TestEvidenceThatMatchesNoOperationBecomesAReviewItem(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, Webhooks: true})
+	p.Start(1)
+	pc, _ := p.Registry.Provider("acme")
+	res, err := http.Post(pc.BaseURL+"/admin/orders", "application/json", strings.NewReader(`{"client_reference":"nobody-asked","params":{"sku":"Z"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var item map[string]any
+	p.Eventually(settle, "an unmatched_evidence review item", func() bool {
+		_, out := p.Do("GET", "/v1/review", p.Operator, "")
+		items, _ := out["items"].([]any)
+		for _, it := range items {
+			if m := it.(map[string]any); m["reason"] == ledger.ReasonUnmatchedEvidence {
+				item = m
+				return true
+			}
+		}
+		return false
+	})
+	if item["key"] != "nobody-asked" || item["owner"] != "supply-ops" {
+		t.Errorf("item = %v", item)
+	}
+	path := fmt.Sprintf("/v1/review/evidence/%.0f/resolve", item["evidence_id"].(float64))
+	if status, out := p.Do("POST", path, p.Operator, `{"note":"test order placed by hand"}`); status != 200 {
+		t.Fatalf("resolve: %d %v", status, out)
+	}
+	_, out := p.Do("GET", "/v1/review", p.Operator, "")
+	if items, _ := out["items"].([]any); len(items) != 0 {
+		t.Errorf("still open: %v", items)
+	}
+}
+
+func TestEvidenceWithOtherQuantitiesThanApprovedGoesToReview(t *testing.T) {
+	t.Parallel()
+	// A long lookup lag keeps the operation unknown while the webhook comes.
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: time.Minute, Mode: mocksupplier.Ignore})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1","qty":3}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusUnknown, settle)
+	body := fmt.Sprintf(`{"event_id":"evt_m","type":"order.created","reference":%q,"provider_reference":"ord_m","status":"succeeded","data":{"params":{"sku":"A-1","qty":30}}}`, op.ExternalKey)
+	if got := signedWebhook(t, p, testpipeline.WebhookSecret, time.Now(), body); got != 202 {
+		t.Fatalf("webhook: %d", got)
+	}
+	p.Eventually(settle, "the mismatch review", func() bool {
+		got := p.Get(op)
+		return got.Status == ledger.StatusReview && *got.ReviewReason == reconciler.ReasonEvidenceMismatch
+	})
+}
+
+// flakyLookups makes a real provider's lookups fail while down is set, as
+// a supplier's read API having an outage would.
+type flakyLookups struct {
+	provider.Provider
+	down *atomic.Bool
+}
+
+func (f flakyLookups) Lookup(ctx context.Context, key string) provider.LookupResult {
+	if f.down.Load() {
+		return provider.LookupResult{Status: provider.LookupError, HTTPStatus: 503, Error: "lookup API down", At: time.Now()}
+	}
+	return f.Provider.Lookup(ctx, key)
+}
+
+func TestReplayAfterTheProviderRecoversSettlesWhatItCanAndASecondReplayChangesNothing(t *testing.T) {
+	t.Parallel()
+	var down atomic.Bool
+	down.Store(true)
+	p := testpipeline.New(t, testpipeline.Options{
+		Idempotency: false, LookupLag: 0, Mode: mocksupplier.Ignore, MaxAttempts: 2, MaxElapsed: time.Second,
+		Providers: func(real provider.Provider) provider.Provider { return flakyLookups{real, &down} },
+	})
+	p.Start(1)
+	// lost: the order exists, but lookups fail until the review deadline.
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	lost := p.Enqueue("po-lost", `{"sku":"A-1"}`)
+	if got := *p.WaitStatus(lost, ledger.StatusReview, settle).ReviewReason; got != dispatcher.ReasonLookupFailing {
+		t.Fatalf("lost: reason %s", got)
+	}
+	// refused: the supplier refused every attempt; no order exists.
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.RateLimit429}, mocksupplier.Fault{Kind: mocksupplier.RateLimit429})
+	refused := p.Enqueue("po-refused", `{"sku":"B-2"}`)
+	if got := *p.WaitStatus(refused, ledger.StatusReview, settle).ReviewReason; got != dispatcher.ReasonRetriesExhausted {
+		t.Fatalf("refused: reason %s", got)
+	}
+
+	during := replay(t, p, `{}`)
+	if during.summary.Changed != 0 || during.results["po-lost"] != "lookup_failed" {
+		t.Errorf("replay during the outage: %+v", during)
+	}
+	down.Store(false) // the provider recovers
+	dry := replay(t, p, `{"dry_run":true}`)
+	if dry.summary.Changed != 0 || dry.results["po-lost"] != "would_settle_succeeded" {
+		t.Errorf("dry run: %+v", dry)
+	}
+	if got := p.Get(lost); got.Status != ledger.StatusReview {
+		t.Fatalf("a dry run changed the ledger: %s", got.Status)
+	}
+	first := replay(t, p, `{}`)
+	if first.results["po-lost"] != string(reconciler.OutcomeSettledSucceeded) || first.results["po-refused"] != "absence_confirmed" || first.summary.Changed != 2 {
+		t.Errorf("first replay: %+v", first)
+	}
+	p.WaitStatus(lost, ledger.StatusSucceeded, time.Second)
+	second := replay(t, p, `{}`)
+	if second.summary.Changed != 0 || second.results["po-lost"] != "already_closed" {
+		t.Errorf("second replay changed something: %+v", second)
+	}
+
+	// What is left is for a person; absence is confirmed, so a retry is safe.
+	_, out := p.Do("GET", "/v1/review", p.Operator, "")
+	items, _ := out["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["retry_allowed"] != true {
+		t.Fatalf("review items: %v", items)
+	}
+	if status, out := p.Do("POST", "/v1/operations/"+refused.ID.String()+"/retry", p.Operator, `{"note":"supplier limits lifted"}`); status != 200 {
+		t.Fatalf("retry: %d %v", status, out)
+	}
+	p.WaitStatus(refused, ledger.StatusSucceeded, settle)
+	if p.Orders(lost) != 1 || p.Orders(refused) != 1 {
+		t.Errorf("orders: lost %d, refused %d; want 1 and 1", p.Orders(lost), p.Orders(refused))
+	}
+}
+
+type replayResult struct {
+	results map[string]string
+	summary reconciler.ReplaySummary
+}
+
+func replay(t *testing.T, p *testpipeline.Pipeline, body string) replayResult {
+	t.Helper()
+	req, _ := http.NewRequest("POST", p.API.URL+"/v1/review/replay", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+p.Operator)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	out := replayResult{results: map[string]string{}}
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		var line struct {
+			Item    *reconciler.ReplayItem    `json:"item"`
+			Summary *reconciler.ReplaySummary `json:"summary"`
+			Error   map[string]string         `json:"error"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
+			t.Fatalf("replay line %q: %v", sc.Text(), err)
+		}
+		switch {
+		case line.Item != nil:
+			out.results[line.Item.Key] = line.Item.Result
+		case line.Summary != nil:
+			out.summary = *line.Summary
+		case line.Error != nil:
+			t.Fatalf("replay error: %v", line.Error)
+		}
+	}
+	return out
+}
+
+func TestAnotherTenantsReviewItemAnswers404(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusReview, settle)
+	intruder := p.TokenFor("globex", auth.RoleOperator)
+	for path, body := range map[string]string{"/resolve": `{"outcome":"cancelled","note":"x"}`, "/retry": `{"note":"x"}`} {
+		status, out := p.Do("POST", "/v1/operations/"+op.ID.String()+path, intruder, body)
+		if status != 404 {
+			t.Errorf("%s by another tenant: %d %v", path, status, out)
+		}
+	}
+	_, out := p.Do("GET", "/v1/review", intruder, "")
+	if items, _ := out["items"].([]any); len(items) != 0 {
+		t.Errorf("another tenant sees %v", items)
+	}
+	// The owner resolves it, with a note that becomes an event.
+	status, res := p.Do("POST", "/v1/operations/"+op.ID.String()+"/resolve", p.Operator, `{"outcome":"succeeded","provider_reference":"ord_checked_by_phone","note":"confirmed with the supplier"}`)
+	if status != 200 {
+		t.Fatalf("resolve: %d %v", status, res)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusSucceeded || *got.ProviderReference != "ord_checked_by_phone" {
+		t.Errorf("after resolve: %s %v", got.Status, got.ProviderReference)
+	}
+}

@@ -1,0 +1,207 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
+)
+
+// ReplayOptions select what replay re-reads from the review stream.
+type ReplayOptions struct {
+	// Since skips items announced before it; zero reads the whole stream.
+	Since time.Time
+	// Reason keeps only items of this review reason; empty keeps all.
+	Reason string
+	// DryRun reports what would change and changes nothing.
+	DryRun bool
+}
+
+// ReplayItem is what replay found for one review item.
+type ReplayItem struct {
+	OperationID *uuid.UUID `json:"operation_id,omitempty"`
+	EvidenceID  *int64     `json:"evidence_id,omitempty"`
+	Key         string     `json:"key,omitempty"`
+	Reason      string     `json:"reason"`
+	// Result: settled_succeeded, would_settle_succeeded, absence_confirmed,
+	// absent_not_yet_believable, lookup_failed, no_lookup, already_closed,
+	// left_for_a_person.
+	Result  string `json:"result"`
+	Changed bool   `json:"changed"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// ReplaySummary counts a replay.
+type ReplaySummary struct {
+	Read      int  `json:"read"`      // review-stream messages read
+	Items     int  `json:"items"`     // distinct items
+	Open      int  `json:"open"`      // still open when looked at
+	Changed   int  `json:"changed"`   // settled or given new facts
+	Unchanged int  `json:"unchanged"` // left as they were
+	DryRun    bool `json:"dry_run"`
+}
+
+type reviewAnnouncement struct {
+	OperationID *uuid.UUID `json:"operation_id"`
+	EvidenceID  *int64     `json:"evidence_id"`
+	Key         string     `json:"key"`
+	Reference   string     `json:"reference"`
+	Reason      string     `json:"reason"`
+}
+
+// Replay re-reads the tenant's review stream and re-runs reconciliation (a
+// lookup) for every item still open, calling emit for each as it goes.
+// Items it can settle are settled; the rest are left for a person, and a
+// second replay changes nothing more.
+func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName string, opts ReplayOptions, emit func(ReplayItem)) (ReplaySummary, error) {
+	sum := ReplaySummary{DryRun: opts.DryRun}
+	reason := opts.Reason
+	if reason == "" {
+		reason = "*"
+	}
+	var items []reviewAnnouncement
+	seen := make(map[string]bool)
+	for _, owner := range []string{tenantName, "_"} {
+		subject := r.broker.ReviewSubject(owner, reason)
+		n, err := r.readReviewStream(ctx, subject, opts.Since, func(a reviewAnnouncement) {
+			id := a.Reason + "/" + a.Key
+			if a.OperationID != nil {
+				id = a.OperationID.String()
+			} else if a.EvidenceID != nil {
+				id = fmt.Sprintf("evidence/%d", *a.EvidenceID)
+			}
+			if !seen[id] {
+				seen[id] = true
+				items = append(items, a)
+			}
+		})
+		sum.Read += n
+		if err != nil {
+			return sum, err
+		}
+	}
+	sum.Items = len(items)
+	for _, a := range items {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		item, err := r.replayOne(ctx, tenant, a, opts.DryRun)
+		if err != nil {
+			return sum, err
+		}
+		if item.Result != "already_closed" {
+			sum.Open++
+		}
+		if item.Changed {
+			sum.Changed++
+		} else {
+			sum.Unchanged++
+		}
+		emit(item)
+	}
+	return sum, nil
+}
+
+// readReviewStream reads every message on subject from since with an
+// ephemeral ordered consumer, until it has caught up.
+func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since time.Time, each func(reviewAnnouncement)) (int, error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
+	if !since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	}
+	cons, err := r.broker.JetStream().OrderedConsumer(ctx, r.broker.ReviewStream(), cfg)
+	if err != nil {
+		return 0, fmt.Errorf("replay: read review stream: %w", err)
+	}
+	read := 0
+	for {
+		msg, err := cons.Next(jetstream.FetchMaxWait(time.Second))
+		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
+			// Nothing more within the wait: caught up.
+			return read, nil
+		}
+		if err != nil {
+			return read, fmt.Errorf("replay: read review stream: %w", err)
+		}
+		read++
+		var a reviewAnnouncement
+		if json.Unmarshal(msg.Data(), &a) == nil {
+			each(a)
+		}
+		if meta, err := msg.Metadata(); err == nil && meta.NumPending == 0 {
+			return read, nil
+		}
+	}
+}
+
+// replayOne re-runs reconciliation for one announced item.
+func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAnnouncement, dryRun bool) (ReplayItem, error) {
+	item := ReplayItem{OperationID: a.OperationID, EvidenceID: a.EvidenceID, Key: a.Key, Reason: a.Reason}
+	if a.OperationID == nil {
+		item.Key = a.Reference
+		item.Result, item.Detail = "left_for_a_person", "evidence that matches no operation is settled by an operator"
+		return item, nil
+	}
+	op, err := r.store.Get(ctx, tenant, *a.OperationID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		item.Result = "already_closed"
+		return item, nil
+	}
+	if err != nil {
+		return item, err
+	}
+	item.Key = op.Key
+	if op.Status != ledger.StatusReview {
+		item.Result, item.Detail = "already_closed", "now "+string(op.Status)
+		return item, nil
+	}
+	item.Reason = deref(op.ReviewReason)
+	pc, ok := r.cfg.Registry.Provider(op.Provider)
+	if !ok || pc.Lookup == nil {
+		item.Result = "no_lookup"
+		return item, nil
+	}
+	lr := r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
+	switch lr.Status {
+	case provider.LookupFound:
+		if dryRun {
+			item.Result, item.Detail = "would_settle_succeeded", lr.ProviderReference
+			return item, nil
+		}
+		outcome, err := r.Apply(ctx, Evidence{Source: "replay:lookup", Provider: op.Provider, Reference: op.ExternalKey,
+			ProviderReference: lr.ProviderReference, Status: "succeeded", Final: true})
+		if err != nil {
+			return item, err
+		}
+		item.Result, item.Detail, item.Changed = string(outcome), lr.ProviderReference, outcome != OutcomeNoChange
+		return item, nil
+	case provider.LookupAbsent:
+		if op.LastSentAt != nil && r.store.Now().Before(pc.LookupBelievableAt(*op.LastSentAt)) {
+			item.Result = "absent_not_yet_believable"
+			return item, nil
+		}
+		events, err := r.store.Events(ctx, tenant, op.ID)
+		if err != nil {
+			return item, err
+		}
+		item.Result = "absence_confirmed"
+		if judge(events).AbsenceConfirmed || dryRun {
+			return item, nil // already known: nothing new to record
+		}
+		item.Changed = true
+		return item, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{
+			"lookup": lr.Status, "http_status": lr.HTTPStatus, "at": lr.At, "account": lr.Account, "environment": lr.Environment,
+		})
+	default:
+		item.Result, item.Detail = "lookup_failed", lr.Error
+		return item, nil
+	}
+}
