@@ -34,6 +34,9 @@ type Config struct {
 	WebhookSecrets func(provider string) (secrets [][]byte, ok bool)
 	// EvidenceSubject returns the outbox subject of evidence from provider.
 	EvidenceSubject func(provider string) string
+	// OnWebhookRejected, when set, is told of every webhook whose
+	// signature failed (for metrics); reason is a fixed word.
+	OnWebhookRejected func(provider, reason string)
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler

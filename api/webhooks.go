@@ -70,7 +70,11 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	if err := webhook.Verify(r.Header.Get(webhook.Header), body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance); err != nil {
 		// The reason is a fixed word: the error text may quote part of
 		// the header, and neither the signature nor the body is logged.
-		s.log.WarnContext(ctx, "webhook refused", "provider", provider, "reason", signatureFailure(r, err))
+		reason := signatureFailure(r, err)
+		s.log.WarnContext(ctx, "webhook refused", "provider", provider, "reason", reason)
+		if s.cfg.OnWebhookRejected != nil {
+			s.cfg.OnWebhookRejected(provider, reason)
+		}
 		if errors.Is(err, webhook.ErrStale) {
 			s.writeError(w, r, errStaleSignature)
 		} else {

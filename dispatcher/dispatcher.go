@@ -37,7 +37,10 @@ type Config struct {
 	// WorkerID names this process in leases and events. Default
 	// "<hostname>-<pid>-<random>".
 	WorkerID string
-	Logger   *slog.Logger
+	// OnAttempt, when set, is told of every provider attempt's class (for
+	// metrics).
+	OnAttempt func(provider string, class provider.Class)
+	Logger    *slog.Logger
 }
 
 // Dispatcher runs the dispatch workers of one process.

@@ -75,7 +75,7 @@ func (d *Dispatcher) Execute(ctx context.Context, id uuid.UUID) error {
 		return err
 	}
 	w := &work{
-		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall,
+		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[op.Provider], lapse: lapse, fencedIsEvidence: true,
 	}
 	if from == ledger.StatusUnknown {
@@ -97,6 +97,7 @@ type work struct {
 	actor          string
 	log            *slog.Logger
 	crashAfterCall func(ledger.Operation) bool
+	onAttempt      func(string, provider.Class)
 
 	op    ledger.Operation // as claimed: status dispatching, its version fences every write
 	pc    *provider.Config
@@ -114,6 +115,9 @@ func (w *work) create(ctx context.Context) error {
 	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
+	}
+	if w.onAttempt != nil {
+		w.onAttempt(w.op.Provider, res.Class)
 	}
 	evidence := attemptEvidence(attempt, res)
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)

@@ -19,11 +19,14 @@ import (
 
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
 )
 
 // Registry holds actledger's collectors.
 type Registry struct {
-	reg *prometheus.Registry
+	reg             *prometheus.Registry
+	attempts        *prometheus.CounterVec
+	webhooksRefused *prometheus.CounterVec
 }
 
 // New returns a registry with the ledger collector over pool and the Go
@@ -32,11 +35,31 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&ledgerCollector{pool: pool, log: logger})
-	return &Registry{reg: reg}
+	r := &Registry{
+		reg: reg,
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "actledger_provider_attempts_total",
+			Help: "Provider create attempts by this process, by provider and response class.",
+		}, []string{"provider", "class"}),
+		webhooksRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "actledger_webhook_verifications_failed_total",
+			Help: "Webhooks refused by this process because their signature failed, by provider and reason.",
+		}, []string{"provider", "reason"}),
+	}
+	reg.MustRegister(r.attempts, r.webhooksRefused)
+	return r
 }
 
-// MustRegister adds component collectors (counters, histograms).
-func (r *Registry) MustRegister(cs ...prometheus.Collector) { r.reg.MustRegister(cs...) }
+// Attempt counts one provider attempt; pass it as dispatcher.Config.OnAttempt.
+func (r *Registry) Attempt(providerName string, class provider.Class) {
+	r.attempts.WithLabelValues(providerName, string(class)).Inc()
+}
+
+// WebhookRefused counts a webhook whose signature failed; pass it as
+// api.Config.OnWebhookRejected.
+func (r *Registry) WebhookRefused(providerName, reason string) {
+	r.webhooksRefused.WithLabelValues(providerName, reason).Inc()
+}
 
 // Handler serves /metrics.
 func (r *Registry) Handler() http.Handler {
@@ -47,7 +70,16 @@ var (
 	operationsDesc = prometheus.NewDesc("actledger_operations", "Operations in the ledger by state.", []string{"state"}, nil)
 	backlogDesc    = prometheus.NewDesc("actledger_outbox_backlog", "Outbox rows not yet published to JetStream.", nil, nil)
 	lagDesc        = prometheus.NewDesc("actledger_relay_lag_seconds", "Age of the oldest unpublished outbox row.", nil, nil)
+	reviewOpenDesc = prometheus.NewDesc("actledger_review_open", "Open review items, by kind (operation or unmatched_evidence).", []string{"kind"}, nil)
+	reviewAgeDesc  = prometheus.NewDesc("actledger_review_oldest_age_seconds", "Age of the oldest open review item, by kind.", []string{"kind"}, nil)
 )
+
+// reviewOpen counts open review items and the age of the oldest, by kind.
+const reviewOpen = `SELECT 'operation', count(*), coalesce(extract(epoch FROM now() - min(updated_at)), 0)
+FROM operations WHERE status = 'review'
+UNION ALL
+SELECT 'unmatched_evidence', count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
+FROM unmatched_evidence WHERE resolved_at IS NULL`
 
 const operationsByState = `SELECT status, count(*) FROM operations GROUP BY status`
 
@@ -60,6 +92,8 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- operationsDesc
 	ch <- backlogDesc
 	ch <- lagDesc
+	ch <- reviewOpenDesc
+	ch <- reviewAgeDesc
 }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -93,4 +127,22 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(backlog))
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
+
+	rows, err = c.pool.Query(ctx, reviewOpen)
+	if err != nil {
+		c.log.WarnContext(ctx, "metrics: review items", "err", err)
+		return
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var kind string
+		var n int64
+		var age float64
+		if err := rows.Scan(&kind, &n, &age); err != nil {
+			c.log.WarnContext(ctx, "metrics: review items", "err", err)
+			return
+		}
+		ch <- prometheus.MustNewConstMetric(reviewOpenDesc, prometheus.GaugeValue, float64(n), kind)
+		ch <- prometheus.MustNewConstMetric(reviewAgeDesc, prometheus.GaugeValue, age, kind)
+	}
 }

@@ -22,7 +22,9 @@ type env struct {
 	StreamReplicas int
 	StreamPrefix   string
 	LogLevel       slog.Level
-	badLease       string
+	// Getenv reads further variables the config names (webhook secrets).
+	Getenv   func(string) string
+	badLease string
 }
 
 func loadEnv(getenv func(string) string) env {
@@ -34,6 +36,7 @@ func loadEnv(getenv func(string) string) env {
 		ProvidersFile: getenv("PROVIDERS_FILE"),
 		LeaseDuration: 30 * time.Second,
 		StreamPrefix:  cmp.Or(getenv("STREAM_PREFIX"), "ACTLEDGER"),
+		Getenv:        getenv,
 	}
 	if v := getenv("LEASE_DURATION"); v != "" {
 		d, err := time.ParseDuration(v)

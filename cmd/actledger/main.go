@@ -22,11 +22,19 @@ Usage:
   actledger migrate
   actledger token create --tenant T --role agent|approver|operator [--name N]
   actledger token revoke NAME|ID
-  actledger demo
-  actledger ops list|show ID|resolve ID ...|retry ID|replay|pause|resume|dispatch
+  actledger demo [--timeout 30s]
+  actledger ops list                      what waits for a person
+  actledger ops show ID                   an operation, its review facts, its history
+  actledger ops resolve ID --outcome succeeded|failed|cancelled [--reference R] --note N
+  actledger ops resolve evidence/N --note N
+  actledger ops retry ID [--note N]       send again with the same external key
+  actledger ops replay [--since D] [--reason R] [--dry-run]
+  actledger ops pause|resume [--provider P] [--action A]
+  actledger ops dispatch                  pauses and calls in flight
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
-LEASE_DURATION, STREAM_PREFIX (see README.md).
+LEASE_DURATION, STREAM_PREFIX (see README.md); ops commands use
+ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator).
 `
 
 // errUsage marks a command-line mistake: usage is printed, exit status 2.

@@ -105,6 +105,32 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 			return err
 		}
 		return status.print(stdout)
+	case "list":
+		return opsList(ctx, c, stdout)
+	case "show":
+		if len(args) != 2 {
+			return fmt.Errorf("ops show ID: %w", errUsage)
+		}
+		return opsShow(ctx, c, args[1], stdout)
+	case "resolve":
+		return opsResolve(ctx, c, args[1:], stdout)
+	case "retry":
+		fs := newFlagSet("ops retry", io.Discard)
+		note := fs.String("note", "", "why it is safe to send again")
+		if len(args) < 2 {
+			return fmt.Errorf("ops retry ID [--note N]: %w", errUsage)
+		}
+		if err := fs.Parse(args[2:]); err != nil {
+			return fmt.Errorf("%v: %w", err, errUsage)
+		}
+		var op map[string]any
+		if err := c.call(ctx, "POST", "/v1/operations/"+args[1]+"/retry", map[string]string{"note": *note}, &op); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%s is %s again; it will be sent with the same external key %s\n", op["id"], op["status"], op["external_key"])
+		return nil
+	case "replay":
+		return opsReplay(ctx, c, args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown ops command %q: %w", args[0], errUsage)
 	}
@@ -143,4 +169,226 @@ func (s dispatchState) print(w io.Writer) error {
 			op.OperationID, op.Action, op.Key, op.Provider, op.LeaseOwner, op.AgeSeconds, op.Attempts)
 	}
 	return nil
+}
+
+// reviewItem is one entry of GET /v1/review as the CLI shows it.
+type reviewItem struct {
+	OperationID         *string        `json:"operation_id"`
+	EvidenceID          *int64         `json:"evidence_id"`
+	Action              string         `json:"action"`
+	Key                 string         `json:"key"`
+	Provider            string         `json:"provider"`
+	Reason              string         `json:"reason"`
+	Owner               string         `json:"owner"`
+	Deadline            *time.Time     `json:"deadline"`
+	AgeSeconds          float64        `json:"age_seconds"`
+	Attempts            int            `json:"attempts"`
+	RetryAllowed        bool           `json:"retry_allowed"`
+	LookupReliableAfter *time.Time     `json:"lookup_reliable_after"`
+	Facts               map[string]any `json:"facts"`
+	LastProviderAnswer  map[string]any `json:"last_provider_answer"`
+}
+
+// opsList prints what is stuck: every open review item, oldest first.
+func opsList(ctx context.Context, c *opsClient, w io.Writer) error {
+	var out struct {
+		Items []reviewItem `json:"items"`
+	}
+	if err := c.call(ctx, "GET", "/v1/review", nil, &out); err != nil {
+		return err
+	}
+	if len(out.Items) == 0 {
+		fmt.Fprintln(w, "nothing waits for a person")
+		return nil
+	}
+	fmt.Fprintf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", "ID", "REASON", "KEY", "AGE", "OWNER", "RETRY")
+	for _, it := range out.Items {
+		id := "evidence/" + fmt.Sprint(deref(it.EvidenceID))
+		if it.OperationID != nil {
+			id = *it.OperationID
+		}
+		retry := "no"
+		if it.RetryAllowed {
+			retry = "allowed"
+		}
+		fmt.Fprintf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", id, it.Reason, it.Key,
+			(time.Duration(it.AgeSeconds) * time.Second).String(), it.Owner, retry)
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// opsShow prints one operation, its review facts if any, and its history.
+func opsShow(ctx context.Context, c *opsClient, id string, w io.Writer) error {
+	var op map[string]any
+	if err := c.call(ctx, "GET", "/v1/operations/"+id, nil, &op); err != nil {
+		return err
+	}
+	var events struct {
+		Events []struct {
+			Seq    int64           `json:"seq"`
+			At     string          `json:"at"`
+			Kind   string          `json:"kind"`
+			From   *string         `json:"from"`
+			To     string          `json:"to"`
+			Actor  string          `json:"actor"`
+			Detail json.RawMessage `json:"detail"`
+		} `json:"events"`
+	}
+	if err := c.call(ctx, "GET", "/v1/operations/"+id+"/events", nil, &events); err != nil {
+		return err
+	}
+	for _, k := range []string{"id", "action", "key", "status", "provider", "external_key", "provider_reference", "attempts", "approval_id", "created_at", "updated_at"} {
+		fmt.Fprintf(w, "%-19s %v\n", k+":", op[k])
+	}
+	fmt.Fprintf(w, "%-19s %s\n", "params:", mustJSON(op["params"]))
+	if r, ok := op["review"].(map[string]any); ok {
+		fmt.Fprintf(w, "%-19s %v (owner %v, deadline %v)\n", "review:", r["reason"], r["owner"], r["deadline"])
+		var review struct {
+			Items []reviewItem `json:"items"`
+		}
+		if err := c.call(ctx, "GET", "/v1/review", nil, &review); err == nil {
+			for _, it := range review.Items {
+				if it.OperationID != nil && *it.OperationID == id {
+					fmt.Fprintf(w, "%-19s %v\n", "retry allowed:", it.RetryAllowed)
+					if it.LookupReliableAfter != nil {
+						fmt.Fprintf(w, "%-19s %s\n", "lookup reliable:", it.LookupReliableAfter.Format(time.RFC3339))
+					}
+					fmt.Fprintf(w, "%-19s %s\n", "facts:", mustJSON(it.Facts))
+					fmt.Fprintf(w, "%-19s %s\n", "last answer:", mustJSON(it.LastProviderAnswer))
+				}
+			}
+		}
+	}
+	fmt.Fprintf(w, "%-19s %v\n\nhistory:\n", "summary:", op["summary"])
+	for _, e := range events.Events {
+		from := "·"
+		if e.From != nil {
+			from = *e.From
+		}
+		fmt.Fprintf(w, "  %3d %s %-24s %-12s → %-12s %s\n      %s\n", e.Seq, e.At, e.Kind, from, e.To, e.Actor, e.Detail)
+	}
+	return nil
+}
+
+func mustJSON(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(raw)
+}
+
+// opsResolve is `ops resolve ID --outcome succeeded|failed|cancelled
+// [--reference R] --note N`, or `ops resolve evidence/N --note N` for
+// unmatched evidence.
+func opsResolve(ctx context.Context, c *opsClient, args []string, w io.Writer) error {
+	if len(args) < 1 {
+		return fmt.Errorf("ops resolve ID --outcome succeeded|failed|cancelled [--reference R] --note N: %w", errUsage)
+	}
+	fs := newFlagSet("ops resolve", io.Discard)
+	outcome := fs.String("outcome", "", "succeeded, failed (confirmed no effect) or cancelled")
+	reference := fs.String("reference", "", "the provider's reference (required for succeeded)")
+	note := fs.String("note", "", "what you checked; it is kept in the history")
+	if err := fs.Parse(args[1:]); err != nil {
+		return fmt.Errorf("%v: %w", err, errUsage)
+	}
+	if *note == "" {
+		return fmt.Errorf("ops resolve needs --note: say what you checked: %w", errUsage)
+	}
+	if n, ok := strings.CutPrefix(args[0], "evidence/"); ok {
+		if err := c.call(ctx, "POST", "/v1/review/evidence/"+n+"/resolve", map[string]string{"note": *note}, nil); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "evidence %s resolved\n", n)
+		return nil
+	}
+	var out struct {
+		Operation map[string]any `json:"operation"`
+	}
+	body := map[string]string{"outcome": *outcome, "provider_reference": *reference, "note": *note}
+	if err := c.call(ctx, "POST", "/v1/operations/"+args[0]+"/resolve", body, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "%s is %s\n", out.Operation["id"], out.Operation["status"])
+	return nil
+}
+
+// opsReplay is `ops replay [--since D] [--reason R] [--dry-run]`: it
+// prints each item as the server settles it, then the totals.
+func opsReplay(ctx context.Context, c *opsClient, args []string, w io.Writer) error {
+	fs := newFlagSet("ops replay", io.Discard)
+	since := fs.String("since", "", "only items announced since then: RFC 3339 time or a duration such as 24h")
+	reason := fs.String("reason", "", "only items of this review reason")
+	dryRun := fs.Bool("dry-run", false, "show what would change, change nothing")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return fmt.Errorf("ops replay [--since D] [--reason R] [--dry-run]: %w", errUsage)
+	}
+	raw, err := json.Marshal(map[string]any{"since": *since, "reason": *reason, "dry_run": *dryRun})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/review/replay", bytes.NewReader(raw))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	res, err := (&http.Client{}).Do(req) // no overall timeout: a long replay streams progress
+	if err != nil {
+		return fmt.Errorf("actledger at %s: %w", c.base, err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		return fmt.Errorf("replay: %d %s", res.StatusCode, body)
+	}
+	if *dryRun {
+		fmt.Fprintln(w, "dry run: nothing will be changed")
+	}
+	dec := json.NewDecoder(res.Body)
+	n := 0
+	for {
+		var line struct {
+			Item *struct {
+				OperationID *string `json:"operation_id"`
+				EvidenceID  *int64  `json:"evidence_id"`
+				Key         string  `json:"key"`
+				Reason      string  `json:"reason"`
+				Result      string  `json:"result"`
+				Changed     bool    `json:"changed"`
+				Detail      string  `json:"detail"`
+			} `json:"item"`
+			Summary *struct {
+				Read, Items, Open, Changed, Unchanged int
+			} `json:"summary"`
+			Error *struct{ Code, Message string } `json:"error"`
+		}
+		if err := dec.Decode(&line); err == io.EOF {
+			return errors.New("replay: the server closed the stream before the summary")
+		} else if err != nil {
+			return fmt.Errorf("replay: %w", err)
+		}
+		switch {
+		case line.Item != nil:
+			n++
+			mark := " "
+			if line.Item.Changed {
+				mark = "*"
+			}
+			fmt.Fprintf(w, "[%d] %s %-16s %-22s %s %s\n", n, mark, line.Item.Key, line.Item.Reason, line.Item.Result, line.Item.Detail)
+		case line.Summary != nil:
+			s := line.Summary
+			fmt.Fprintf(w, "replayed %d review message(s): %d item(s), %d open, %d changed, %d unchanged\n", s.Read, s.Items, s.Open, s.Changed, s.Unchanged)
+			return nil
+		case line.Error != nil:
+			return fmt.Errorf("replay: %s: %s", line.Error.Code, line.Error.Message)
+		}
+	}
 }

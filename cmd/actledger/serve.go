@@ -70,6 +70,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	logger.Info("connected to JetStream", "embedded", b.Embedded(), "server_version", b.ServerVersion(), "prefix", b.Prefix())
 
 	store := ledger.New(pool, ledger.Config{ReviewSubjectPrefix: b.ReviewSubjectPrefix()})
+	metricsRegistry := metrics.New(pool, logger)
 	rec, err := reconciler.New(store, b, reconciler.Config{Registry: registry, Logger: logger})
 	if err != nil {
 		return err
@@ -80,7 +81,8 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	}
 	if slices.Contains(roles, "dispatcher") {
 		d, err := dispatcher.New(store, b, dispatcher.Config{
-			Registry: registry, LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency, Logger: logger,
+			Registry: registry, LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency,
+			OnAttempt: metricsRegistry.Attempt, Logger: logger,
 		})
 		if err != nil {
 			return err
@@ -123,7 +125,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			if !ok {
 				return nil, false
 			}
-			return pc.WebhookSecrets(), true
+			return pc.WebhookSecretsFrom(e.Getenv), true
 		},
 		Reconciler: rec,
 		Ready: func(ctx context.Context) error {
@@ -132,8 +134,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			}
 			return b.Ping(ctx)
 		},
-		Metrics: metrics.New(pool, logger).Handler(),
-		Logger:  logger,
+		OnWebhookRejected: metricsRegistry.WebhookRefused,
+		Metrics:           metricsRegistry.Handler(),
+		Logger:            logger,
 	})
 	return listenAndServe(ctx, e.ListenAddr, handler, logger, roles)
 }

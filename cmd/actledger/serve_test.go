@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,12 +55,13 @@ func startServe(t *testing.T) *instance {
 	in := &instance{supplier: supplier, prefix: testnats.Prefix()}
 	addr := freeAddr(t)
 	vars := map[string]string{
-		"DATABASE_URL":   dbURL,
-		"NATS_URL":       testnats.URL(),
-		"STREAM_PREFIX":  in.prefix,
-		"LISTEN_ADDR":    addr,
-		"PROVIDERS_FILE": providers,
-		"LEASE_DURATION": "5s",
+		"DATABASE_URL":        dbURL,
+		"NATS_URL":            testnats.URL(),
+		"STREAM_PREFIX":       in.prefix,
+		"LISTEN_ADDR":         addr,
+		"PROVIDERS_FILE":      providers,
+		"LEASE_DURATION":      "5s",
+		"ACME_WEBHOOK_SECRET": "whsec-serve-test",
 	}
 	in.getenv = func(k string) string { return vars[k] }
 	t.Cleanup(func() {
@@ -216,7 +218,80 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	if got := in.supplier.TotalOrders(); got != 2 {
 		t.Errorf("supplier holds %d orders, want 2", got)
 	}
+
+	// A forged webhook is refused and counted.
+	res, err := http.Post(in.base+"/v1/webhooks/acme", "application/json", strings.NewReader(`{"event_id":"e1"}`))
+	if err != nil || res.StatusCode != 401 {
+		t.Fatalf("forged webhook: %v %v", res, err)
+	}
+	res.Body.Close()
+	res, err = http.Get(in.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, want := range []string{
+		`actledger_operations{state="succeeded"} 2`,
+		`actledger_provider_attempts_total{class="unknown",provider="acme"} 1`,
+		`actledger_provider_attempts_total{class="succeeded",provider="acme"} 1`,
+		`actledger_webhook_verifications_failed_total{provider="acme",reason="missing_header"} 1`,
+		`actledger_review_open{kind="operation"} 0`,
+		`actledger_outbox_backlog 0`,
+	} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
 	in.stop()
+}
+
+// TestOperatorWorksTheReviewQueueFromTheCLI: an operation the supplier
+// refused until retries ran out waits for a person; the operator sees it,
+// replays the review stream (the lookup confirms nothing exists), retries
+// it with the same key, and cancels another.
+func TestOperatorWorksTheReviewQueueFromTheCLI(t *testing.T) {
+	t.Parallel()
+	in := startServe(t)
+	approver, agent, operator := in.token(t, "approver"), in.token(t, "agent"), in.token(t, "operator")
+	refusals := make([]mocksupplier.Fault, 5)
+	for i := range refusals {
+		refusals[i] = mocksupplier.Fault{Kind: mocksupplier.RateLimit429}
+	}
+	in.supplier.SetFaults("", refusals...)
+	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1"},"ttl_seconds":600,"policy_version":"p1"}`)
+	op := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-9","params":{"sku":"A-1"},"approval_id":%q}`, approval["id"]))
+	id := op["id"].(string)
+	in.waitStatus(t, agent, id, "review")
+
+	if out := in.ops(t, operator, "list"); !strings.Contains(out, id) || !strings.Contains(out, "retries_exhausted") || !strings.Contains(out, "allowed") {
+		t.Errorf("ops list:\n%s", out)
+	}
+	if out := in.ops(t, operator, "show", id); !regexp.MustCompile(`retry allowed:\s+true`).MatchString(out) || !strings.Contains(out, "http_status") {
+		t.Errorf("ops show:\n%s", out)
+	}
+	if out := in.ops(t, operator, "replay", "--dry-run"); !strings.Contains(out, "absence_confirmed") || !strings.Contains(out, "0 changed") {
+		t.Errorf("ops replay --dry-run:\n%s", out)
+	}
+	if out := in.ops(t, operator, "retry", id, "--note", "limits lifted"); !strings.Contains(out, "queued again") {
+		t.Errorf("ops retry: %s", out)
+	}
+	done := in.waitStatus(t, agent, id, "succeeded")
+	if got := in.supplier.Orders(done["external_key"].(string)); got != 1 {
+		t.Errorf("orders = %d, want 1", got)
+	}
+
+	// A second one, cancelled by the operator with a note.
+	in.supplier.SetFaults("", refusals...)
+	approval2 := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"B-2"},"ttl_seconds":600,"policy_version":"p1"}`)
+	op2 := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","params":{"sku":"B-2"},"approval_id":%q}`, approval2["id"]))
+	in.waitStatus(t, agent, op2["id"].(string), "review")
+	if out := in.ops(t, operator, "resolve", op2["id"].(string), "--outcome", "cancelled", "--note", "no longer needed"); !strings.Contains(out, "cancelled") {
+		t.Errorf("ops resolve: %s", out)
+	}
+	if out := in.ops(t, operator, "list"); !strings.Contains(out, "nothing waits for a person") {
+		t.Errorf("ops list after: %s", out)
+	}
 }
 
 func freeAddr(t *testing.T) string {

@@ -129,6 +129,20 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
 		return "", fmt.Errorf("look up template: %w", err)
 	}
+	// Templates of older migrations are of no use to anyone: drop them.
+	stale, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'actledger\_tmpl\_%' AND datname <> $1`, name)
+	if err != nil {
+		return "", fmt.Errorf("list stale templates: %w", err)
+	}
+	names, err := pgx.CollectRows(stale, pgx.RowTo[string])
+	if err != nil {
+		return "", fmt.Errorf("list stale templates: %w", err)
+	}
+	for _, old := range names {
+		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+old+" WITH (FORCE)"); err != nil {
+			return "", fmt.Errorf("drop stale template %s: %w", old, err)
+		}
+	}
 	if exists {
 		return name, nil
 	}
