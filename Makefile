@@ -11,7 +11,7 @@ help: ## list the targets
 
 .PHONY: build
 build: ## build bin/actledger and bin/mocksupplier
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/actledger ./cmd/mocksupplier
 
 .PHONY: run
 run: build ## run the whole pipeline, zero config: embedded JetStream, local Postgres, demo supplier

@@ -10,13 +10,15 @@ export PROVIDERS_FILE="${PROVIDERS_FILE:-demo/providers.yaml}"
 export ACME_WEBHOOK_SECRET="${ACME_WEBHOOK_SECRET:-demo-webhook-secret}"
 export LISTEN_ADDR="${LISTEN_ADDR:-127.0.0.1:8080}"
 
-bin/mocksupplier --addr 127.0.0.1:9100 &
+# The supplier sends signed webhooks back to actledger, as real ones do.
+bin/mocksupplier --addr 127.0.0.1:9100 --webhook-url "http://$LISTEN_ADDR/v1/webhooks/acme" --webhook-delay 500ms &
 supplier=$!
 trap 'kill $supplier 2>/dev/null || true; wait $supplier 2>/dev/null || true' EXIT
 
 cat <<MSG
 actledger: API on http://$LISTEN_ADDR, demo supplier on http://127.0.0.1:9100
-  tokens:  bin/actledger token create --tenant demo --role approver|agent|operator
-  walk-through: README.md, "A first operation with curl"
+  the story in one minute:  bin/actledger demo
+  tokens:                   bin/actledger token create --tenant demo --role approver|agent|operator
+  walk-through:             README.md, "A first operation with curl"
 MSG
 bin/actledger serve
