@@ -1,15 +1,9 @@
 package api_test
 
 import (
-	"context"
-	"net/url"
 	"testing"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/internal/testdb"
-	"github.com/actledger/actledger/internal/testproxy"
 )
 
 // TestPostgresOutageAnswers503AndRecovers cuts the API's connections to
@@ -17,23 +11,7 @@ import (
 // operation), and the service recovers by itself when Postgres is back.
 func TestPostgresOutageAnswers503AndRecovers(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testdb.NewWithURL(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, proxy := testdb.NewBehindProxy(t)
 	f := setupWithPool(t, pool)
 	approval := f.approve(t, `{"sku":"A-1"}`, `,"max_uses":5`)
 

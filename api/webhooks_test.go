@@ -8,16 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/internal/testdb"
-	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/webhook"
 )
@@ -283,23 +279,7 @@ func TestWebhookAcceptsFailedEventsAndUnknownFields(t *testing.T) {
 // answer, never a 2xx, when the event could not be stored.
 func TestWebhookDuringPostgresOutageIs503(t *testing.T) {
 	t.Parallel()
-	_, dbURL := testdb.NewWithURL(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, proxy := testdb.NewBehindProxy(t)
 	f := setupWithPool(t, pool, withWebhooks(webhookSecret))
 	body := webhookBody("evt_outage")
 

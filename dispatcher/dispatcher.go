@@ -152,6 +152,9 @@ func (d *Dispatcher) Stop() {
 	}
 	cancel()
 	<-stopped
+	d.mu.Lock()
+	d.cancel, d.stopped = nil, nil // it may be started again
+	d.mu.Unlock()
 }
 
 // consume pulls one provider's messages into at most Concurrency handlers.

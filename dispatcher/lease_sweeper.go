@@ -96,6 +96,9 @@ func (s *LeaseSweeper) Stop() {
 	}
 	cancel()
 	<-done
+	s.mu.Lock()
+	s.cancel, s.done = nil, nil // it may be started again
+	s.mu.Unlock()
 }
 
 // Sweep runs one pass: expired leases first, then lost messages.

@@ -132,6 +132,9 @@ func (r *Relay) Stop() {
 	}
 	cancel()
 	<-done
+	r.mu.Lock()
+	r.cancel, r.done = nil, nil // it may be started again
+	r.mu.Unlock()
 }
 
 func (r *Relay) signal() {

@@ -124,6 +124,9 @@ func (r *Reconciler) Stop() {
 	}
 	cancel()
 	<-done
+	r.mu.Lock()
+	r.cancel, r.done = nil, nil // it may be started again
+	r.mu.Unlock()
 }
 
 func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {

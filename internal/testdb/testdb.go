@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/schema"
 )
 
@@ -86,6 +87,30 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 		}
 	})
 	return pool, dbURL
+}
+
+// NewBehindProxy is New with the pool connected through a TCP proxy that
+// the test cuts and restores to simulate a Postgres outage.
+func NewBehindProxy(t testing.TB) (*pgxpool.Pool, *testproxy.Proxy) {
+	t.Helper()
+	_, dbURL := NewWithURL(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, proxy
 }
 
 // createFromTemplate retries briefly: CREATE DATABASE fails while another

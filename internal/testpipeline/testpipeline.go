@@ -60,6 +60,10 @@ type Options struct {
 	// Providers overrides the provider implementation (e.g. to make its
 	// lookups fail); it receives the real HTTP provider.
 	Providers func(real provider.Provider) provider.Provider
+	// Pool and Broker replace the fresh database and streams (e.g. to run
+	// them behind a proxy that a test cuts).
+	Pool   *pgxpool.Pool
+	Broker *broker.Broker
 }
 
 // Clock is a test clock shared by the ledger and the API.
@@ -107,7 +111,13 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if opts.Lease == 0 {
 		opts.Lease = 2 * time.Second
 	}
-	p := &Pipeline{t: t, Opts: opts, Pool: testdb.New(t), Broker: testnats.New(t), Clock: &Clock{}, Tenant: "acme-corp"}
+	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: "acme-corp"}
+	if p.Pool == nil {
+		p.Pool = testdb.New(t)
+	}
+	if p.Broker == nil {
+		p.Broker = testnats.New(t)
+	}
 	p.Store = ledger.New(p.Pool, ledger.Config{Now: p.Clock.Now, ReviewSubjectPrefix: p.Broker.ReviewSubjectPrefix()})
 	lag := max(opts.LookupLag, 0)
 	p.Supplier = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
