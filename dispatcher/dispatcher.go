@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 )
@@ -56,9 +57,7 @@ type Dispatcher struct {
 	// nothing acknowledged.
 	crashAfterCall func(ledger.Operation) bool
 
-	mu       sync.Mutex
-	cancel   context.CancelFunc
-	stopped  chan struct{}
+	svc      startstop.Service
 	handlers sync.WaitGroup
 }
 
@@ -101,14 +100,6 @@ func ConsumerName(prefix, providerName string) string {
 // Start creates (or updates) each provider's durable consumer and starts
 // its workers. It returns at once.
 func (d *Dispatcher) Start(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.stopped != nil {
-		return errors.New("dispatcher: already started")
-	}
-	// Calls in flight finish after Stop: they run on a context that Stop
-	// does not cancel, bounded by each provider's timeout.
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var consumers []jetstream.Consumer
 	for _, pc := range d.cfg.Registry.Providers() {
 		cons, err := d.broker.JetStream().CreateOrUpdateConsumer(ctx, d.broker.OpsStream(), jetstream.ConsumerConfig{
@@ -122,49 +113,34 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 			DeliverPolicy: jetstream.DeliverAllPolicy,
 		})
 		if err != nil {
-			cancel()
 			return fmt.Errorf("dispatcher: consumer for provider %s: %w", pc.Name, err)
 		}
 		consumers = append(consumers, cons)
 	}
-	d.cancel = cancel
-	d.stopped = make(chan struct{})
-	var loops sync.WaitGroup
-	for i, pc := range d.cfg.Registry.Providers() {
-		loops.Go(func() { d.consume(ctx, runCtx, consumers[i], pc.Name) })
-	}
-	go func() {
+	// Calls in flight finish after Stop: they run on a context that Stop
+	// does not cancel, bounded by each provider's timeout.
+	return d.svc.Start(context.WithoutCancel(ctx), func(runCtx context.Context) {
+		var loops sync.WaitGroup
+		for i, pc := range d.cfg.Registry.Providers() {
+			loops.Go(func() { d.consume(runCtx, consumers[i], pc.Name) })
+		}
 		loops.Wait()
 		d.handlers.Wait()
-		close(d.stopped)
-	}()
-	return nil
+	})
 }
 
 // Stop stops taking messages and waits for the calls in flight to finish
 // and be recorded. It is safe to call more than once.
-func (d *Dispatcher) Stop() {
-	d.mu.Lock()
-	cancel, stopped := d.cancel, d.stopped
-	d.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-stopped
-	d.mu.Lock()
-	d.cancel, d.stopped = nil, nil // it may be started again
-	d.mu.Unlock()
-}
+func (d *Dispatcher) Stop() { d.svc.Stop() }
 
 // consume pulls one provider's messages into at most Concurrency handlers.
-func (d *Dispatcher) consume(startCtx, runCtx context.Context, cons jetstream.Consumer, providerName string) {
+func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, providerName string) {
 	log := d.log.With("provider", providerName)
 	slots := make(chan struct{}, d.cfg.Concurrency)
 	for runCtx.Err() == nil {
 		iter, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.Concurrency))
 		if err != nil {
-			log.WarnContext(startCtx, "cannot pull dispatch messages; retrying", "err", err)
+			log.WarnContext(runCtx, "cannot pull dispatch messages; retrying", "err", err)
 			sleep(runCtx, time.Second)
 			continue
 		}

@@ -3,12 +3,11 @@ package dispatcher
 import (
 	"cmp"
 	"context"
-	"errors"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
@@ -42,9 +41,7 @@ type LeaseSweeper struct {
 	cfg    SweeperConfig
 	log    *slog.Logger
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	svc startstop.Service
 }
 
 // NewLeaseSweeper returns a sweeper; several may run at once (their
@@ -60,15 +57,7 @@ func NewLeaseSweeper(store *ledger.Store, b *broker.Broker, cfg SweeperConfig) *
 
 // Start runs sweeps in the background until Stop. It returns at once.
 func (s *LeaseSweeper) Start(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done != nil {
-		return errors.New("dispatcher: sweeper already started")
-	}
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
+	return s.svc.Start(ctx, func(ctx context.Context) {
 		ticker := time.NewTicker(s.cfg.Interval)
 		defer ticker.Stop()
 		for {
@@ -81,25 +70,12 @@ func (s *LeaseSweeper) Start(ctx context.Context) error {
 				}
 			}
 		}
-	}()
-	return nil
+	})
 }
 
 // Stop stops sweeping and waits for the sweep in progress. Safe to call
 // more than once.
-func (s *LeaseSweeper) Stop() {
-	s.mu.Lock()
-	cancel, done := s.cancel, s.done
-	s.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-	s.mu.Lock()
-	s.cancel, s.done = nil, nil // it may be started again
-	s.mu.Unlock()
-}
+func (s *LeaseSweeper) Stop() { s.svc.Stop() }
 
 // Sweep runs one pass: expired leases first, then lost messages.
 func (s *LeaseSweeper) Sweep(ctx context.Context) error {

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/actledger/actledger/internal/startstop"
 )
 
 // Channel is the LISTEN/NOTIFY channel the outbox insert trigger notifies.
@@ -47,10 +49,8 @@ type Relay struct {
 	// and before it is marked; an error aborts the batch as a crash would.
 	beforeMark func() error
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
-	wake   chan struct{}
+	svc  startstop.Service
+	wake chan struct{}
 
 	published  atomic.Uint64
 	duplicates atomic.Uint64
@@ -106,36 +106,17 @@ FROM outbox WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_aft
 // Start runs the relay in the background until Stop or ctx ends. It
 // returns at once.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return errors.New("outbox: relay already started")
-	}
-	ctx, r.cancel = context.WithCancel(ctx)
-	r.done = make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(2)
-	go func() { defer wg.Done(); r.listen(ctx) }()
-	go func() { defer wg.Done(); r.run(ctx) }()
-	go func() { wg.Wait(); close(r.done) }()
-	return nil
+	return r.svc.Start(ctx, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		wg.Go(func() { r.listen(ctx) })
+		wg.Go(func() { r.run(ctx) })
+		wg.Wait()
+	})
 }
 
 // Stop stops the relay and waits for the batch in flight to finish. It is
 // safe to call more than once.
-func (r *Relay) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-	r.mu.Lock()
-	r.cancel, r.done = nil, nil // it may be started again
-	r.mu.Unlock()
-}
+func (r *Relay) Stop() { r.svc.Stop() }
 
 func (r *Relay) signal() {
 	select {

@@ -11,12 +11,12 @@ import (
 	"maps"
 	"reflect"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 )
@@ -50,9 +50,7 @@ type Reconciler struct {
 	log       *slog.Logger
 	providers map[string]provider.Provider
 
-	mu     sync.Mutex
-	cancel context.CancelFunc
-	done   chan struct{}
+	svc startstop.Service
 }
 
 // New returns a reconciler. Start consumes evidence; the operator methods
@@ -81,11 +79,6 @@ func ConsumerName(prefix string) string { return prefix + "_reconciler" }
 
 // Start consumes the evidence stream in the background. It returns at once.
 func (r *Reconciler) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.done != nil {
-		return errors.New("reconciler: already started")
-	}
 	cons, err := r.broker.JetStream().CreateOrUpdateConsumer(ctx, r.broker.EvidenceStream(), jetstream.ConsumerConfig{
 		Durable:       ConsumerName(r.broker.Prefix()),
 		Description:   "actledger reconciler: webhook evidence",
@@ -97,37 +90,20 @@ func (r *Reconciler) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reconciler: consumer: %w", err)
 	}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel = cancel
-	r.done = make(chan struct{})
-	cc, err := cons.Consume(func(msg jetstream.Msg) { r.handle(runCtx, msg) })
-	if err != nil {
-		cancel()
-		return fmt.Errorf("reconciler: consume: %w", err)
-	}
-	go func() {
+	return r.svc.Start(context.WithoutCancel(ctx), func(runCtx context.Context) {
+		cc, err := cons.Consume(func(msg jetstream.Msg) { r.handle(context.WithoutCancel(runCtx), msg) })
+		if err != nil {
+			r.log.ErrorContext(runCtx, "cannot consume evidence", "err", err)
+			return
+		}
 		<-runCtx.Done()
 		cc.Drain()
 		<-cc.Closed()
-		close(r.done)
-	}()
-	return nil
+	})
 }
 
 // Stop stops consuming after the message in hand. Safe to call twice.
-func (r *Reconciler) Stop() {
-	r.mu.Lock()
-	cancel, done := r.cancel, r.done
-	r.mu.Unlock()
-	if cancel == nil {
-		return
-	}
-	cancel()
-	<-done
-	r.mu.Lock()
-	r.cancel, r.done = nil, nil // it may be started again
-	r.mu.Unlock()
-}
+func (r *Reconciler) Stop() { r.svc.Stop() }
 
 func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 	var m ledger.EvidenceMessage
