@@ -17,6 +17,7 @@ import (
 type EnqueueRequest struct {
 	TenantID   uuid.UUID
 	TokenID    uuid.UUID // the agent token that asked; revoking it holds unsent work
+	Actor      string    // names the asker in events, e.g. "agent:<token name>"
 	Action     string
 	Key        string // caller's business reference; empty means the approval's id
 	Provider   string // the provider the action maps to
@@ -91,6 +92,9 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	if req.Key == "" {
 		req.Key = req.ApprovalID.String()
 	}
+	if req.Actor == "" {
+		req.Actor = "token:" + req.TokenID.String()
+	}
 	id := uuid.Must(uuid.NewV7())
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, operationInsert, id, req.TenantID, req.Action, req.Key, req.Provider,
@@ -110,7 +114,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 			return err
 		}
 		detail, _ := json.Marshal(map[string]any{"approval_id": req.ApprovalID, "params_fingerprint": fingerprint})
-		if _, err := tx.Exec(ctx, eventInsertCreated, op.ID, op.TenantID, op.CreatedAt, "token:"+req.TokenID.String(), detail); err != nil {
+		if _, err := tx.Exec(ctx, eventInsertCreated, op.ID, op.TenantID, op.CreatedAt, req.Actor, detail); err != nil {
 			return fmt.Errorf("insert created event: %w", err)
 		}
 		return outbox.Insert(ctx, tx, DispatchOutbox(subject, op.ID, op.Version, time.Time{}))
@@ -129,7 +133,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 		return op, true, nil
 	}
 	conflict := map[string]any{"params_fingerprint": fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
-	if err := s.AppendEvent(ctx, s.pool, op.ID, "key_conflict", "token:"+req.TokenID.String(), conflict); err != nil {
+	if err := s.AppendEvent(ctx, s.pool, op.ID, "key_conflict", req.Actor, conflict); err != nil {
 		return op, false, err
 	}
 	return op, false, ErrKeyConflict

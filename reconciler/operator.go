@@ -118,7 +118,7 @@ func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]Revie
 		}
 		items = append(items, ReviewItem{
 			EvidenceID: &u.ID, Key: u.Reference, Provider: u.Provider, Status: "unmatched",
-			Reason: ledger.ReasonUnmatchedEvidence, Owner: u.Owner, Deadline: &u.Deadline,
+			Reason: ledger.ReasonUnmatchedEvidence, Owner: u.Owner, Deadline: utc(&u.Deadline),
 			AgeSeconds: now.Sub(u.CreatedAt).Round(time.Second).Seconds(), Facts: facts,
 		})
 	}
@@ -144,10 +144,10 @@ func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now ti
 		facts["approval_lapse"] = lapse
 	}
 	if op.FirstSentAt != nil {
-		facts["first_sent_at"] = op.FirstSentAt
+		facts["first_sent_at"] = op.FirstSentAt.UTC()
 	}
 	if op.LastSentAt != nil {
-		facts["last_sent_at"] = op.LastSentAt
+		facts["last_sent_at"] = op.LastSentAt.UTC()
 	}
 	if op.ProviderReference != nil {
 		facts["provider_reference"] = *op.ProviderReference
@@ -157,13 +157,13 @@ func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now ti
 	}
 	item := ReviewItem{
 		OperationID: &op.ID, Action: op.Action, Key: op.Key, Provider: op.Provider, Status: string(op.Status),
-		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: op.ReviewDeadline,
+		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: utc(op.ReviewDeadline),
 		AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Second).Seconds(), Attempts: op.Attempts,
 		Facts: facts, LastProviderAnswer: j.LastAnswer,
 		RetryAllowed: lapse == ledger.LapseNone && (j.AbsenceConfirmed || !j.MayHaveHadEffect),
 	}
 	if pc, ok := r.cfg.Registry.Provider(op.Provider); ok && pc.Lookup != nil && op.LastSentAt != nil {
-		at := pc.LookupBelievableAt(*op.LastSentAt)
+		at := pc.LookupBelievableAt(*op.LastSentAt).UTC()
 		item.LookupReliableAfter = &at
 	}
 	return item, nil
@@ -218,7 +218,7 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 			return op, nil, fmt.Errorf("%w: compensation action %q is not configured", ErrBadResolution, res.Compensation.Action)
 		}
 		c, _, err := r.store.Enqueue(ctx, ledger.EnqueueRequest{
-			TenantID: tenant, TokenID: tokenID, Action: res.Compensation.Action, Key: res.Compensation.Key,
+			TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: res.Compensation.Key,
 			Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
 		}, r.broker.DispatchSubject(pcName))
 		if err != nil {
@@ -301,6 +301,15 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 		r.log.InfoContext(ctx, "operator retried operation", "operation_id", op.ID, "tenant", op.Tenant, "by", actor)
 	}
 	return out, err
+}
+
+// utc keeps every time the API shows in UTC, as the contract asks.
+func utc(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 func deref(s *string) string {

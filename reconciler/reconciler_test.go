@@ -331,3 +331,45 @@ func TestAnotherTenantsReviewItemAnswers404(t *testing.T) {
 		t.Errorf("after resolve: %s %v", got.Status, got.ProviderReference)
 	}
 }
+
+func TestResolvingADuplicateWithACompensationCreatesALinkedOperation(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, Webhooks: true})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	pc, _ := p.Registry.Provider("acme")
+	res, err := http.Post(pc.BaseURL+"/admin/orders", "application/json",
+		strings.NewReader(fmt.Sprintf(`{"client_reference":%q,"params":{"sku":"A-1"}}`, op.ExternalKey)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	dup := p.WaitStatus(op, ledger.StatusReview, settle)
+
+	// The fix is a new, separately approved operation, never a reuse of
+	// the original's identity.
+	fix := p.Approve(`{"sku":"A-1","note":"return the duplicate"}`, time.Hour)
+	body := fmt.Sprintf(`{"outcome":"succeeded","provider_reference":%q,"note":"keep the first order",
+		"compensation":{"action":%q,"key":"po-1-return","params":{"sku":"A-1","note":"return the duplicate"},"approval_id":%q}}`,
+		*dup.ProviderReference, testpipeline.Action, fix.ID)
+	status, out := p.Do("POST", "/v1/operations/"+op.ID.String()+"/resolve", p.Operator, body)
+	if status != 200 {
+		t.Fatalf("resolve: %d %v", status, out)
+	}
+	comp := out["compensation"].(map[string]any)
+	if comp["key"] != "po-1-return" || comp["external_key"] == op.ExternalKey {
+		t.Errorf("compensation %v reuses the original's identity", comp)
+	}
+	compOp, err := p.Store.GetByExternalKey(context.Background(), comp["external_key"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.WaitStatus(compOp, ledger.StatusSucceeded, settle)
+	if p.Orders(compOp) != 1 || p.Orders(op) != 2 {
+		t.Errorf("orders: compensation %d, original %d; want 1 and 2", p.Orders(compOp), p.Orders(op))
+	}
+	if kinds := strings.Join(p.Kinds(compOp), ","); !strings.Contains(kinds, "compensation_for") {
+		t.Errorf("compensation history %s does not link the original", kinds)
+	}
+}
