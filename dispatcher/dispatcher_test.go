@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -258,5 +259,39 @@ func TestPausedWorkStaysQueuedUntilResume(t *testing.T) {
 	p.WaitStatus(op, ledger.StatusSucceeded, settle)
 	if p.Orders(op) != 1 {
 		t.Errorf("orders = %d, want 1", p.Orders(op))
+	}
+}
+
+func TestSlowProviderDoesNotHoldUpAnother(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour})
+	// acme takes 800ms per order; beta answers at once.
+	slow := make([]mocksupplier.Fault, 12)
+	for i := range slow {
+		slow[i] = mocksupplier.Fault{Kind: mocksupplier.Delay, MS: 800}
+	}
+	p.Supplier.SetFaults("", slow...)
+	var acme []ledger.Operation
+	for i := range 12 {
+		acme = append(acme, p.Enqueue(fmt.Sprintf("po-%d", i), fmt.Sprintf(`{"sku":"A-%d"}`, i)))
+	}
+	ticket := p.EnqueueAction(testpipeline.OtherAction, "t-1", `{"subject":"help"}`)
+	p.Start(1) // 4 workers per provider
+	p.WaitStatus(ticket, ledger.StatusSucceeded, settle)
+	// Had beta waited behind acme's backlog, all of acme would be done.
+	done := 0
+	for _, op := range acme {
+		if p.Get(op).Status == ledger.StatusSucceeded {
+			done++
+		}
+	}
+	if done == len(acme) {
+		t.Errorf("beta's operation finished only after all %d of acme's", done)
+	}
+	if got := p.Other.Orders(ticket.ExternalKey); got != 1 {
+		t.Errorf("beta orders = %d, want 1", got)
+	}
+	for _, op := range acme {
+		p.WaitStatus(op, ledger.StatusSucceeded, settle)
 	}
 }

@@ -38,6 +38,10 @@ import (
 // Action is the action every pipeline configures, on provider "acme".
 const Action = "supplier.create_order"
 
+// OtherAction is the action of the second provider, "beta", that every
+// pipeline also configures, with its own supplier (Pipeline.Other).
+const OtherAction = "ticket.open"
+
 // WebhookSecret signs the mock supplier's webhooks.
 const WebhookSecret = "whsec-test"
 
@@ -84,6 +88,9 @@ type Pipeline struct {
 	Store      *ledger.Store
 	Clock      *Clock
 	Supplier   *mocksupplier.Server
+	// Other is the supplier of provider "beta" (OtherAction): same
+	// contract, separate orders.
+	Other      *mocksupplier.Server
 	Registry   *provider.Registry
 	Reconciler *reconciler.Reconciler
 	API        *httptest.Server
@@ -124,9 +131,15 @@ func New(t *testing.T, opts Options) *Pipeline {
 	supplierSrv := httptest.NewServer(p.Supplier)
 	t.Cleanup(func() { supplierSrv.Close(); p.Supplier.Close() })
 
-	p.Registry = p.registry(supplierSrv.URL)
-	pc, _ := p.Registry.Provider("acme")
-	p.providers = map[string]provider.Provider{"acme": provider.NewHTTP(pc, provider.HTTPOptions{})}
+	p.Other = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
+	otherSrv := httptest.NewServer(p.Other)
+	t.Cleanup(func() { otherSrv.Close(); p.Other.Close() })
+
+	p.Registry = p.registry(supplierSrv.URL, otherSrv.URL)
+	p.providers = make(map[string]provider.Provider)
+	for _, pc := range p.Registry.Providers() {
+		p.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
+	}
 	if opts.Providers != nil {
 		p.providers["acme"] = opts.Providers(p.providers["acme"])
 	}
@@ -143,7 +156,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.TenantID = p.agent.TenantID
 
 	handler := api.New(api.Config{
-		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme"},
+		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme", OtherAction: "beta"},
 		DispatchSubject: p.Broker.DispatchSubject, EvidenceSubject: p.Broker.EvidenceSubject,
 		WebhookSecrets: func(name string) ([][]byte, bool) {
 			if name != "acme" {
@@ -162,24 +175,32 @@ func New(t *testing.T, opts Options) *Pipeline {
 	return p
 }
 
-func (p *Pipeline) registry(baseURL string) *provider.Registry {
+func (p *Pipeline) registry(baseURL, otherURL string) *provider.Registry {
 	var y strings.Builder
-	fmt.Fprintf(&y, "providers:\n  acme:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: 1s\n", baseURL)
-	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
-	if p.Opts.Idempotency {
-		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
+	y.WriteString("providers:\n")
+	for name, url := range map[string]string{"acme": baseURL, "beta": otherURL} {
+		p.providerYAML(&y, name, url)
 	}
-	if p.Opts.LookupLag >= 0 {
-		fmt.Fprintf(&y, "    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: %s}\n", p.Opts.LookupLag)
-	}
-	fmt.Fprintf(&y, "    retry: {max_attempts: %d, initial: 50ms, max: 200ms, max_elapsed: %s}\n", p.Opts.MaxAttempts, p.Opts.MaxElapsed)
-	fmt.Fprintf(&y, "    tenant: %s\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
-	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\nactions:\n  supplier.create_order: {provider: acme}\n")
+	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme}\n  %s: {provider: beta}\n", Action, OtherAction)
 	reg, err := provider.Parse([]byte(y.String()))
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	return reg
+}
+
+func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
+	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: 1s\n", name, baseURL)
+	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
+	if p.Opts.Idempotency {
+		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
+	}
+	if p.Opts.LookupLag >= 0 {
+		fmt.Fprintf(y, "    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: %s}\n", p.Opts.LookupLag)
+	}
+	fmt.Fprintf(y, "    retry: {max_attempts: %d, initial: 50ms, max: 200ms, max_elapsed: %s}\n", p.Opts.MaxAttempts, p.Opts.MaxElapsed)
+	fmt.Fprintf(y, "    tenant: %s\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
+	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
 }
 
 func firstNonEmpty(a, b string) string {
@@ -258,8 +279,13 @@ func (p *Pipeline) StopAll() {
 // Approve grants an approval for params, valid for ttl of the test clock.
 func (p *Pipeline) Approve(params string, ttl time.Duration) ledger.Approval {
 	p.t.Helper()
+	return p.approve(Action, params, ttl)
+}
+
+func (p *Pipeline) approve(action, params string, ttl time.Duration) ledger.Approval {
+	p.t.Helper()
 	a, err := p.Store.CreateApproval(context.Background(), ledger.NewApproval{
-		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: Action,
+		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: action,
 		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(ttl),
 	})
 	if err != nil {
@@ -272,8 +298,14 @@ func (p *Pipeline) Approve(params string, ttl time.Duration) ledger.Approval {
 // agent does; it returns the operation.
 func (p *Pipeline) Enqueue(key, params string) ledger.Operation {
 	p.t.Helper()
-	a := p.Approve(params, time.Hour)
-	body := fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"approval_id":%q}`, Action, key, params, a.ID)
+	return p.EnqueueAction(Action, key, params)
+}
+
+// EnqueueAction is Enqueue for another action (OtherAction).
+func (p *Pipeline) EnqueueAction(action, key, params string) ledger.Operation {
+	p.t.Helper()
+	a := p.approve(action, params, time.Hour)
+	body := fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"approval_id":%q}`, action, key, params, a.ID)
 	status, out := p.Do("POST", "/v1/operations", p.Agent, body)
 	if status != http.StatusCreated {
 		p.t.Fatalf("enqueue %s: %d %v", key, status, out)
