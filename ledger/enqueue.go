@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/actledger/actledger/outbox"
 )
@@ -62,18 +62,14 @@ func ExternalKey(id uuid.UUID) string {
 	return "al_" + id.String()
 }
 
-const operationInsert = `WITH ins AS (
-    INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, 'queued',
-        coalesce($11::timestamptz, now()), coalesce($11::timestamptz, now()))
-    ON CONFLICT (tenant_id, action, key) DO NOTHING
-    RETURNING *
-)
-SELECT ` + operationColumns + ` FROM ins o JOIN tenants t ON t.id = o.tenant_id`
+// operationEnqueue runs schema/004_enqueue.sql's enqueue_operation: the
+// whole enqueue transaction in one round trip.
+const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operation(
+    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
 
-const eventInsertCreated = `INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-VALUES ($1, $2, $3, 'created', NULL, 'queued', $4, $5)`
+// approvalRefused is the SQLSTATE enqueue_operation raises when the approval
+// does not authorise the operation; the message is the ApprovalCode.
+const approvalRefused = "AL403"
 
 // Enqueue stores a new operation with its created event and its outbox
 // message, consuming one use of the approval, all in one transaction.
@@ -96,31 +92,28 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 		req.Actor = "token:" + req.TokenID.String()
 	}
 	id := uuid.Must(uuid.NewV7())
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, operationInsert, id, req.TenantID, req.Action, req.Key, req.Provider,
-			canonical, fingerprint, req.ApprovalID, req.TokenID, ExternalKey(id), s.nowArg())
-		op, err = collectOperation(rows)
-		if errors.Is(err, ErrNotFound) {
-			replayed = true
-			return nil
-		}
-		if isForeignKeyViolation(err, "operations_approval_id_fkey") {
-			return &ApprovalError{Code: ApprovalMismatch, Reason: "no such approval"}
-		}
-		if err != nil {
-			return fmt.Errorf("insert operation: %w", err)
-		}
-		if err := s.consumeApproval(ctx, tx, req.TenantID, req.ApprovalID, req.Action, fingerprint); err != nil {
-			return err
-		}
-		detail, _ := json.Marshal(map[string]any{"approval_id": req.ApprovalID, "params_fingerprint": fingerprint})
-		if _, err := tx.Exec(ctx, eventInsertCreated, op.ID, op.TenantID, op.CreatedAt, req.Actor, detail); err != nil {
-			return fmt.Errorf("insert created event: %w", err)
-		}
-		return outbox.Insert(ctx, tx, DispatchOutbox(subject, op.ID, op.Version, time.Time{}))
-	})
-	if err != nil || !replayed {
-		return op, false, err
+	msg := DispatchOutbox(subject, id, 1, time.Time{})
+	var created bool
+	var createdAt *time.Time
+	var tenant *string
+	err = s.pool.QueryRow(ctx, operationEnqueue, id, req.TenantID, req.Action, req.Key, req.Provider,
+		canonical, fingerprint, req.ApprovalID, req.TokenID, ExternalKey(id), s.nowArg(),
+		req.Actor, msg.Subject, msg.MsgID, msg.Payload).Scan(&created, &createdAt, &tenant)
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == approvalRefused:
+		return Operation{}, false, &ApprovalError{Code: ApprovalCode(pgErr.Message), Reason: pgErr.Detail}
+	case isForeignKeyViolation(err, "operations_approval_id_fkey"):
+		return Operation{}, false, &ApprovalError{Code: ApprovalMismatch, Reason: "no such approval"}
+	case err != nil:
+		return Operation{}, false, fmt.Errorf("enqueue operation: %w", err)
+	case created:
+		return Operation{
+			ID: id, TenantID: req.TenantID, Tenant: deref(tenant), Action: req.Action, Key: req.Key,
+			Provider: req.Provider, Params: canonical, ParamsFingerprint: fingerprint,
+			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(id),
+			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *createdAt, UpdatedAt: *createdAt,
+		}, false, nil
 	}
 
 	// The key exists: the conflicting row is committed (ON CONFLICT waited
