@@ -24,6 +24,12 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 5s ./api
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 5s ./webhook
 
+.PHONY: bench
+bench: ## measure the pipeline against this machine's own limits, 3-5 min (docs/benchmarks.md)
+	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" \
+	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
+	$(GO) run ./cmd/actbench $(BENCH_FLAGS)
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

@@ -23,7 +23,8 @@ const Channel = "actledger_outbox"
 
 // Config configures a Relay. Zero values mean the documented defaults.
 type Config struct {
-	// BatchSize is how many rows one claim takes. Default 1000.
+	// BatchSize is how many rows one claim takes. Default 3000 (below the
+	// broker's 4,096 pending asynchronous publishes).
 	BatchSize int
 	// PollInterval is how often the relay looks for rows without a
 	// notification (a lost NOTIFY only delays a message). Default 1s.
@@ -72,7 +73,7 @@ func (r *Relay) Stats() Stats {
 
 // NewRelay returns a relay that reads pool's outbox and publishes to js.
 func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) *Relay {
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 3000)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
 	cfg.PublishTimeout = cmp.Or(cfg.PublishTimeout, 10*time.Second)
 	cfg.Retention = cmp.Or(cfg.Retention, 24*time.Hour)

@@ -81,13 +81,13 @@ func (c *Clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // Pipeline is a running actledger for one test.
 type Pipeline struct {
-	t          *testing.T
-	Opts       Options
-	Pool       *pgxpool.Pool
-	Broker     *broker.Broker
-	Store      *ledger.Store
-	Clock      *Clock
-	Supplier   *mocksupplier.Server
+	t        *testing.T
+	Opts     Options
+	Pool     *pgxpool.Pool
+	Broker   *broker.Broker
+	Store    *ledger.Store
+	Clock    *Clock
+	Supplier *mocksupplier.Server
 	// Other is the supplier of provider "beta" (OtherAction): same
 	// contract, separate orders.
 	Other      *mocksupplier.Server

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testnats"
+)
+
+// tinyPlan runs every stage at a size that proves the harness, not the
+// pipeline: about 200 operations each, and an open loop that never gives
+// up on an operation.
+var tinyPlan = plan{
+	Reps:            1,
+	InsertClients:   4,
+	InsertDuration:  200 * time.Millisecond,
+	PublishMessages: 200,
+	APIClients:      []int{1, 4},
+	APIDuration:     200 * time.Millisecond,
+	DrainRows:       200,
+	LatencyRates:    []float64{200},
+	LatencyDuration: time.Second,
+	E2ERate:         200,
+	E2EDuration:     time.Second,
+	MaxClients:      4,
+	MaxDuration:     200 * time.Millisecond,
+	MaxBacklog:      50,
+	OpenLoopClients: 16,
+	GiveUp:          time.Minute,
+	Warmup:          16,
+	Settle:          20 * time.Second,
+}
+
+// TestStages runs each stage once at tiny sizes against the real Postgres
+// and NATS of `make test`, and checks that the counts add up: every
+// operation sent is measured, every end-to-end operation succeeded with
+// exactly one order at the supplier. It asserts no timing.
+func TestStages(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := &env{adminURL: testdb.AdminURL(), natsURL: testnats.URL()}
+	var err error
+	if e.supplier, err = startSupplier(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.supplier.close)
+	pl := tinyPlan
+	res := &results{Plan: pl}
+	if res.Facts, err = machineFacts(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := benchLimits(ctx, e, pl, res); err != nil {
+		t.Fatalf("limits: %v", err)
+	}
+	if len(res.Insert) != 1 || res.Insert[0].Tx == 0 || len(res.Publish) != 1 || res.Publish[0] <= 0 {
+		t.Errorf("limits: got %+v and %v, want one measured repetition of each", res.Insert, res.Publish)
+	}
+
+	api, err := apiEnqueue(ctx, e, pl)
+	if err != nil {
+		t.Fatalf("API enqueue: %v", err)
+	}
+	res.API = append(res.API, api)
+	for i, r := range api {
+		if r.Clients != pl.APIClients[i] || r.Ops == 0 || r.Lat.N != r.Ops {
+			t.Errorf("API enqueue with %d clients: %d operations, %d latencies", pl.APIClients[i], r.Ops, r.Lat.N)
+		}
+	}
+
+	drain, err := relayDrain(ctx, e, pl)
+	if err != nil {
+		t.Fatalf("relay drain: %v", err)
+	}
+	res.Drain = append(res.Drain, drain)
+
+	lat, err := publishLatency(ctx, e, pl)
+	if err != nil {
+		t.Fatalf("enqueue → published: %v", err)
+	}
+	res.Latency = append(res.Latency, lat)
+	if got, want := lat[0].Ops, 200; got != want || lat[0].Abandoned != 0 || lat[0].Lat.N != want {
+		t.Errorf("enqueue → published: %d sent, %d abandoned, %d latencies; want %d, 0, %d", got, lat[0].Abandoned, lat[0].Lat.N, want, want)
+	}
+
+	e2e, err := endToEnd(ctx, e, pl)
+	if err != nil {
+		t.Fatalf("end to end: %v", err)
+	}
+	res.E2E = append(res.E2E, e2e)
+	if e2e.Ops != 200 || e2e.Lat.N != 200 || e2e.MaxOps == 0 {
+		t.Errorf("end to end: %d operations at the fixed rate (%d latencies), %d at the maximum; want 200, 200, > 0", e2e.Ops, e2e.Lat.N, e2e.MaxOps)
+	}
+	o := e2e.Orders
+	if o.Operations < pl.Warmup+e2e.Ops+e2e.MaxOps || o.ExactlyOne != o.Operations || o.Succeeded != o.Operations || o.Open != 0 {
+		t.Errorf("end to end ledger: %+v, want at least %d operations, all succeeded with exactly one order", o, pl.Warmup+e2e.Ops+e2e.MaxOps)
+	}
+	res.TotalOrders = e.supplier.TotalOrders()
+	if res.TotalOrders != o.Operations {
+		t.Errorf("the supplier holds %d orders for %d operations", res.TotalOrders, o.Operations)
+	}
+
+	var out bytes.Buffer
+	writeReport(&out, res)
+	for _, want := range []string{"1a", "1b", "API enqueue, 4 client(s)", "relay drain", "enqueue → published", "end to end, maximum", "operations ≠ 1 order", "WAL bytes/op"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report has no %q:\n%s", want, out.String())
+		}
+	}
+}

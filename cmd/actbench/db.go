@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/schema"
+)
+
+// poolMaxConns is the pool size `actledger serve` gives a pool configured
+// smaller than 16 (cmd/actledger/db.go): the benchmark runs the pipeline as
+// it is shipped.
+const poolMaxConns = 32
+
+// uniqueName is prefix followed by 12 random lowercase characters: a name
+// for a database or a stream prefix no other run uses.
+func uniqueName(prefix string) string {
+	return prefix + strings.ToLower(rand.Text()[:12])
+}
+
+// database is a scratch database on the server: created by the benchmark
+// and dropped by it.
+type database struct {
+	name  string
+	admin string // URL of the maintenance database
+	pool  *pgxpool.Pool
+}
+
+// createDatabase creates an empty database named after prefix and returns a
+// pool of maxConns connections to it; migrate applies actledger's schema.
+func createDatabase(ctx context.Context, adminURL, prefix string, maxConns int32, migrate bool) (*database, error) {
+	name := uniqueName(prefix)
+	admin, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s (is Postgres running? set BENCH_DATABASE_URL): %w", adminURL, err)
+	}
+	defer admin.Close(context.WithoutCancel(ctx))
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	db := &database{name: name, admin: adminURL}
+	cfg, err := pgxpool.ParseConfig(adminURL)
+	if err != nil {
+		db.drop(ctx)
+		return nil, fmt.Errorf("BENCH_DATABASE_URL: %w", err)
+	}
+	cfg.ConnConfig.Database = name
+	cfg.MaxConns = maxConns
+	if db.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		db.drop(ctx)
+		return nil, fmt.Errorf("connect to %s: %w", name, err)
+	}
+	if migrate {
+		if _, err := schema.Migrate(ctx, db.pool, nil); err != nil {
+			db.drop(ctx)
+			return nil, err
+		}
+	}
+	return db, nil
+}
+
+// connect opens one more connection to the database, outside the pool (for
+// watchers that must not take the pipeline's connections).
+func (db *database) connect(ctx context.Context) (*pgx.Conn, error) {
+	cfg := db.pool.Config().ConnConfig.Copy()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", db.name, err)
+	}
+	return conn, nil
+}
+
+// drop closes the pool and drops the database, whatever ctx says.
+func (db *database) drop(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	if db.pool != nil {
+		db.pool.Close()
+	}
+	admin, err := pgx.Connect(ctx, db.admin)
+	if err != nil {
+		logf("warning: cannot drop database %s: %v", db.name, err)
+		return
+	}
+	defer admin.Close(ctx)
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		logf("warning: cannot drop database %s: %v", db.name, err)
+	}
+}
+
+const walPosition = `SELECT pg_current_wal_lsn()::text`
+
+const walSince = `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`
+
+// walMark remembers a WAL position; bytes reports how much WAL the whole
+// server wrote since (every database, autovacuum included).
+type walMark struct {
+	db  *database
+	lsn string
+}
+
+func markWAL(ctx context.Context, db *database) (walMark, error) {
+	m := walMark{db: db}
+	if err := db.pool.QueryRow(ctx, walPosition).Scan(&m.lsn); err != nil {
+		return m, fmt.Errorf("read WAL position: %w", err)
+	}
+	return m, nil
+}
+
+func (m walMark) bytes(ctx context.Context) (int64, error) {
+	var n int64
+	if err := m.db.pool.QueryRow(ctx, walSince, m.lsn).Scan(&n); err != nil {
+		return 0, fmt.Errorf("read WAL position: %w", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
+)
+
+// The one action and provider every pipeline configures.
+const (
+	benchAction   = "supplier.create_order"
+	benchProvider = "acme"
+	benchTenant   = "bench"
+	benchParams   = `{"sku":"bolt-m8","qty":3}`
+)
+
+// env is what every stage shares for the whole run: where Postgres and
+// NATS are, and the one mock supplier whose order counts prove "at most
+// once" over the run.
+type env struct {
+	adminURL string
+	natsURL  string
+	supplier *supplier
+}
+
+// supplier is the mock supplier in fast mode (no faults, idempotency keys
+// honoured) behind a real HTTP server on a loopback port.
+type supplier struct {
+	*mocksupplier.Server
+	srv      *http.Server
+	registry *provider.Registry
+}
+
+// startSupplier serves a new mock supplier and parses the providers
+// configuration that points at it.
+func startSupplier() (*supplier, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("mock supplier: %w", err)
+	}
+	s := &supplier{Server: mocksupplier.New(mocksupplier.Config{})}
+	s.srv = &http.Server{Handler: s.Server, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	// The provider contract of the demo (demo/providers.yaml), pointed at
+	// this supplier.
+	var y strings.Builder
+	fmt.Fprintf(&y, "providers:\n  %s:\n    base_url: http://%s\n", benchProvider, ln.Addr())
+	y.WriteString("    account: acct_bench\n    environment: test\n    timeout: 2s\n")
+	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
+	y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
+	y.WriteString("    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: 2s}\n")
+	y.WriteString("    retry: {max_attempts: 5, initial: 100ms, max: 5s, max_elapsed: 60s}\n")
+	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
+	fmt.Fprintf(&y, "actions:\n  %s: {provider: %s}\n", benchAction, benchProvider)
+	if s.registry, err = provider.Parse([]byte(y.String())); err != nil {
+		s.close()
+		return nil, fmt.Errorf("mock supplier providers config: %w", err)
+	}
+	return s, nil
+}
+
+// close stops the supplier's server and its pending webhooks.
+func (s *supplier) close() {
+	_ = s.srv.Close()
+	s.Server.Close()
+}
+
+// roles says which parts of actledger a stage runs; the database and the
+// streams are always there.
+type roles struct {
+	API, Relay, Dispatcher bool
+}
+
+// pipeline is actledger assembled in-process as `actledger serve` wires
+// it, on a fresh database and on streams under a unique prefix, both
+// removed by close.
+type pipeline struct {
+	db       *database
+	broker   *broker.Broker
+	store    *ledger.Store
+	relay    *outbox.Relay
+	running  []interface{ Stop() }
+	server   *http.Server
+	client   *http.Client
+	url      string // the API's base URL
+	agent    string // an agent token
+	tenantID uuid.UUID
+	approver uuid.UUID // an approver token's id
+}
+
+// quiet is the logger of every component: a benchmark measures work, not
+// log formatting (the API logs one line per request at info level).
+func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// newPipeline creates the database and streams and starts what r asks.
+func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) {
+	p := &pipeline{}
+	defer func() {
+		if err != nil {
+			p.close(ctx)
+		}
+	}()
+	if p.db, err = createDatabase(ctx, e.adminURL, "actbench_", poolMaxConns, true); err != nil {
+		return nil, err
+	}
+	p.broker, err = broker.Connect(ctx, broker.Config{
+		URL: e.natsURL, Prefix: strings.ToUpper(uniqueName("BENCH")), Name: "actbench", Logger: quiet(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s (is nats-server -js running? set BENCH_NATS_URL): %w", e.natsURL, err)
+	}
+	p.store = ledger.New(p.db.pool, ledger.Config{ReviewSubjectPrefix: p.broker.ReviewSubjectPrefix()})
+	tokens := auth.New(p.db.pool, p.store)
+	agent, err := tokens.Create(ctx, benchTenant, auth.RoleAgent, "")
+	if err != nil {
+		return nil, err
+	}
+	approver, err := tokens.Create(ctx, benchTenant, auth.RoleApprover, "")
+	if err != nil {
+		return nil, err
+	}
+	principal, err := tokens.Authenticate(ctx, agent.Secret)
+	if err != nil {
+		return nil, err
+	}
+	p.agent, p.tenantID, p.approver = agent.Secret, principal.TenantID, approver.ID
+
+	if r.Relay {
+		if err := p.startRelay(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if r.Dispatcher {
+		d, err := dispatcher.New(p.store, p.broker, dispatcher.Config{Registry: e.supplier.registry, Logger: quiet()})
+		if err != nil {
+			return nil, err
+		}
+		if err := p.start(ctx, d); err != nil {
+			return nil, err
+		}
+	}
+	if r.API {
+		if err := p.serveAPI(e.supplier.registry, tokens); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// startRelay starts an outbox relay configured as `actledger serve`
+// configures it (default batches, LISTEN/NOTIFY and a 1 s poll).
+func (p *pipeline) startRelay(ctx context.Context) error {
+	p.relay = outbox.NewRelay(p.db.pool, p.broker.JetStream(), outbox.Config{Logger: quiet()})
+	return p.start(ctx, p.relay)
+}
+
+// start starts c and remembers it for close.
+func (p *pipeline) start(ctx context.Context, c interface {
+	Start(context.Context) error
+	Stop()
+}) error {
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	p.running = append(p.running, c)
+	return nil
+}
+
+// serveAPI serves api.New on a loopback port with a real http.Server, and
+// makes a client that keeps connections alive for every load generator.
+func (p *pipeline) serveAPI(registry *provider.Registry, tokens *auth.Tokens) error {
+	actions := make(map[string]string)
+	for _, a := range registry.Actions() {
+		cfg, _ := registry.ForAction(a)
+		actions[a] = cfg.Name
+	}
+	handler := api.New(api.Config{
+		Ledger: p.store, Tokens: tokens, Actions: actions,
+		DispatchSubject: p.broker.DispatchSubject, EvidenceSubject: p.broker.EvidenceSubject,
+		Logger: quiet(),
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("listen for the API: %w", err)
+	}
+	p.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.server.Serve(ln) }()
+	p.url = "http://" + ln.Addr().String()
+	p.client = &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute,
+	}}
+	return nil
+}
+
+// approve grants an approval of benchParams that any number of operations
+// may use (each with its own key). Every load-generating client gets its
+// own, so clients never queue on one approval's row lock.
+func (p *pipeline) approve(ctx context.Context) (uuid.UUID, error) {
+	a, err := p.store.CreateApproval(ctx, ledger.NewApproval{
+		TenantID: p.tenantID, ApproverTokenID: p.approver, Action: benchAction,
+		Params: []byte(benchParams), PolicyVersion: "bench", ExpiresAt: time.Now().Add(time.Hour), MaxUses: 1 << 30,
+	})
+	return a.ID, err
+}
+
+// approvals grants n approvals.
+func (p *pipeline) approvals(ctx context.Context, n int) ([]uuid.UUID, error) {
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		var err error
+		if ids[i], err = p.approve(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// close stops everything, newest first, deletes the streams and drops the
+// database.
+func (p *pipeline) close(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	if p.server != nil {
+		shutdown, cancel := context.WithTimeout(ctx, 10*time.Second)
+		_ = p.server.Shutdown(shutdown)
+		cancel()
+		p.client.CloseIdleConnections()
+	}
+	for _, c := range slices.Backward(p.running) {
+		c.Stop()
+	}
+	if p.broker != nil {
+		cleanup, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := p.broker.DeleteStreams(cleanup); err != nil && !errors.Is(err, context.Canceled) {
+			logf("warning: %v", err)
+		}
+		cancel()
+		p.broker.Close()
+	}
+	if p.db != nil {
+		p.db.drop(ctx)
+	}
+}
