@@ -274,6 +274,7 @@ func (w *work) moveThen(ctx context.Context, c ledger.Change, more ...ledger.Cha
 }
 
 func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Change) error {
+	scheduled := false
 	err := pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {
 		op := w.op
 		for _, ch := range append([]ledger.Change{c}, more...) {
@@ -287,10 +288,15 @@ func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Chang
 		}
 		if (op.Status == ledger.StatusRetryWait || op.Status == ledger.StatusUnknown) && op.NextAttemptAt != nil {
 			msg := ledger.DispatchOutbox(w.broker.DispatchSubject(op.Provider), op.ID, op.Version, *op.NextAttemptAt)
+			scheduled = true
 			return outbox.Insert(ctx, tx, msg)
 		}
 		return nil
 	})
+	if err == nil && scheduled {
+		// The relay sleeps until its earliest due row: let it see this one.
+		w.store.OutboxCommitted()
+	}
 	if errors.Is(err, ledger.ErrStale) && !w.fencedIsEvidence {
 		return nil
 	}

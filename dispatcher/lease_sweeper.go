@@ -100,6 +100,9 @@ func (s *LeaseSweeper) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
+	if len(stuck) > 0 {
+		s.store.OutboxCommitted()
+	}
 	return nil
 }
 

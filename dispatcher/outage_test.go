@@ -38,6 +38,7 @@ func TestPostgresOutageMidDispatchLosesNothingAndCausesNoSecondCall(t *testing.T
 
 func TestNATSOutageMidDispatchLosesNothingAndCausesNoSecondCall(t *testing.T) {
 	t.Parallel()
+	testnats.Anchor(t)
 	natsURL, _ := url.Parse(testnats.URL())
 	proxy := testproxy.New(t, natsURL.Host)
 	b, err := broker.Connect(context.Background(), broker.Config{URL: "nats://" + proxy.Addr(), Prefix: testnats.Prefix(), Logger: slog.New(slog.DiscardHandler)})

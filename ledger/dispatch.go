@@ -96,6 +96,7 @@ type Requeue struct {
 // queued operations it releases, in the same transaction as publish does
 // (publish writes their dispatch messages to the outbox).
 func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string, publish func(tx pgx.Tx, released []Requeue) error) (removed bool, err error) {
+	n := 0
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, pauseDelete, tenant, provider, action)
 		if err != nil {
@@ -107,8 +108,12 @@ func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, 
 		if err != nil {
 			return fmt.Errorf("find released operations: %w", err)
 		}
+		n = len(released)
 		return publish(tx, released)
 	})
+	if err == nil && n > 0 {
+		s.OutboxCommitted()
+	}
 	return removed, err
 }
 

@@ -108,6 +108,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	case err != nil:
 		return Operation{}, false, fmt.Errorf("enqueue operation: %w", err)
 	case created:
+		s.OutboxCommitted()
 		return Operation{
 			ID: id, TenantID: req.TenantID, Tenant: deref(tenant), Action: req.Action, Key: req.Key,
 			Provider: req.Provider, Params: canonical, ParamsFingerprint: fingerprint,

@@ -109,6 +109,9 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject strin
 	if err != nil {
 		return false, err
 	}
+	if stored {
+		s.OutboxCommitted()
+	}
 	return stored, nil
 }
 

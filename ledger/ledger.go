@@ -97,18 +97,32 @@ type Config struct {
 	// transition into review also write a review-stream message to the
 	// outbox in the same statement, subject <prefix>.<tenant>.<reason>.
 	ReviewSubjectPrefix string
+	// OutboxCommitted, when set, is called after a commit that added
+	// outbox rows due now (outbox.Notifier.Signal), so relays publish them
+	// at once instead of at their next poll.
+	OutboxCommitted func()
 }
 
 // Store reads and writes the ledger.
 type Store struct {
-	pool          *pgxpool.Pool
-	now           func() time.Time
-	reviewSubject string
+	pool            *pgxpool.Pool
+	now             func() time.Time
+	reviewSubject   string
+	outboxCommitted func()
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix}
+	return &Store{pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted}
+}
+
+// OutboxCommitted tells relays that outbox rows were committed; writers
+// that add outbox rows outside the Store's own methods call it after their
+// commit.
+func (s *Store) OutboxCommitted() {
+	if s.outboxCommitted != nil {
+		s.outboxCommitted()
+	}
 }
 
 // Pool returns the pool the store writes to, for callers that need to open

@@ -115,6 +115,9 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})
+	if err == nil && recorded {
+		s.OutboxCommitted()
+	}
 	return recorded, err
 }
 

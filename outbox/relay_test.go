@@ -148,7 +148,13 @@ func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer relay.Stop()
-	// Let the listener start, then insert in a transaction, as the API does.
+	notifier := outbox.NewNotifier(pool, quiet())
+	if err := notifier.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer notifier.Stop()
+	// Let the listener start, then insert in a transaction, as the API
+	// does, and signal after the commit.
 	time.Sleep(200 * time.Millisecond)
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		return outbox.Insert(context.Background(), tx, outbox.Message{Subject: b.DispatchSubject("acme"), MsgID: "wake-1", Payload: []byte("{}")})
@@ -156,6 +162,7 @@ func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	notifier.Signal()
 	waitFor(t, 10*time.Second, "the row to be published after NOTIFY", func() bool { return unpublished(t, pool) == 0 })
 	msg, err := getLast(b)
 	if err != nil {

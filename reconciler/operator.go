@@ -298,6 +298,7 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 		return outbox.Insert(ctx, tx, ledger.DispatchOutbox(r.broker.DispatchSubject(next.Provider), next.ID, next.Version, time.Time{}))
 	})
 	if err == nil {
+		r.store.OutboxCommitted()
 		r.log.InfoContext(ctx, "operator retried operation", "operation_id", op.ID, "tenant", op.Tenant, "by", actor)
 	}
 	return out, err

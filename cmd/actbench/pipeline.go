@@ -126,7 +126,12 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 	if err != nil {
 		return nil, fmt.Errorf("connect to NATS at %s (is nats-server -js running? set BENCH_NATS_URL): %w", e.natsURL, err)
 	}
-	p.store = ledger.New(p.db.pool, ledger.Config{ReviewSubjectPrefix: p.broker.ReviewSubjectPrefix()})
+	// As `actledger serve` wires it: writers wake relays after their commit.
+	notifier := outbox.NewNotifier(p.db.pool, quiet())
+	if err := p.start(ctx, notifier); err != nil {
+		return nil, err
+	}
+	p.store = ledger.New(p.db.pool, ledger.Config{ReviewSubjectPrefix: p.broker.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
 	tokens := auth.New(p.db.pool, p.store)
 	agent, err := tokens.Create(ctx, benchTenant, auth.RoleAgent, "")
 	if err != nil {

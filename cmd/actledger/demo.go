@@ -299,7 +299,8 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	p.pool, p.store = pool, ledger.New(pool, ledger.Config{})
+	notifier := outbox.NewNotifier(pool, logger)
+	p.pool, p.store = pool, ledger.New(pool, ledger.Config{OutboxCommitted: notifier.Signal})
 	p.onClose(stopDB)
 
 	dir, err := os.MkdirTemp("", "actledger-demo-nats-")
@@ -337,7 +338,7 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	p.workers = []startStopper{outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}), d}
+	p.workers = []startStopper{notifier, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}), d}
 	for _, w := range p.workers {
 		if err := w.Start(ctx); err != nil {
 			return nil, err

@@ -69,13 +69,14 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	defer b.Close()
 	logger.Info("connected to JetStream", "embedded", b.Embedded(), "server_version", b.ServerVersion(), "prefix", b.Prefix())
 
-	store := ledger.New(pool, ledger.Config{ReviewSubjectPrefix: b.ReviewSubjectPrefix()})
+	notifier := outbox.NewNotifier(pool, logger)
+	store := ledger.New(pool, ledger.Config{ReviewSubjectPrefix: b.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
 	metricsRegistry := metrics.New(pool, logger)
 	rec, err := reconciler.New(store, b, reconciler.Config{Registry: registry, Logger: logger})
 	if err != nil {
 		return err
 	}
-	var components []startStopper
+	components := []startStopper{notifier}
 	if slices.Contains(roles, "relay") {
 		components = append(components, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}))
 	}

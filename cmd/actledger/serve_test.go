@@ -39,6 +39,7 @@ type instance struct {
 func startServe(t *testing.T) *instance {
 	t.Helper()
 	_, dbURL := testdb.NewWithURL(t)
+	testnats.Anchor(t)
 	supplier := mocksupplier.New(mocksupplier.Config{LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	srv := httptest.NewServer(supplier)
 	t.Cleanup(func() { srv.Close(); supplier.Close() })

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/broker"
 )
@@ -33,10 +35,45 @@ func Prefix() string {
 	return "T" + strings.ToUpper(strings.ReplaceAll(uuid.NewString(), "-", "")[:12])
 }
 
+// anchorStream is one empty stream that tests never delete. nats-server
+// 2.9 removes an account's stream directory when its last file-storage
+// stream is deleted, and a stream created at that moment fails ("error
+// creating store for stream"); parallel test packages create and delete
+// streams all the time, so the anchor keeps the directory in place.
+const anchorStream = "ACTLEDGER_TEST_ANCHOR"
+
+// Anchor makes sure the anchor stream exists; tests that connect to the
+// server without New call it first.
+func Anchor(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := ensureAnchor(ctx); err != nil {
+		t.Fatalf("testnats: connect to %s (is nats-server -js running? set TEST_NATS_URL): %v", URL(), err)
+	}
+}
+
+func ensureAnchor(ctx context.Context) error {
+	nc, err := nats.Connect(URL())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	_, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name: anchorStream, Subjects: []string{"actledger-test-anchor"}, Storage: jetstream.FileStorage,
+	})
+	return err
+}
+
 // New connects a broker with a unique prefix and removes its streams when t
 // ends.
 func New(t testing.TB) *broker.Broker {
 	t.Helper()
+	Anchor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	b, err := broker.Connect(ctx, broker.Config{

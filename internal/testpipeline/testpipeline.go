@@ -101,6 +101,7 @@ type Pipeline struct {
 	agent, approver           auth.Principal
 
 	providers map[string]provider.Provider
+	notifier  *outbox.Notifier
 	running   []interface{ Stop() }
 }
 
@@ -125,7 +126,12 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if p.Broker == nil {
 		p.Broker = testnats.New(t)
 	}
-	p.Store = ledger.New(p.Pool, ledger.Config{Now: p.Clock.Now, ReviewSubjectPrefix: p.Broker.ReviewSubjectPrefix()})
+	p.notifier = outbox.NewNotifier(p.Pool, quiet())
+	if err := p.notifier.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.notifier.Stop)
+	p.Store = ledger.New(p.Pool, ledger.Config{Now: p.Clock.Now, ReviewSubjectPrefix: p.Broker.ReviewSubjectPrefix(), OutboxCommitted: p.notifier.Signal})
 	lag := max(opts.LookupLag, 0)
 	p.Supplier = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
 	supplierSrv := httptest.NewServer(p.Supplier)
