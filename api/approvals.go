@@ -22,13 +22,8 @@ type createApprovalRequest struct {
 
 // createApproval is POST /v1/approvals.
 func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var req createApprovalRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

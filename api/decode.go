@@ -30,6 +30,20 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 	return body, nil
 }
 
+// readJSON reads the body under the size limit and decodes it strictly into
+// v. An empty body leaves v as it is when optional is set (all its fields
+// are optional), and is malformed JSON otherwise.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optional bool) error {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		return err
+	}
+	if optional && len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	return decodeJSON(body, v)
+}
+
 // decodeJSON decodes body into v strictly: one JSON object, no unknown
 // fields, every type right. Errors name the field and answer 400.
 func decodeJSON(body []byte, v any) error {

@@ -20,14 +20,8 @@ type dispatchScope struct {
 // everything of the tenant.
 func (s *Server) scope(w http.ResponseWriter, r *http.Request) (dispatchScope, error) {
 	var sc dispatchScope
-	body, err := s.readBody(w, r)
-	if err != nil {
+	if err := s.readJSON(w, r, &sc, true); err != nil {
 		return sc, err
-	}
-	if len(body) > 0 {
-		if err := decodeJSON(body, &sc); err != nil {
-			return sc, err
-		}
 	}
 	if sc.Action != "" {
 		if _, ok := s.cfg.Actions[sc.Action]; !ok {

@@ -25,13 +25,8 @@ type createOperationRequest struct {
 // contract's order: size (413), JSON (400), action known (422), existing
 // key (200 replay / 409 conflict), approval (403).
 func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var req createOperationRequest
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

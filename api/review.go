@@ -29,13 +29,8 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var res reconciler.Resolution
-	if err := decodeJSON(body, &res); err != nil {
+	if err := s.readJSON(w, r, &res, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -59,15 +54,10 @@ func (s *Server) resolveEvidence(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var req struct {
 		Note string `json:"note"`
 	}
-	if err := decodeJSON(body, &req); err != nil {
+	if err := s.readJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -85,19 +75,12 @@ func (s *Server) retryOperation(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	var req struct {
 		Note string `json:"note"`
 	}
-	if len(body) > 0 {
-		if err := decodeJSON(body, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
+	if err := s.readJSON(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
 	}
 	op, err := s.cfg.Reconciler.Retry(r.Context(), p.TenantID, p.Actor(), id, req.Note)
 	if err != nil {
@@ -119,17 +102,10 @@ type replayRequest struct {
 // per item as it is done ({"item":…}), then {"summary":…}, so a long replay
 // shows progress.
 func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	body, err := s.readBody(w, r)
-	if err != nil {
+	var req replayRequest
+	if err := s.readJSON(w, r, &req, true); err != nil {
 		s.writeError(w, r, err)
 		return
-	}
-	var req replayRequest
-	if len(body) > 0 {
-		if err := decodeJSON(body, &req); err != nil {
-			s.writeError(w, r, err)
-			return
-		}
 	}
 	opts := reconciler.ReplayOptions{Reason: req.Reason, DryRun: req.DryRun}
 	if req.Since != "" {
