@@ -2,7 +2,9 @@
 // same Postgres transaction as the state they announce (Insert), and a Relay
 // publishes them to JetStream.
 //
-// The relay wakes on LISTEN/NOTIFY and also polls, claims unpublished rows in
+// The relay wakes on LISTEN/NOTIFY, sent by a Notifier after the writers'
+// commits (a NOTIFY inside a data transaction would hold Postgres's notify
+// lock until the commit is flushed and serialise commits), and also polls, claims unpublished rows in
 // batches with FOR UPDATE SKIP LOCKED (so several relays share the work and
 // never process one row at the same time), publishes them asynchronously
 // with Nats-Msg-Id, and marks them published only after JetStream
