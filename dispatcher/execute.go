@@ -275,7 +275,15 @@ func (w *work) moveThen(ctx context.Context, c ledger.Change, more ...ledger.Cha
 
 func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Change) error {
 	scheduled := false
-	err := pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {
+	var err error
+	if len(more) == 0 && c.NextAttemptAt.IsZero() {
+		// One change and nothing to schedule: the transition is a single
+		// statement, atomic on its own, so it needs no BEGIN and COMMIT.
+		c.ID, c.From, c.Version, c.Actor = w.op.ID, w.op.Status, w.op.Version, w.actor
+		_, err = w.store.Transition(ctx, w.store.Pool(), c)
+		return w.fenced(ctx, c, err)
+	}
+	err = pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {
 		op := w.op
 		for _, ch := range append([]ledger.Change{c}, more...) {
 			ch.ID, ch.From, ch.Version = op.ID, op.Status, op.Version
@@ -297,6 +305,12 @@ func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Chang
 		// The relay sleeps until its earliest due row: let it see this one.
 		w.store.OutboxCommitted()
 	}
+	return w.fenced(ctx, c, err)
+}
+
+// fenced turns a stale write (the lease was lost) into what the worker
+// saw, kept as evidence; other errors pass through.
+func (w *work) fenced(ctx context.Context, c ledger.Change, err error) error {
 	if errors.Is(err, ledger.ErrStale) && !w.fencedIsEvidence {
 		return nil
 	}
