@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -40,7 +41,20 @@ func (b *Broker) DispatchSubject(provider string) string {
 
 // ReviewSubject is the subject of review items of tenant for reason.
 func (b *Broker) ReviewSubject(tenant, reason string) string {
-	return b.ReviewSubjectPrefix() + "." + tenant + "." + reason
+	return b.ReviewSubjectPrefix() + "." + SubjectToken(tenant) + "." + reason
+}
+
+// SubjectToken makes a name (a tenant's) usable as one subject token: every
+// character but letters, digits, '-' and '_' becomes '_'. The SQL function
+// subject_token (schema 007) does the same for subjects written by
+// Postgres; the two must agree.
+func SubjectToken(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
+			return r
+		}
+		return '_'
+	}, name)
 }
 
 // EvidenceSubject is the subject of evidence from provider.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/ledger"
 )
@@ -455,5 +456,21 @@ func TestCanonicalizeRejectsNonObjects(t *testing.T) {
 	var v map[string]any
 	if err := json.Unmarshal(canonical, &v); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestSQLSubjectTokenAgreesWithGo: review subjects are written by Postgres
+// (subject_token) and read by Go (broker.SubjectToken).
+func TestSQLSubjectTokenAgreesWithGo(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	for _, name := range []string{"acme-corp", "Acme Inc.", "a.b*c>d", "zürich", "x_y-Z9"} {
+		var got string
+		if err := pool.QueryRow(context.Background(), `SELECT subject_token($1)`, name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if want := broker.SubjectToken(name); got != want {
+			t.Errorf("subject_token(%q) = %q, Go says %q", name, got, want)
+		}
 	}
 }

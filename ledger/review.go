@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/outbox"
 )
 
@@ -111,7 +112,7 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 			"reference": u.Reference, "provider_reference": u.ProviderReference, "owner": u.Owner, "deadline": u.Deadline,
 		})
 		return outbox.Insert(ctx, tx, outbox.Message{
-			Subject: s.reviewSubject + "." + tenant + "." + ReasonUnmatchedEvidence,
+			Subject: s.reviewSubject + "." + broker.SubjectToken(tenant) + "." + ReasonUnmatchedEvidence,
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})

@@ -119,7 +119,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if opts.Lease == 0 {
 		opts.Lease = 2 * time.Second
 	}
-	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: "acme-corp"}
+	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: "Acme Corp."}
 	if p.Pool == nil {
 		p.Pool = testdb.New(t)
 	}
@@ -205,7 +205,7 @@ func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
 		fmt.Fprintf(y, "    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: %s}\n", p.Opts.LookupLag)
 	}
 	fmt.Fprintf(y, "    retry: {max_attempts: %d, initial: 50ms, max: 200ms, max_elapsed: %s}\n", p.Opts.MaxAttempts, p.Opts.MaxElapsed)
-	fmt.Fprintf(y, "    tenant: %s\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
+	fmt.Fprintf(y, "    tenant: %q\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
 	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
 }
 
