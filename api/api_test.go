@@ -167,7 +167,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"unknown field", f.agent, []byte(`{"action":"supplier.create_order","params":{},"approval_id":"` + approval + `","priority":1}`), 400, "unknown_field", "priority"},
 		{"wrong type", f.agent, []byte(`{"action":"supplier.create_order","key":7,"params":{},"approval_id":"` + approval + `"}`), 400, "invalid_field", "key"},
 		{"params not an object", f.agent, []byte(`{"action":"supplier.create_order","params":[1],"approval_id":"` + approval + `"}`), 400, "invalid_field", "params"},
-		{"approval id not a uuid", f.agent, []byte(`{"action":"supplier.create_order","params":{},"approval_id":"nope"}`), 400, "invalid_field", "approval_id"},
+		{"approval id not a uuid", f.agent, []byte(`{"action":"supplier.create_order","params":{},"approval_id":"nope"}`), 403, "approval_mismatch", ""},
+		{"no approval id", f.agent, []byte(`{"action":"supplier.create_order","key":"k9","params":{}}`), 403, "approval_mismatch", ""},
 		{"number out of range", f.agent, []byte(`{"action":"supplier.create_order","params":{"n":1e999},"approval_id":"` + approval + `"}`), 400, "invalid_field", "params"},
 		{"missing action", f.agent, []byte(`{"params":{},"approval_id":"` + approval + `"}`), 400, "invalid_field", "action"},
 		{"empty key", f.agent, []byte(`{"action":"supplier.create_order","key":"","params":{},"approval_id":"` + approval + `"}`), 400, "invalid_field", "key"},
@@ -224,6 +225,7 @@ func TestChecksRunInContractOrder(t *testing.T) {
 		{"JSON beats unknown action", f.agent, []byte(`{"action":"rocket.launch",`), 400, "malformed_json"},
 		{"unknown action beats approval", f.agent, []byte(`{"action":"rocket.launch","params":{},"approval_id":"` + approval + `"}`), 422, "unknown_action"},
 		{"replay beats revoked approval", f.agent, opBody("po-1", `{"sku":"A-1"}`, approval), 200, ""},
+		{"replay beats a missing approval", f.agent, opBody("po-1", `{"sku":"A-1"}`, "not-an-approval"), 200, ""},
 		{"conflict beats revoked approval", f.agent, opBody("po-1", `{"sku":"A-2"}`, approval), 409, "key_reused_with_different_params"},
 		{"revoked approval for a new key", f.agent, opBody("po-2", `{"sku":"A-1"}`, approval), 403, "approval_revoked"},
 	}

@@ -76,12 +76,12 @@ func (req createOperationRequest) validate() (uuid.UUID, error) {
 	if len(req.Params) == 0 || req.Params[0] != '{' {
 		return uuid.Nil, fieldError("params", "must be a JSON object")
 	}
-	if req.ApprovalID == "" {
-		return uuid.Nil, fieldError("approval_id", "is required")
-	}
+	// A missing or unknown approval is the approval check's to refuse
+	// (403 approval_mismatch), after a replay of an existing key had its
+	// chance: uuid.Nil names no approval.
 	id, err := uuid.Parse(req.ApprovalID)
 	if err != nil {
-		return uuid.Nil, fieldError("approval_id", "must be a UUID")
+		return uuid.Nil, nil
 	}
 	return id, nil
 }

@@ -86,6 +86,9 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 		return Operation{}, false, err
 	}
 	if req.Key == "" {
+		if req.ApprovalID == uuid.Nil {
+			return Operation{}, false, &ApprovalError{Code: ApprovalMismatch, Reason: "no approval given"}
+		}
 		req.Key = req.ApprovalID.String()
 	}
 	if req.Actor == "" {
