@@ -110,6 +110,12 @@ func (f *fixture) do(t *testing.T, method, path, token string, body []byte) resp
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	return send(t, req)
+}
+
+// send performs req and decodes a JSON answer.
+func send(t *testing.T, req *http.Request) response {
+	t.Helper()
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

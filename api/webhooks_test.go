@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -50,15 +49,7 @@ func (f *fixture) postWebhook(t *testing.T, provider, signature string, body []b
 	if signature != "" {
 		req.Header.Set(webhook.Header, signature)
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	r := response{status: res.StatusCode, header: res.Header, raw: string(raw)}
-	_ = json.Unmarshal(raw, &r.body)
-	return r
+	return send(t, req)
 }
 
 // assertNothingStored fails t unless the inbox and the outbox are empty.

@@ -233,26 +233,26 @@ func newTracker() *tracker {
 
 // sent records that id was due at due.
 func (t *tracker) sent(id uuid.UUID, due time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if at, ok := t.seen[id]; ok {
-		delete(t.seen, id)
-		t.lat = append(t.lat, at.Sub(due))
-		return
-	}
-	t.due[id] = due
+	t.pair(id, due, t.due, t.seen, func(seen time.Time) time.Duration { return seen.Sub(due) })
 }
 
 // saw records that id reached the point at at.
 func (t *tracker) saw(id uuid.UUID, at time.Time) {
+	t.pair(id, at, t.seen, t.due, func(due time.Time) time.Duration { return at.Sub(due) })
+}
+
+// pair matches one end of an operation's measurement with the other: if
+// the other end is already in others, the latency is recorded; otherwise
+// this end waits in mine. The two ends may arrive in either order.
+func (t *tracker) pair(id uuid.UUID, at time.Time, mine, others map[uuid.UUID]time.Time, latency func(other time.Time) time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if due, ok := t.due[id]; ok {
-		delete(t.due, id)
-		t.lat = append(t.lat, at.Sub(due))
+	if other, ok := others[id]; ok {
+		delete(others, id)
+		t.lat = append(t.lat, latency(other))
 		return
 	}
-	t.seen[id] = at
+	mine[id] = at
 }
 
 // fail records that id ended in a state it should not have.
