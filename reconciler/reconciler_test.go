@@ -66,8 +66,10 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	p.Start(1)
 	first := p.WaitStatus(op, ledger.StatusSucceeded, settle)
-	// The webhook of the first order changes nothing.
-	p.Eventually(settle, "the first webhook to be applied", func() bool { return countWebhooks(t, p, "no_change") == 1 })
+	// The first order's webhook either settled the operation itself (it can
+	// arrive before the dispatcher records the response) or changed nothing;
+	// either way it must be applied before the second order appears.
+	p.Eventually(settle, "the first webhook to be applied", func() bool { return appliedWebhooks(t, p) == 1 })
 
 	pc, _ := p.Registry.Provider("acme")
 	res, err := http.Post(pc.BaseURL+"/admin/orders", "application/json",
@@ -85,10 +87,12 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	}
 }
 
-func countWebhooks(t *testing.T, p *testpipeline.Pipeline, outcome string) int {
+// appliedWebhooks counts the webhook events the reconciler has applied,
+// whatever came of them.
+func appliedWebhooks(t *testing.T, p *testpipeline.Pipeline) int {
 	t.Helper()
 	var n int
-	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_events WHERE outcome = $1`, outcome).Scan(&n); err != nil {
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM webhook_events WHERE applied_at IS NOT NULL`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
