@@ -180,7 +180,7 @@ func (d *Dispatcher) handle(runCtx context.Context, msg jetstream.Msg) {
 		_ = msg.TermWithReason("malformed dispatch message")
 		return
 	}
-	err := d.Execute(ctx, m.OperationID)
+	err := d.Execute(ctx, m)
 	switch {
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing

@@ -29,13 +29,26 @@ const (
 	ReasonLapsedUnknown    = "approval_lapsed_outcome_unknown"
 )
 
-// Execute does what the ledger says operation id needs now: a first or
-// retried create (queued, retry_wait), or settling an unknown outcome
-// (unknown). Anything else, or an operation claimed by another worker, or
-// paused, is left alone. It returns an error only when the ledger could
-// not be read or written.
-func (d *Dispatcher) Execute(ctx context.Context, id uuid.UUID) error {
-	op, err := d.store.GetInternal(ctx, d.store.Pool(), id)
+// Execute does what the ledger says the operation of dispatch message m
+// needs now: a first or retried create (queued, retry_wait), or settling an
+// unknown outcome (unknown). Anything else, or an operation claimed by
+// another worker, or paused, is left alone. It returns an error only when
+// the ledger could not be read or written.
+func (d *Dispatcher) Execute(ctx context.Context, m ledger.Dispatch) error {
+	if m.Version == 1 {
+		// Every operation is created queued at version 1, so the message
+		// of a new operation can be claimed without reading it first: the
+		// claim's conditions say whether it is still so.
+		claimed, lapse, err := d.claim(ctx, m.OperationID, ledger.StatusQueued, 1)
+		if err == nil {
+			return d.run(ctx, claimed, ledger.StatusQueued, lapse)
+		}
+		if !errors.Is(err, ledger.ErrStale) {
+			return err
+		}
+		// It moved on, or its dispatch is paused: read what it needs now.
+	}
+	op, err := d.store.GetInternal(ctx, d.store.Pool(), m.OperationID)
 	if err != nil {
 		return err
 	}
@@ -50,17 +63,10 @@ func (d *Dispatcher) Execute(ctx context.Context, id uuid.UUID) error {
 	default:
 		return nil
 	}
-	pc, ok := d.cfg.Registry.Provider(op.Provider)
-	if !ok {
+	if _, ok := d.cfg.Registry.Provider(op.Provider); !ok {
 		return fmt.Errorf("operation %s names provider %q, which is not configured", op.ID, op.Provider)
 	}
-	from := op.Status
-	claimed, err := d.store.Transition(ctx, d.store.Pool(), ledger.Change{
-		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching,
-		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
-		LeaseOwner: d.cfg.WorkerID, LeaseUntil: now.Add(d.cfg.LeaseDuration),
-		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds()},
-	})
+	claimed, lapse, err := d.claim(ctx, op.ID, op.Status, op.Version)
 	if errors.Is(err, ledger.ErrStale) {
 		// Another worker has it, it moved on, or its dispatch is paused
 		// (a resume re-publishes it).
@@ -69,14 +75,32 @@ func (d *Dispatcher) Execute(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	log := d.log.With("operation_id", op.ID, "tenant", op.Tenant, "provider", op.Provider, "action", op.Action)
-	lapse, err := d.store.CheckLapse(ctx, d.store.Pool(), op.ID)
-	if err != nil {
-		return err
+	return d.run(ctx, claimed, op.Status, lapse)
+}
+
+// claim takes the operation for this worker for one lease, unless a pause
+// covers it, and says whether it may still be sent.
+func (d *Dispatcher) claim(ctx context.Context, id uuid.UUID, from ledger.Status, version int64) (ledger.Operation, ledger.Lapse, error) {
+	return d.store.Claim(ctx, ledger.Change{
+		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
+		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
+		LeaseOwner: d.cfg.WorkerID, LeaseUntil: d.store.Now().Add(d.cfg.LeaseDuration),
+		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds()},
+	})
+}
+
+// run works on an operation this worker has claimed from status from.
+func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from ledger.Status, lapse ledger.Lapse) error {
+	pc, ok := d.cfg.Registry.Provider(claimed.Provider)
+	if !ok {
+		// Only a provider removed from the config between the read and
+		// the claim: the lease runs out and the sweeper takes it over.
+		return fmt.Errorf("operation %s names provider %q, which is not configured", claimed.ID, claimed.Provider)
 	}
+	log := d.log.With("operation_id", claimed.ID, "tenant", claimed.Tenant, "provider", claimed.Provider, "action", claimed.Action)
 	w := &work{
 		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, onAttempt: d.cfg.OnAttempt,
-		op: claimed, pc: pc, p: d.providers[op.Provider], lapse: lapse, fencedIsEvidence: true,
+		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)

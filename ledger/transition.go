@@ -109,18 +109,69 @@ FROM upd o JOIN tenants t ON t.id = o.tenant_id`
 // forbids the move, or ErrStale if the operation changed meanwhile (nothing
 // is written then; record what the caller saw with AppendEvent).
 func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, error) {
+	args, err := s.transitionArgs(c)
+	if err != nil {
+		return Operation{}, err
+	}
+	rows, _ := db.Query(ctx, operationTransition, args...)
+	return collectTransition(rows, c)
+}
+
+// Claim is Transition for a claim (c.To is dispatching) that also tells,
+// in the same round trip and the same implicit transaction, whether the
+// claimed operation may still be sent (see CheckLapse). The dispatcher's
+// hot path: one round trip and one commit before the provider call.
+func (s *Store) Claim(ctx context.Context, c Change) (Operation, Lapse, error) {
+	if c.To != StatusDispatching {
+		return Operation{}, LapseNone, fmt.Errorf("claim must move to %s, not %s", StatusDispatching, c.To)
+	}
+	args, err := s.transitionArgs(c)
+	if err != nil {
+		return Operation{}, LapseNone, err
+	}
+	var (
+		op     Operation
+		lapse  Lapse
+		txnErr error
+	)
+	b := &pgx.Batch{}
+	b.Queue(operationTransition, args...).Query(func(rows pgx.Rows) error {
+		op, txnErr = collectTransition(rows, c)
+		return nil
+	})
+	b.Queue(operationLapse, c.ID, s.nowArg()).QueryRow(func(row pgx.Row) error {
+		if err := row.Scan(&lapse); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("check approval of %s: %w", c.ID, err)
+		}
+		return nil
+	})
+	err = s.pool.SendBatch(ctx, b).Close()
+	switch {
+	case txnErr != nil && !errors.Is(txnErr, ErrStale):
+		return Operation{}, LapseNone, txnErr
+	case err != nil:
+		return Operation{}, LapseNone, err
+	case txnErr != nil:
+		return Operation{}, LapseNone, txnErr
+	}
+	return op, lapse, nil
+}
+
+// transitionArgs checks c against the transition table and the rules of
+// its target state, and returns operationTransition's arguments.
+func (s *Store) transitionArgs(c Change) ([]any, error) {
 	if !c.From.CanMoveTo(c.To) {
-		return Operation{}, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
+		return nil, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
 	}
 	if c.To == StatusDispatching && (c.LeaseOwner == "" || c.LeaseUntil.IsZero()) {
-		return Operation{}, fmt.Errorf("transition to dispatching needs a lease owner and expiry")
+		return nil, fmt.Errorf("transition to dispatching needs a lease owner and expiry")
 	}
 	if c.To == StatusReview && (c.Review == nil || c.Review.Reason == "" || c.Review.Owner == "") {
-		return Operation{}, fmt.Errorf("transition to review needs a reason and an owner")
+		return nil, fmt.Errorf("transition to review needs a reason and an owner")
 	}
 	detail, err := marshalDetail(c.Detail)
 	if err != nil {
-		return Operation{}, err
+		return nil, err
 	}
 	var reason, owner *string
 	var deadline *time.Time
@@ -130,11 +181,17 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 			deadline = &c.Review.Deadline
 		}
 	}
-	rows, _ := db.Query(ctx, operationTransition,
+	return []any{
 		c.ID, c.Version, c.From, c.To, s.nowArg(),
 		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Attempted,
 		nullString(c.ProviderReference), reason, owner, deadline, nullString(c.Flag),
-		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused, s.reviewSubject, c.ResetRetryBudget)
+		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused, s.reviewSubject, c.ResetRetryBudget,
+	}, nil
+}
+
+// collectTransition reads operationTransition's result: the operation
+// after c, or ErrStale when the conditional update matched nothing.
+func collectTransition(rows pgx.Rows, c Change) (Operation, error) {
 	op, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Operation])
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Operation{}, fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, c.ID, c.Version, c.From)
