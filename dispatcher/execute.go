@@ -301,10 +301,10 @@ func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Chang
 	scheduled := false
 	var err error
 	if len(more) == 0 && c.NextAttemptAt.IsZero() {
-		// One change and nothing to schedule: the transition is a single
-		// statement, atomic on its own, so it needs no BEGIN and COMMIT.
+		// One change and nothing to schedule: a single statement, atomic
+		// on its own, which shares its commit with other workers' results.
 		c.ID, c.From, c.Version, c.Actor = w.op.ID, w.op.Status, w.op.Version, w.actor
-		_, err = w.store.Transition(ctx, w.store.Pool(), c)
+		_, err = w.store.Record(ctx, c)
 		return w.fenced(ctx, c, err)
 	}
 	err = pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {

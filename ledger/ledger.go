@@ -109,11 +109,13 @@ type Store struct {
 	now             func() time.Time
 	reviewSubject   string
 	outboxCommitted func()
+	group           *groupCommit
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted}
+	return &Store{pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
+		group: &groupCommit{pool: pool}}
 }
 
 // OutboxCommitted tells relays that outbox rows were committed; writers

@@ -118,9 +118,9 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 }
 
 // Claim is Transition for a claim (c.To is dispatching) that also tells,
-// in the same round trip and the same implicit transaction, whether the
-// claimed operation may still be sent (see CheckLapse). The dispatcher's
-// hot path: one round trip and one commit before the provider call.
+// in the same round trip and the same transaction, whether the claimed
+// operation may still be sent (see CheckLapse). It is the dispatcher's hot
+// path, so concurrent claims share round trips and commits (see Record).
 func (s *Store) Claim(ctx context.Context, c Change) (Operation, Lapse, error) {
 	if c.To != StatusDispatching {
 		return Operation{}, LapseNone, fmt.Errorf("claim must move to %s, not %s", StatusDispatching, c.To)
@@ -130,31 +130,61 @@ func (s *Store) Claim(ctx context.Context, c Change) (Operation, Lapse, error) {
 		return Operation{}, LapseNone, err
 	}
 	var (
-		op     Operation
-		lapse  Lapse
-		txnErr error
+		op       Operation
+		lapse    Lapse
+		claimErr error
 	)
-	b := &pgx.Batch{}
-	b.Queue(operationTransition, args...).Query(func(rows pgx.Rows) error {
-		op, txnErr = collectTransition(rows, c)
-		return nil
+	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
+		b.Queue(operationTransition, args...).Query(func(rows pgx.Rows) error {
+			op, claimErr = collectTransition(rows, c)
+			return unlessStale(claimErr)
+		})
+		b.Queue(operationLapse, c.ID, s.nowArg()).QueryRow(func(row pgx.Row) error {
+			lapse = LapseNone
+			if err := row.Scan(&lapse); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("check approval of %s: %w", c.ID, err)
+			}
+			return nil
+		})
 	})
-	b.Queue(operationLapse, c.ID, s.nowArg()).QueryRow(func(row pgx.Row) error {
-		if err := row.Scan(&lapse); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("check approval of %s: %w", c.ID, err)
-		}
-		return nil
-	})
-	err = s.pool.SendBatch(ctx, b).Close()
-	switch {
-	case txnErr != nil && !errors.Is(txnErr, ErrStale):
-		return Operation{}, LapseNone, txnErr
-	case err != nil:
+	if err != nil {
 		return Operation{}, LapseNone, err
-	case txnErr != nil:
-		return Operation{}, LapseNone, txnErr
 	}
-	return op, lapse, nil
+	return op, lapse, claimErr
+}
+
+// Record is Transition in a transaction of its own, for a writer that has
+// nothing else to commit with it. Concurrent calls share round trips and
+// commits: each returns once its change is committed, and a change that
+// fails never makes another fail.
+func (s *Store) Record(ctx context.Context, c Change) (Operation, error) {
+	args, err := s.transitionArgs(c)
+	if err != nil {
+		return Operation{}, err
+	}
+	var (
+		op        Operation
+		recordErr error
+	)
+	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
+		b.Queue(operationTransition, args...).Query(func(rows pgx.Rows) error {
+			op, recordErr = collectTransition(rows, c)
+			return unlessStale(recordErr)
+		})
+	})
+	if err != nil {
+		return Operation{}, err
+	}
+	return op, recordErr
+}
+
+// unlessStale passes on a statement's error unless it is ErrStale, which
+// is an answer, not a failure: the batch it ran in still commits.
+func unlessStale(err error) error {
+	if errors.Is(err, ErrStale) {
+		return nil
+	}
+	return err
 }
 
 // transitionArgs checks c against the transition table and the rules of

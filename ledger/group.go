@@ -1,0 +1,108 @@
+package ledger
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// groupMax bounds how many callers share one round trip.
+const groupMax = 64
+
+// groupCommit runs the writes of concurrent callers in shared round trips:
+// everything that arrives while one batch is in flight goes out as the next
+// pgx.Batch, which Postgres runs as one implicit transaction with one
+// commit. Commits are what a database machine has least of (each waits for
+// a WAL flush and wakes processes); workers that commit one operation at a
+// time spend most of their time waiting for them.
+//
+// Each caller's statements stay atomic: if a shared batch fails, every
+// caller's statements run again on their own, so one caller's error never
+// becomes another's. No goroutine outlives the work: the first caller to
+// find nothing in flight starts a drain that ends when nothing is pending.
+type groupCommit struct {
+	pool *pgxpool.Pool
+
+	mu      sync.Mutex
+	pending []*groupWrite
+	running bool
+}
+
+// groupWrite is one caller's share of a batch.
+type groupWrite struct {
+	ctx context.Context
+	// key orders the writes of a batch (an operation id), so two batches
+	// that touch the same rows lock them in the same order and cannot
+	// deadlock.
+	key uuid.UUID
+	// queue adds the caller's statements to b with callbacks that keep
+	// their results; it may run twice (a failed shared batch is retried
+	// alone), so the callbacks overwrite rather than accumulate.
+	queue func(b *pgx.Batch)
+	done  chan error
+}
+
+// do queues the caller's statements and returns when they have committed
+// (or failed); the error is the batch's, as pgx.BatchResults.Close gives it.
+func (g *groupCommit) do(ctx context.Context, key uuid.UUID, queue func(b *pgx.Batch)) error {
+	w := &groupWrite{ctx: ctx, key: key, queue: queue, done: make(chan error, 1)}
+	g.mu.Lock()
+	g.pending = append(g.pending, w)
+	start := !g.running
+	g.running = true
+	g.mu.Unlock()
+	if start {
+		go g.drain()
+	}
+	// Once queued, the write is waited for even if ctx ends: the caller
+	// must learn whether it committed.
+	return <-w.done
+}
+
+// drain sends batches until nothing is pending.
+func (g *groupCommit) drain() {
+	for {
+		g.mu.Lock()
+		n := min(len(g.pending), groupMax)
+		if n == 0 {
+			g.running = false
+			g.pending = nil
+			g.mu.Unlock()
+			return
+		}
+		batch := slices.Clone(g.pending[:n])
+		g.pending = slices.Delete(g.pending, 0, n)
+		g.mu.Unlock()
+		g.run(batch)
+	}
+}
+
+func (g *groupCommit) run(batch []*groupWrite) {
+	slices.SortFunc(batch, func(a, b *groupWrite) int { return bytes.Compare(a.key[:], b.key[:]) })
+	ctx := context.WithoutCancel(batch[0].ctx)
+	err := g.send(ctx, batch)
+	if err != nil && len(batch) > 1 && !Unavailable(err) {
+		// The whole shared transaction rolled back for one caller's
+		// error: run each caller's statements alone to give each its own.
+		for _, w := range batch {
+			w.done <- g.send(context.WithoutCancel(w.ctx), []*groupWrite{w})
+		}
+		return
+	}
+	for _, w := range batch {
+		w.done <- err
+	}
+}
+
+func (g *groupCommit) send(ctx context.Context, batch []*groupWrite) error {
+	b := &pgx.Batch{}
+	for _, w := range batch {
+		w.queue(b)
+	}
+	return g.pool.SendBatch(ctx, b).Close()
+}
