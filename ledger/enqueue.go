@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/actledger/actledger/outbox"
@@ -99,9 +100,16 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	var created bool
 	var createdAt *time.Time
 	var tenant *string
-	err = s.pool.QueryRow(ctx, operationEnqueue, id, req.TenantID, req.Action, req.Key, req.Provider,
-		canonical, fingerprint, req.ApprovalID, req.TokenID, ExternalKey(id), s.nowArg(),
-		req.Actor, msg.Subject, msg.MsgID, msg.Payload).Scan(&created, &createdAt, &tenant)
+	// Concurrent enqueues share round trips and commits; ordering them by
+	// their unique key keeps two shared transactions from deadlocking on it.
+	order := uuid.NewSHA1(req.TenantID, []byte(req.Action+"\x00"+req.Key))
+	err = s.group.do(ctx, order, func(b *pgx.Batch) {
+		b.Queue(operationEnqueue, id, req.TenantID, req.Action, req.Key, req.Provider,
+			canonical, fingerprint, req.ApprovalID, req.TokenID, ExternalKey(id), s.nowArg(),
+			req.Actor, msg.Subject, msg.MsgID, msg.Payload).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&created, &createdAt, &tenant)
+		})
+	})
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == approvalRefused:
@@ -121,7 +129,8 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	}
 
 	// The key exists: the conflicting row is committed (ON CONFLICT waited
-	// for it), so this read sees it.
+	// for it, or it was inserted by an earlier enqueue of the same shared
+	// transaction, which has committed now), so this read sees it.
 	op, err = s.GetByKey(ctx, req.TenantID, req.Action, req.Key)
 	if err != nil {
 		return Operation{}, false, err

@@ -11,8 +11,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// groupMax bounds how many callers share one round trip.
-const groupMax = 64
+const (
+	// groupMax bounds how many callers share one round trip.
+	groupMax = 64
+	// groupInFlight is how many shared batches run at once: a batch runs
+	// on one Postgres backend, one statement after another, so a few in
+	// parallel keep every core of the database busy.
+	groupInFlight = 4
+)
 
 // groupCommit runs the writes of concurrent callers in shared round trips:
 // everything that arrives while one batch is in flight goes out as the next
@@ -23,14 +29,15 @@ const groupMax = 64
 //
 // Each caller's statements stay atomic: if a shared batch fails, every
 // caller's statements run again on their own, so one caller's error never
-// becomes another's. No goroutine outlives the work: the first caller to
-// find nothing in flight starts a drain that ends when nothing is pending.
+// becomes another's. No goroutine outlives the work: a caller that finds
+// fewer than groupInFlight drains running starts one, and a drain ends when
+// nothing is pending.
 type groupCommit struct {
 	pool *pgxpool.Pool
 
 	mu      sync.Mutex
 	pending []*groupWrite
-	running bool
+	running int // drains sending batches, at most groupInFlight
 }
 
 // groupWrite is one caller's share of a batch.
@@ -53,8 +60,10 @@ func (g *groupCommit) do(ctx context.Context, key uuid.UUID, queue func(b *pgx.B
 	w := &groupWrite{ctx: ctx, key: key, queue: queue, done: make(chan error, 1)}
 	g.mu.Lock()
 	g.pending = append(g.pending, w)
-	start := !g.running
-	g.running = true
+	start := g.running < groupInFlight
+	if start {
+		g.running++
+	}
 	g.mu.Unlock()
 	if start {
 		go g.drain()
@@ -70,8 +79,7 @@ func (g *groupCommit) drain() {
 		g.mu.Lock()
 		n := min(len(g.pending), groupMax)
 		if n == 0 {
-			g.running = false
-			g.pending = nil
+			g.running--
 			g.mu.Unlock()
 			return
 		}
