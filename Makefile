@@ -28,7 +28,7 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 
 .PHONY: bench
 bench: ## measure the pipeline against this machine's own limits, 3-5 min (docs/benchmarks.md)
-	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" \
+	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" \
 	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
 	$(GO) run ./cmd/actbench $(BENCH_FLAGS)
 

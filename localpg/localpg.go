@@ -28,7 +28,7 @@ import (
 )
 
 // DefaultURL is where actledger looks when DATABASE_URL is unset.
-const DefaultURL = "postgres://127.0.0.1:5432/actledger"
+const DefaultURL = "postgres://127.0.0.1:5432/actledger?sslmode=disable"
 
 // privatePort is the port of the private cluster, away from a system one.
 const privatePort = "54329"
@@ -153,7 +153,7 @@ func startPrivate(ctx context.Context, dir string, logger *slog.Logger) (string,
 			logger.Warn("stop private Postgres", "err", err)
 		}
 	}
-	dbURL := "postgres://postgres@127.0.0.1:" + privatePort + "/actledger"
+	dbURL := "postgres://postgres@127.0.0.1:" + privatePort + "/actledger?sslmode=disable"
 	if err := ensureDatabase(ctx, dbURL); err != nil {
 		stop()
 		return "", nil, err

@@ -15,7 +15,7 @@
 //
 //	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e] [--cpuprofile FILE]
 //
-// BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres,
+// BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
 // a maintenance database: the benchmark creates and drops its own) and
 // BENCH_NATS_URL (default nats://127.0.0.1:4222) say where the servers are.
 // docs/benchmarks.md explains how to read the table.
@@ -38,7 +38,7 @@ import (
 
 // Defaults of the servers, those of `make test` and the README.
 const (
-	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres"
+	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 	defaultNATSURL     = "nats://127.0.0.1:4222"
 )
 

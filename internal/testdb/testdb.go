@@ -1,7 +1,7 @@
 // Package testdb gives each test its own freshly migrated Postgres database.
 //
 // Tests run against the real Postgres named by TEST_DATABASE_URL (default
-// postgres://postgres@127.0.0.1:5432/postgres). The migrations are applied
+// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). The migrations are applied
 // once into a template database named after their content hash; every test
 // then gets a cheap copy (CREATE DATABASE ... TEMPLATE) that is dropped when
 // the test ends, so tests run in parallel and leave nothing behind.
@@ -27,7 +27,7 @@ import (
 )
 
 // DefaultURL is used when TEST_DATABASE_URL is unset.
-const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres"
+const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
 // AdminURL is the URL of the server's maintenance database used to create
 // and drop test databases.
