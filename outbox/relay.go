@@ -249,7 +249,10 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	var publishErr error
 	for i, m := range batch {
 		msg := &nats.Msg{Subject: m.Subject, Data: m.Payload, Header: nats.Header{}}
-		futures[i], err = r.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.MsgID))
+		// With more acknowledgements pending than the connection allows
+		// (a BatchSize above 4,096, or a slow server), a publish waits
+		// for room for as long as the batch may take, not nats.go's 200 ms.
+		futures[i], err = r.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.MsgID), jetstream.WithStallWait(r.cfg.PublishTimeout))
 		if err != nil {
 			publishErr = fmt.Errorf("outbox: publish %s: %w", m.MsgID, err)
 			futures = futures[:i]

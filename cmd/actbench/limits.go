@@ -158,7 +158,10 @@ func (l *publishLimit) run(ctx context.Context, n int) (float64, error) {
 	for range n {
 		id := uuid.NewString()
 		msg := &nats.Msg{Subject: l.subject, Data: []byte(`{"operation_id":"` + id + `","version":1}`)}
-		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID("dispatch."+id+".1"))
+		// A publish that finds 4,096 acknowledgements pending waits for
+		// room; the default 200 ms wait fails the run on a moment of
+		// contention, which is not what this limit measures.
+		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID("dispatch."+id+".1"), jetstream.WithStallWait(10*time.Second))
 		if err != nil {
 			return 0, fmt.Errorf("publish: %w", err)
 		}
