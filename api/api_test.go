@@ -204,7 +204,8 @@ func TestBadInputIsRefusedAndWritesNothing(t *testing.T) {
 }
 
 // TestChecksRunInContractOrder: token (401), role (403), size (413), JSON
-// (400), action (422), existing key (200/409), approval (403).
+// (400), action (422), the other fields (400), existing key (200/409),
+// approval (403).
 func TestChecksRunInContractOrder(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -230,6 +231,9 @@ func TestChecksRunInContractOrder(t *testing.T) {
 		{"size beats JSON", f.agent, huge, 413, "body_too_large"},
 		{"JSON beats unknown action", f.agent, []byte(`{"action":"rocket.launch",`), 400, "malformed_json"},
 		{"unknown action beats approval", f.agent, []byte(`{"action":"rocket.launch","params":{},"approval_id":"` + approval + `"}`), 422, "unknown_action"},
+		{"unknown action beats missing params", f.agent, []byte(`{"action":"nope"}`), 422, "unknown_action"},
+		{"unknown action beats a bad key and params", f.agent, []byte(`{"action":"nope","key":"","params":[1]}`), 422, "unknown_action"},
+		{"missing action is a field error", f.agent, []byte(`{"key":"","params":[1]}`), 400, "invalid_field"},
 		{"replay beats revoked approval", f.agent, opBody("po-1", `{"sku":"A-1"}`, approval), 200, ""},
 		{"replay beats a missing approval", f.agent, opBody("po-1", `{"sku":"A-1"}`, "not-an-approval"), 200, ""},
 		{"conflict beats revoked approval", f.agent, opBody("po-1", `{"sku":"A-2"}`, approval), 409, "key_reused_with_different_params"},
@@ -490,5 +494,61 @@ func TestApprovalRequestValidation(t *testing.T) {
 	}
 	if n := f.count(t, "approvals"); n != 0 {
 		t.Errorf("approvals = %d, want 0", n)
+	}
+}
+
+// TestNULEscapeIsRefusedAsAFieldError: Postgres cannot store U+0000, so a
+// \u0000 anywhere in params (or in a text field) is the caller's mistake,
+// answered 400 naming the field, never a 500; nothing is written.
+func TestNULEscapeIsRefusedAsAFieldError(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	approval := f.approve(t, `{"sku":"A-1"}`, "")
+	approvalBody := func(params, policy string) string {
+		return fmt.Sprintf(`{"action":%q,"params":%s,"ttl_seconds":60,"policy_version":"%s"}`, action, params, policy)
+	}
+	operationBody := func(key, params string) string {
+		return fmt.Sprintf(`{"action":%q,"key":"%s","params":%s,"approval_id":%q}`, action, key, params, approval)
+	}
+	tests := []struct {
+		name, path, body, field string
+	}{
+		{"approval: in a value", "/v1/approvals", approvalBody(`{"sku":"A\u0000"}`, "p1"), "params"},
+		{"approval: in a nested member name", "/v1/approvals", approvalBody(`{"a":{"\u0000":1}}`, "p1"), "params"},
+		{"approval: in policy_version", "/v1/approvals", approvalBody(`{"sku":"A-1"}`, `p\u0000`), "policy_version"},
+		{"operation: in a value", "/v1/operations", operationBody("po-1", `{"sku":"\u0000"}`), "params"},
+		{"operation: deep in an array", "/v1/operations", operationBody("po-2", `{"lines":[{"note":"x\u0000y"}]}`), "params"},
+		{"operation: after an escaped backslash", "/v1/operations", operationBody("po-3", `{"note":"\\\u0000"}`), "params"},
+		{"operation: in the key", "/v1/operations", operationBody(`po\u0000`, `{"sku":"A-1"}`), "key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			token := f.agent
+			if tt.path == "/v1/approvals" {
+				token = f.approver
+			}
+			r := f.do(t, "POST", tt.path, token, []byte(tt.body))
+			msg, _ := r.body["error"].(map[string]any)["message"].(string)
+			if r.status != 400 || r.errorCode() != "invalid_field" || !strings.HasPrefix(msg, tt.field+":") {
+				t.Errorf("got %d %s, want 400 invalid_field naming %s", r.status, r.raw, tt.field)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if n, m := f.count(t, "approvals"), f.count(t, "operations"); n != 1 || m != 0 {
+			t.Errorf("approvals %d, operations %d; want 1 and 0", n, m)
+		}
+	})
+}
+
+// TestEscapedBackslashBeforeU0000IsOrdinaryText: the text \u0000 (an
+// escaped backslash, then "u0000") is storable and must not be refused.
+func TestEscapedBackslashBeforeU0000IsOrdinaryText(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	approval := f.approve(t, `{"note":"a\\u0000b"}`, "")
+	if r := f.do(t, "POST", "/v1/operations", f.agent, opBody("po-1", `{"note":"a\\u0000b"}`, approval)); r.status != 201 {
+		t.Errorf("got %d %s, want 201", r.status, r.raw)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -59,8 +60,14 @@ func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
 	if len(req.Params) == 0 || req.Params[0] != '{' {
 		return time.Time{}, fieldError("params", "must be a JSON object")
 	}
+	if hasNULEscape(req.Params) {
+		return time.Time{}, fieldError("params", noNUL)
+	}
 	if req.PolicyVersion == "" {
 		return time.Time{}, fieldError("policy_version", "is required")
+	}
+	if strings.ContainsRune(req.PolicyVersion, 0) {
+		return time.Time{}, fieldError("policy_version", noNUL)
 	}
 	if req.MaxUses != nil && *req.MaxUses < 1 {
 		return time.Time{}, fieldError("max_uses", "must be at least 1")

@@ -99,3 +99,29 @@ func typeName(goType string) string {
 func fieldError(field, problem string) *Error {
 	return errorf(http.StatusBadRequest, "invalid_field", field+": "+problem)
 }
+
+// noNUL is the problem named when a field holds U+0000.
+const noNUL = `must not contain \u0000 (U+0000 cannot be stored)`
+
+// hasNULEscape reports whether the JSON text body holds the escape \u0000
+// (as opposed to an escaped backslash followed by "u0000"). Postgres cannot
+// store U+0000 in jsonb or text, so such input is refused as a 400 naming
+// its field instead of failing the insert with a 500 on every retry.
+func hasNULEscape(body []byte) bool {
+	const esc = `\u0000`
+	for i := 0; ; {
+		j := bytes.Index(body[i:], []byte(esc))
+		if j < 0 {
+			return false
+		}
+		at := i + j
+		backslashes := 0
+		for k := at; k >= 0 && body[k] == '\\'; k-- {
+			backslashes++
+		}
+		if backslashes%2 == 1 {
+			return true
+		}
+		i = at + len(esc)
+	}
+}

@@ -60,8 +60,12 @@ func (s *Server) pauseDispatch(w http.ResponseWriter, r *http.Request, p auth.Pr
 	s.writeDispatch(w, r, p, nil)
 }
 
-// resumeDispatch is POST /v1/dispatch/resume: removes the pause of exactly
-// this scope and hands the queued work it held back to the dispatcher.
+// resumeDispatch is POST /v1/dispatch/resume: removes every pause of the
+// tenant that lies within the scope (an empty provider or action matches
+// any, so {} clears them all) and hands the work they held back to the
+// dispatcher: queued operations at once, retry_wait and unknown ones at
+// their schedule. It is idempotent: with nothing paused it answers 200
+// with removed 0, so an operator (or a script) may resume twice.
 func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	sc, err := s.scope(w, r)
 	if err != nil {
@@ -72,8 +76,7 @@ func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.P
 	released := 0
 	removed, err := s.cfg.Ledger.ResumeDispatch(r.Context(), p.TenantID, sc.Provider, sc.Action, func(tx pgx.Tx, ops []ledger.Requeue) error {
 		for _, op := range ops {
-			m := ledger.RedispatchOutbox(s.cfg.DispatchSubject(op.Provider), op.ID, op.Version, now)
-			if err := outbox.Insert(r.Context(), tx, m); err != nil {
+			if err := outbox.Insert(r.Context(), tx, op.Message(s.cfg.DispatchSubject(op.Provider), now)); err != nil {
 				return err
 			}
 		}
@@ -84,12 +87,9 @@ func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, err)
 		return
 	}
-	if !removed {
-		s.writeError(w, r, errorf(http.StatusNotFound, "not_paused", "no pause matches exactly this provider and action"))
-		return
-	}
-	s.log.InfoContext(r.Context(), "dispatch resumed", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "released", released, "by", p.Name)
-	s.writeDispatch(w, r, p, map[string]any{"released": released})
+	s.log.InfoContext(r.Context(), "dispatch resumed", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action,
+		"removed", removed, "released", released, "by", p.Name)
+	s.writeDispatch(w, r, p, map[string]any{"removed": removed, "released": released})
 }
 
 type inFlightView struct {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -22,22 +23,28 @@ type createOperationRequest struct {
 }
 
 // createOperation is POST /v1/operations. Checks after auth run in the
-// contract's order: size (413), JSON (400), action known (422), existing
-// key (200 replay / 409 conflict), approval (403).
+// contract's order: size (413), JSON (400), action known (422), the other
+// fields (400), existing key (200 replay / 409 conflict), approval (403).
+// The action is looked up before the other fields are judged, so a client
+// of an unconfigured action learns that first, whatever else it sent.
 func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	var req createOperationRequest
 	if err := s.readJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	approvalID, err := req.validate()
-	if err != nil {
-		s.writeError(w, r, err)
+	if req.Action == "" {
+		s.writeError(w, r, fieldError("action", "is required"))
 		return
 	}
 	provider, ok := s.cfg.Actions[req.Action]
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
+		return
+	}
+	approvalID, err := req.validate()
+	if err != nil {
+		s.writeError(w, r, err)
 		return
 	}
 	key := ""
@@ -66,15 +73,20 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 	writeJSON(w, http.StatusCreated, viewOperation(op))
 }
 
+// validate checks the fields other than action (the handler checks that
+// first) and returns the approval id; uuid.Nil when none was given.
 func (req createOperationRequest) validate() (uuid.UUID, error) {
-	if req.Action == "" {
-		return uuid.Nil, fieldError("action", "is required")
-	}
 	if req.Key != nil && (*req.Key == "" || len(*req.Key) > maxKeyLength) {
 		return uuid.Nil, fieldError("key", "must be 1 to 256 characters when given")
 	}
+	if req.Key != nil && strings.ContainsRune(*req.Key, 0) {
+		return uuid.Nil, fieldError("key", noNUL)
+	}
 	if len(req.Params) == 0 || req.Params[0] != '{' {
 		return uuid.Nil, fieldError("params", "must be a JSON object")
+	}
+	if hasNULEscape(req.Params) {
+		return uuid.Nil, fieldError("params", noNUL)
 	}
 	// A missing or unknown approval is the approval check's to refuse
 	// (403 approval_mismatch), after a replay of an existing key had its

@@ -39,11 +39,20 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		s.writeError(w, r, err)
 		return
 	}
-	out := map[string]any{"operation": viewOperation(op)}
+	out := resolvedView{operationView: viewOperation(op)}
 	if comp != nil {
-		out["compensation"] = viewOperation(*comp)
+		v := viewOperation(*comp)
+		out.Compensation = &v
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// resolvedView is the answer of a resolve: the operation as GET
+// /v1/operations/{id} shows it (so resolve and retry answer alike), plus
+// the linked compensation operation when the resolution created one.
+type resolvedView struct {
+	operationView
+	Compensation *operationView `json:"compensation,omitempty"`
 }
 
 // resolveEvidence is POST /v1/review/evidence/{id}/resolve: closes an

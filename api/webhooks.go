@@ -7,14 +7,16 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/webhook"
 )
 
-// maxEventIDLength bounds a supplier's event id, which becomes part of a
-// Nats-Msg-Id header.
-const maxEventIDLength = 256
+// maxEventIDLength bounds a supplier's event id. Any text is accepted
+// within it (the Nats-Msg-Id carries a hash of it): a supplier whose ids
+// were refused would resend them forever.
+const maxEventIDLength = 1024
 
 // Webhook statuses the contract allows.
 const (
@@ -153,8 +155,8 @@ func (req webhookRequest) validate() error {
 	switch {
 	case req.EventID == "":
 		return fieldError("event_id", "is required")
-	case !msgIDSafe(req.EventID):
-		return fieldError("event_id", "must be 1 to 256 printable ASCII characters without spaces")
+	case len(req.EventID) > maxEventIDLength || strings.ContainsRune(req.EventID, 0):
+		return fieldError("event_id", "must be 1 to 1024 bytes of text")
 	case req.Reference == "":
 		return fieldError("reference", "is required")
 	case req.Status != webhookSucceeded && req.Status != webhookFailed:
@@ -163,39 +165,4 @@ func (req webhookRequest) validate() error {
 		return fieldError("provider_reference", "is required when status is succeeded")
 	}
 	return nil
-}
-
-// msgIDSafe reports whether an event id can go into a Nats-Msg-Id header
-// (no control characters, no spaces) at a bounded length.
-func msgIDSafe(id string) bool {
-	if len(id) > maxEventIDLength {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// hasNULEscape reports whether the JSON text body holds the escape \u0000
-// (as opposed to an escaped backslash followed by "u0000").
-func hasNULEscape(body []byte) bool {
-	const esc = `\u0000`
-	for i := 0; ; {
-		j := bytes.Index(body[i:], []byte(esc))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		backslashes := 0
-		for k := at; k >= 0 && body[k] == '\\'; k-- {
-			backslashes++
-		}
-		if backslashes%2 == 1 {
-			return true
-		}
-		i = at + len(esc)
-	}
 }

@@ -169,8 +169,8 @@ func TestWebhookIsStoredWithItsOutboxRowOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if subject != "TEST.evidence.acme" || msgID != "webhook.acme.evt_42" {
-		t.Errorf("outbox row: subject %q msg_id %q, want TEST.evidence.acme webhook.acme.evt_42", subject, msgID)
+	if want := ledger.WebhookMsgID("acme", "evt_42"); subject != "TEST.evidence.acme" || msgID != want {
+		t.Errorf("outbox row: subject %q msg_id %q, want TEST.evidence.acme %s", subject, msgID, want)
 	}
 	var msg ledger.EvidenceMessage
 	if err := json.Unmarshal(payload, &msg); err != nil || msg.Kind != "webhook" || msg.WebhookEventID == 0 {
@@ -232,7 +232,8 @@ func TestMalformedSignedWebhookIs400(t *testing.T) {
 		{"missing reference", `{"event_id":"e1","provider_reference":"p","status":"succeeded"}`, "invalid_field", "reference"},
 		{"pending status", `{"event_id":"e1","reference":"r","provider_reference":"p","status":"pending"}`, "invalid_field", "status"},
 		{"missing event_id", `{"reference":"r","provider_reference":"p","status":"succeeded"}`, "invalid_field", "event_id"},
-		{"event_id with a newline", `{"event_id":"e\n1","reference":"r","status":"failed"}`, "invalid_field", "event_id"},
+		{"event_id over 1024 bytes", `{"event_id":"` + strings.Repeat("e", 1025) + `","reference":"r","status":"failed"}`, "invalid_field", "event_id"},
+		{"NUL in the event_id", `{"event_id":"e\u00001","reference":"r","status":"failed"}`, "invalid_field", "event_id"},
 		{"succeeded without provider_reference", `{"event_id":"e1","reference":"r","status":"succeeded"}`, "invalid_field", "provider_reference"},
 		{"wrong type", `{"event_id":1,"reference":"r","status":"failed"}`, "invalid_field", "event_id"},
 		{"not an object", `[1]`, "malformed_json", ""},
@@ -320,5 +321,29 @@ func TestMarkWebhookAppliedKeepsTheFirstMark(t *testing.T) {
 	}
 	if age := f.clock.Now().Sub(*ev.AppliedAt); age < 50*time.Second {
 		t.Errorf("applied_at is %s old, want the first mark's time (about 1m)", age)
+	}
+}
+
+// A supplier's event ids are its own free text: whatever they hold, they
+// are stored (a refused event would be resent forever), deduplicated, and
+// announced under a header-safe Nats-Msg-Id.
+func TestAnyEventIDTextIsStoredOnceUnderAHeaderSafeMsgID(t *testing.T) {
+	t.Parallel()
+	f := setup(t, withWebhooks(webhookSecret))
+	for _, id := range []string{"evt 1 with spaces", "evt\nwith a newline", "événement-№2", strings.Repeat("x", 1024)} {
+		body := webhookBody(id)
+		for _, want := range []int{202, 200} { // stored, then a repeat acknowledged and ignored
+			if r := f.postWebhook(t, "acme", webhook.Sign(webhookSecret, f.clock.Now(), body), body); r.status != want {
+				t.Errorf("event id %.20q: %d %s, want %d", id, r.status, r.raw, want)
+			}
+		}
+	}
+	var rows, unsafe int
+	err := f.pool.QueryRow(context.Background(), `SELECT count(*), count(*) FILTER (WHERE msg_id !~ '^webhook\.acme\.[0-9a-f]{64}$') FROM outbox`).Scan(&rows, &unsafe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows != 4 || unsafe != 0 {
+		t.Errorf("%d outbox rows (%d with an unsafe msg id), want 4 and 0", rows, unsafe)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/ledger"
@@ -42,6 +43,17 @@ var (
 	ErrUnauthenticated = errors.New("auth: invalid or revoked token")
 	// ErrNotFound: no token with that name or id.
 	ErrNotFound = errors.New("auth: no such token")
+	// ErrNameTaken: a token of that name exists already, in this tenant or
+	// another. Names are unique across tenants so that revoking by name
+	// can never hit the wrong token.
+	ErrNameTaken = errors.New("auth: a token with this name already exists")
+)
+
+// uniqueViolation is the SQLSTATE of a unique-constraint violation, and
+// tokenNameUnique the constraint that keeps token names unique.
+const (
+	uniqueViolation = "23505"
+	tokenNameUnique = "api_tokens_name_key"
 )
 
 // Principal is the authenticated caller of a request.
@@ -95,7 +107,8 @@ type Created struct {
 }
 
 // Create issues a token for tenant (created if new) with role. An empty name
-// gets a generated one.
+// gets a generated one; a name already in use, in any tenant, is
+// ErrNameTaken, and then nothing is created (not even the tenant).
 func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name string) (Created, error) {
 	if strings.TrimSpace(tenant) == "" || len(tenant) > 128 {
 		return Created{}, fmt.Errorf("auth: tenant name must be 1 to 128 characters, got %q", tenant)
@@ -117,7 +130,12 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 		if err := tx.QueryRow(ctx, tenantUpsert, uuid.Must(uuid.NewV7()), tenant).Scan(&tenantID); err != nil {
 			return fmt.Errorf("auth: create tenant %s: %w", tenant, err)
 		}
-		if _, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, hash(secret)); err != nil {
+		_, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, hash(secret))
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == tokenNameUnique {
+			return fmt.Errorf("%w: %q", ErrNameTaken, name)
+		}
+		if err != nil {
 			return fmt.Errorf("auth: create token %s: %w", name, err)
 		}
 		return nil

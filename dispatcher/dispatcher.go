@@ -56,6 +56,9 @@ type Dispatcher struct {
 	// the provider call, as a killed process would: nothing recorded,
 	// nothing acknowledged.
 	crashAfterCall func(ledger.Operation) bool
+	// stallAfterCall, set by tests, holds a worker between the provider
+	// call and recording its answer, as a stalled process would.
+	stallAfterCall func(ledger.Operation)
 
 	svc      startstop.Service
 	handlers sync.WaitGroup
@@ -78,9 +81,16 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		providers: make(map[string]provider.Provider),
 	}
 	for _, pc := range cfg.Registry.Providers() {
-		if pc.Timeout.Duration >= cfg.LeaseDuration {
-			return nil, fmt.Errorf("dispatcher: provider %s timeout %s must be shorter than LEASE_DURATION %s, or a live call could be fenced",
-				pc.Name, pc.Timeout.Duration, cfg.LeaseDuration)
+		// A call must end within its lease: an explicit timeout that does
+		// not is refused, a default one is shortened to fit.
+		timeout, err := pc.DispatchTimeout(cfg.LeaseDuration)
+		if err != nil {
+			return nil, fmt.Errorf("dispatcher: %w", err)
+		}
+		if timeout != pc.Timeout.Duration {
+			fitted := *pc // the registry's config is shared: change a copy
+			fitted.Timeout = provider.Duration{Duration: timeout}
+			pc = &fitted
 		}
 		if p, ok := cfg.Providers[pc.Name]; ok {
 			d.providers[pc.Name] = p
@@ -162,7 +172,7 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 			}
 			d.handlers.Go(func() {
 				defer func() { <-slots }()
-				d.handle(runCtx, msg)
+				d.handle(runCtx, providerName, msg)
 			})
 		}
 		stop()
@@ -172,7 +182,7 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 
 // handle runs one dispatch message and settles it with JetStream. The ack
 // only says the message was dealt with; the ledger says what happened.
-func (d *Dispatcher) handle(runCtx context.Context, msg jetstream.Msg) {
+func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jetstream.Msg) {
 	ctx := context.WithoutCancel(runCtx)
 	var m ledger.Dispatch
 	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.OperationID == uuid.Nil {
@@ -180,7 +190,7 @@ func (d *Dispatcher) handle(runCtx context.Context, msg jetstream.Msg) {
 		_ = msg.TermWithReason("malformed dispatch message")
 		return
 	}
-	err := d.Execute(ctx, m)
+	err := d.Execute(ctx, providerName, m)
 	switch {
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing

@@ -14,6 +14,7 @@ import (
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
 )
 
 const settle = 15 * time.Second
@@ -293,5 +294,81 @@ func TestSlowProviderDoesNotHoldUpAnother(t *testing.T) {
 	}
 	for _, op := range acme {
 		p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	}
+}
+
+// lookupsDown is a provider whose lookups always fail.
+type lookupsDown struct{ provider.Provider }
+
+func (lookupsDown) Lookup(context.Context, string) provider.LookupResult {
+	return provider.LookupResult{Status: provider.LookupError, HTTPStatus: 503, Error: "lookup API down", At: time.Now()}
+}
+
+func TestLostResponseIsResentUnderTheKeyBeforeAnyLookup(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{
+		Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour,
+		Providers: func(real provider.Provider) provider.Provider { return lookupsDown{real} },
+	})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	if p.Orders(op) != 1 || p.Creates(op) != 2 {
+		t.Errorf("orders %d, create requests %d; want 1 and 2 (the resend answered with the stored order)", p.Orders(op), p.Creates(op))
+	}
+	if kinds := strings.Join(p.Kinds(op), ","); strings.Contains(kinds, "lookup") {
+		t.Errorf("events %s: the idempotency contract settles it, no lookup is needed", kinds)
+	}
+}
+
+func TestLookupIsNotTrustedInAnotherAccountThanTheSend(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: 1500 * time.Millisecond, Mode: mocksupplier.Ignore})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusUnknown, settle)
+	// Before the lookup is due, the history shows a send to another account
+	// (the provider's config changed since).
+	err := p.Store.AppendEvent(context.Background(), p.Pool, op.ID, "attempt", "worker:old",
+		map[string]any{"attempt": 0, "class": "unknown", "sent": true, "account": "acct_before", "environment": "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := p.WaitStatus(op, ledger.StatusReview, settle)
+	if *done.ReviewReason != dispatcher.ReasonLookupUntrusted {
+		t.Errorf("review reason %s, want %s", *done.ReviewReason, dispatcher.ReasonLookupUntrusted)
+	}
+	if kinds := strings.Join(p.Kinds(op), ","); strings.Contains(kinds, "lookup_found") || p.Creates(op) != 1 {
+		t.Errorf("events %s, create requests %d: want no lookup trusted and no resend", kinds, p.Creates(op))
+	}
+}
+
+func TestSuccessSeenByAFencedWorkerSettlesTheOperation(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, Lease: 1100 * time.Millisecond})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	ds := p.Start(1)
+	var stalled atomic.Bool
+	ds[0].SetStallAfterCall(func(ledger.Operation) {
+		if stalled.Swap(true) {
+			return
+		}
+		// The lease runs out while the answer waits: the sweeper finds the
+		// outcome unknown and, with no lookup and no idempotency, hands it
+		// to a person.
+		p.WaitStatus(op, ledger.StatusReview, settle)
+	})
+	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	if p.Orders(op) != 1 || p.Creates(op) != 1 {
+		t.Errorf("orders %d, create requests %d; want 1 and 1", p.Orders(op), p.Creates(op))
+	}
+	kinds := strings.Join(p.Kinds(op), ",")
+	if !strings.Contains(kinds, "lease_expired") || !strings.Contains(kinds, "stale_result") || !strings.HasSuffix(kinds, "evidence") {
+		t.Errorf("events %s: want lease_expired, the fenced worker's stale_result, then the evidence that settled it", kinds)
+	}
+	if done.ProviderReference == nil || !strings.HasPrefix(*done.ProviderReference, "ord_") {
+		t.Errorf("provider reference %v", done.ProviderReference)
 	}
 }

@@ -27,19 +27,27 @@ const (
 	ReasonOutcomeUnknown   = "outcome_unknown"
 	ReasonLookupFailing    = "lookup_failing"
 	ReasonLapsedUnknown    = "approval_lapsed_outcome_unknown"
+	// ReasonLookupUntrusted: the operation was sent to another provider
+	// account or environment than the one a lookup would ask now.
+	ReasonLookupUntrusted = "lookup_untrusted"
 )
 
 // Execute does what the ledger says the operation of dispatch message m
-// needs now: a first or retried create (queued, retry_wait), or settling an
-// unknown outcome (unknown). Anything else, or an operation claimed by
-// another worker, or paused, is left alone. It returns an error only when
-// the ledger could not be read or written.
-func (d *Dispatcher) Execute(ctx context.Context, m ledger.Dispatch) error {
+// (from providerName's consumer) needs now: a first or retried create
+// (queued, retry_wait), or settling an unknown outcome (unknown). Anything
+// else, or an operation claimed by another worker, or paused, is left
+// alone. It returns an error only when the ledger could not be read or
+// written.
+func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
+	pc, ok := d.cfg.Registry.Provider(providerName)
+	if !ok {
+		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
+	}
 	if m.Version == 1 {
 		// Every operation is created queued at version 1, so the message
 		// of a new operation can be claimed without reading it first: the
 		// claim's conditions say whether it is still so.
-		claimed, lapse, err := d.claim(ctx, m.OperationID, ledger.StatusQueued, 1)
+		claimed, lapse, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
 			return d.run(ctx, claimed, ledger.StatusQueued, lapse)
 		}
@@ -63,10 +71,10 @@ func (d *Dispatcher) Execute(ctx context.Context, m ledger.Dispatch) error {
 	default:
 		return nil
 	}
-	if _, ok := d.cfg.Registry.Provider(op.Provider); !ok {
-		return fmt.Errorf("operation %s names provider %q, which is not configured", op.ID, op.Provider)
+	if op.Provider != pc.Name {
+		return fmt.Errorf("operation %s of provider %q arrived on provider %q's subject", op.ID, op.Provider, pc.Name)
 	}
-	claimed, lapse, err := d.claim(ctx, op.ID, op.Status, op.Version)
+	claimed, lapse, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
 	if errors.Is(err, ledger.ErrStale) {
 		// Another worker has it, it moved on, or its dispatch is paused
 		// (a resume re-publishes it).
@@ -79,13 +87,15 @@ func (d *Dispatcher) Execute(ctx context.Context, m ledger.Dispatch) error {
 }
 
 // claim takes the operation for this worker for one lease, unless a pause
-// covers it, and says whether it may still be sent.
-func (d *Dispatcher) claim(ctx context.Context, id uuid.UUID, from ledger.Status, version int64) (ledger.Operation, ledger.Lapse, error) {
+// covers it, and says whether it may still be sent. The claim records the
+// provider account and environment it is for: if the worker stops
+// reporting, its call may have reached them.
+func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (ledger.Operation, ledger.Lapse, error) {
 	return d.store.Claim(ctx, ledger.Change{
 		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
 		LeaseOwner: d.cfg.WorkerID, LeaseUntil: d.store.Now().Add(d.cfg.LeaseDuration),
-		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds()},
+		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
 	})
 }
 
@@ -99,7 +109,7 @@ func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from led
 	}
 	log := d.log.With("operation_id", claimed.ID, "tenant", claimed.Tenant, "provider", claimed.Provider, "action", claimed.Action)
 	w := &work{
-		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, onAttempt: d.cfg.OnAttempt,
+		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, stallAfterCall: d.stallAfterCall, onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 	}
 	if from == ledger.StatusUnknown {
@@ -121,6 +131,7 @@ type work struct {
 	actor          string
 	log            *slog.Logger
 	crashAfterCall func(ledger.Operation) bool
+	stallAfterCall func(ledger.Operation)
 	onAttempt      func(string, provider.Class)
 
 	op    ledger.Operation // as claimed: status dispatching, its version fences every write
@@ -139,6 +150,9 @@ func (w *work) create(ctx context.Context) error {
 	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
+	}
+	if w.stallAfterCall != nil {
+		w.stallAfterCall(w.op)
 	}
 	if w.onAttempt != nil {
 		w.onAttempt(w.op.Provider, res.Class)
@@ -176,17 +190,18 @@ func (w *work) create(ctx context.Context) error {
 }
 
 // unknown records an outcome that may have happened and schedules how it
-// will be settled: a lookup once "absent" is believable, a resend with the
-// same key inside the idempotency window, or a person.
+// will be settled: a resend with the same key inside the idempotency window,
+// else a lookup once "absent" is believable, else a person.
 func (w *work) unknown(ctx context.Context, c ledger.Change, now time.Time) error {
 	next, how := w.nextForUnknown(now)
 	if how == "" {
 		// Nothing can confirm or exclude the effect: keep the truth
 		// (unknown) in the history, and hand it to a person.
 		c.To = ledger.StatusUnknown
+		reason, why := w.noWayToSettle(now)
 		return w.moveThen(ctx, c, ledger.Change{
-			To: ledger.StatusReview, Kind: "needs_review", Review: w.review(ReasonOutcomeUnknown, now),
-			Detail: map[string]any{"why": "the provider has no lookup, and no idempotency key within its retention covers a resend"},
+			To: ledger.StatusReview, Kind: "needs_review", Review: w.review(reason, now),
+			Detail: map[string]any{"why": why},
 		})
 	}
 	c.NextAttemptAt = next
@@ -196,40 +211,83 @@ func (w *work) unknown(ctx context.Context, c ledger.Change, now time.Time) erro
 	return w.move(ctx, c)
 }
 
+// The ways an unknown outcome is settled without a person.
+const (
+	stepResend = "resend_same_key"
+	stepLookup = "lookup"
+)
+
 // nextForUnknown says when and how an unknown outcome is worked on next;
-// how is empty when no automatic way exists.
+// how is empty when no automatic way exists. The provider's idempotency
+// contract comes first: inside its retention a resend with the same key is
+// answered with the stored result, and it needs no visibility lag. Past
+// retention, after the approval lapsed (nothing may be sent) or with the
+// retry budget spent, a lookup is the only way left.
 func (w *work) nextForUnknown(now time.Time) (time.Time, string) {
-	switch {
-	case w.pc.Lookup != nil:
+	if w.mayResend(now) {
+		return now.Add(backoff(w.pc.Retry, w.op.Attempts)), stepResend
+	}
+	if w.pc.Lookup != nil {
 		at := now
 		if w.op.LastSentAt != nil && w.pc.LookupBelievableAt(*w.op.LastSentAt).After(now) {
 			at = w.pc.LookupBelievableAt(*w.op.LastSentAt)
 		}
-		return at, "lookup"
-	case w.lapse == ledger.LapseNone && w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now):
-		return now.Add(backoff(w.pc.Retry, w.op.Attempts)), "resend_same_key"
+		return at, stepLookup
+	}
+	return time.Time{}, ""
+}
+
+// mayResend reports whether the provider's idempotency contract covers a
+// resend of the operation with its key now.
+func (w *work) mayResend(now time.Time) bool {
+	return w.lapse == ledger.LapseNone && w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now) &&
+		!w.exhausted(w.op.Attempts, time.Time{}, now)
+}
+
+// noWayToSettle says why an unknown outcome goes to a person.
+func (w *work) noWayToSettle(now time.Time) (reason, why string) {
+	switch {
+	case w.lapse != ledger.LapseNone:
+		return ReasonLapsedUnknown, "the approval or its token lapsed, so nothing may be resent, and the provider has no lookup"
+	case w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now):
+		return ReasonRetriesExhausted, "the retry budget is spent and the provider has no lookup"
 	default:
-		return time.Time{}, ""
+		return ReasonOutcomeUnknown, "the provider has no lookup, and no idempotency key within its retention covers a resend"
 	}
 }
 
 // settleUnknown works on a claimed operation whose last outcome is unknown.
 func (w *work) settleUnknown(ctx context.Context) error {
 	now := w.store.Now()
-	if w.pc.Lookup == nil {
-		if _, how := w.nextForUnknown(now); how == "resend_same_key" {
-			if w.exhausted(w.op.Attempts, time.Time{}, now) {
-				return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(ReasonRetriesExhausted, now)})
-			}
-			w.log.InfoContext(ctx, "outcome unknown; resending with the same key inside the provider's idempotency window")
-			return w.create(ctx)
-		}
-		reason := ReasonOutcomeUnknown
-		if w.lapse != ledger.LapseNone {
-			reason = ReasonLapsedUnknown
-		}
+	_, how := w.nextForUnknown(now)
+	switch how {
+	case stepResend:
+		w.log.InfoContext(ctx, "outcome unknown; resending with the same key inside the provider's idempotency window")
+		return w.create(ctx)
+	case stepLookup:
+		return w.lookup(ctx, now)
+	default:
+		reason, why := w.noWayToSettle(now)
 		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(reason, now),
-			Detail: map[string]any{"why": "no lookup and no idempotency window left to settle the unknown outcome"}})
+			Detail: map[string]any{"why": why}})
+	}
+}
+
+// lookup asks the provider whether the operation's effect exists, trusting
+// the answer only from the account and environment its requests went to.
+func (w *work) lookup(ctx context.Context, now time.Time) error {
+	targets, err := w.store.SentTargets(ctx, w.op.ID)
+	if err != nil {
+		return err
+	}
+	here := ledger.Target{Account: w.pc.Account, Environment: w.pc.Environment}
+	for _, t := range targets {
+		if t != here {
+			w.log.WarnContext(ctx, "lookup not trusted: the operation was sent to another account or environment", "sent_to", t, "lookup_in", here)
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_untrusted", Review: w.review(ReasonLookupUntrusted, now),
+				Detail: map[string]any{"sent_to": targets, "lookup_in": here,
+					"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
+		}
 	}
 
 	lr := w.p.Lookup(ctx, w.op.ExternalKey)
@@ -341,8 +399,15 @@ func (w *work) fenced(ctx context.Context, c ledger.Change, err error) error {
 	if errors.Is(err, ledger.ErrStale) {
 		w.log.WarnContext(ctx, "fenced: the lease was lost before the result was recorded; keeping it as evidence",
 			"operation_id", w.op.ID, "would_be", c.To)
-		return w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, "stale_result", w.actor,
-			map[string]any{"would_be": c.To, "kind": c.Kind, "evidence": c.Detail, "provider_reference": c.ProviderReference})
+		detail := map[string]any{"would_be": c.To, "kind": c.Kind, "evidence": c.Detail, "provider_reference": c.ProviderReference}
+		var evidence *ledger.EvidenceMessage
+		if c.To == ledger.StatusSucceeded && c.ProviderReference != "" {
+			// A success is the truth whoever saw it: the reconciler applies
+			// it to whatever state the operation is in now.
+			evidence = &ledger.EvidenceMessage{Kind: "stale_result", Provider: w.op.Provider, Reference: w.op.ExternalKey,
+				ProviderReference: c.ProviderReference, Worker: w.actor}
+		}
+		return w.store.KeepStaleResult(ctx, w.op.ID, w.actor, detail, evidence, w.broker.EvidenceSubject(w.op.Provider))
 	}
 	return err
 }

@@ -5,3 +5,7 @@ import "github.com/actledger/actledger/ledger"
 // SetCrashAfterCall makes workers stop dead right after the provider call
 // when crash returns true, as a killed process would.
 func (d *Dispatcher) SetCrashAfterCall(crash func(ledger.Operation) bool) { d.crashAfterCall = crash }
+
+// SetStallAfterCall makes workers run stall between the provider call and
+// recording its answer.
+func (d *Dispatcher) SetStallAfterCall(stall func(ledger.Operation)) { d.stallAfterCall = stall }

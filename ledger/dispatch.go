@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/outbox"
 )
 
 // Lapse says why an operation may no longer be sent although it was
@@ -58,22 +60,35 @@ const (
 VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
 ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO NOTHING`
 
-	pauseDelete = `DELETE FROM dispatch_pauses
-WHERE tenant_id = $1 AND coalesce(provider, '') = $2 AND coalesce(action, '') = $3`
+	// pausesDeleteWithin removes every pause of the tenant that lies within
+	// the scope $2 (provider), $3 (action), where '' matches any: a pause of
+	// one provider lies within a scope of any provider, but a pause of every
+	// provider does not lie within a scope that names one.
+	pausesDeleteWithin = `DELETE FROM dispatch_pauses
+WHERE tenant_id = $1 AND ($2 = '' OR provider = $2) AND ($3 = '' OR action = $3)`
 
 	pausesList = `SELECT coalesce(provider, '') AS provider, coalesce(action, '') AS action, paused_by, paused_at
 FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id`
 
-	// operationsQueuedUnpaused finds the work a resume releases: queued
-	// operations of the scope that no remaining pause covers.
-	operationsQueuedUnpaused = `SELECT o.id, o.version, o.provider FROM operations o
-WHERE o.tenant_id = $1 AND o.status = 'queued'
+	// operationsReleasable finds the work a resume releases: operations of
+	// the scope that no remaining pause covers and that wait for a dispatch
+	// message. Those are the queued ones, and the retry_wait and unknown
+	// ones whose scheduled message is no longer waiting in the outbox: it
+	// arrived during the pause, its claim was refused and it was
+	// acknowledged. One whose message still waits there gets it on time.
+	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at FROM operations o
+WHERE o.tenant_id = $1
   AND ($2 = '' OR o.provider = $2) AND ($3 = '' OR o.action = $3)
+  AND (o.status = 'queued'
+    OR (o.status IN ('retry_wait', 'unknown') AND NOT EXISTS (
+        SELECT 1 FROM outbox b
+        WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')))
   AND NOT EXISTS (
       SELECT 1 FROM dispatch_pauses p
       WHERE p.tenant_id = o.tenant_id
         AND (p.provider IS NULL OR p.provider = o.provider)
-        AND (p.action IS NULL OR p.action = o.action))`
+        AND (p.action IS NULL OR p.action = o.action))
+ORDER BY o.created_at`
 )
 
 // PauseDispatch stops claims of the tenant's operations for provider and/or
@@ -85,25 +100,47 @@ func (s *Store) PauseDispatch(ctx context.Context, tenant uuid.UUID, provider, a
 	return nil
 }
 
-// Requeue is a queued operation a resume hands back to the dispatcher.
+// Requeue is an operation a resume hands back to the dispatcher.
 type Requeue struct {
 	ID       uuid.UUID `db:"id"`
 	Version  int64     `db:"version"`
 	Provider string    `db:"provider"`
+	Status   Status    `db:"status"`
+	// NextAttemptAt is when a retry_wait or unknown operation is due; nil
+	// for a queued one, which is due now.
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
 }
 
-// ResumeDispatch removes the pause for exactly this scope and returns the
-// queued operations it releases, in the same transaction as publish does
-// (publish writes their dispatch messages to the outbox).
-func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string, publish func(tx pgx.Tx, released []Requeue) error) (removed bool, err error) {
+// Message is the outbox message that releases r on subject: a deliberate
+// re-publish of its version (at makes its Nats-Msg-Id new), held back until
+// r is due. Never earlier: the dispatcher drops a message that arrives
+// before next_attempt_at as early, and the operation would then wait for
+// the stuck sweeper.
+func (r Requeue) Message(subject string, at time.Time) outbox.Message {
+	m := RedispatchOutbox(subject, r.ID, r.Version, at)
+	if r.NextAttemptAt != nil {
+		m.DeliverAfter = *r.NextAttemptAt
+	}
+	return m
+}
+
+// ResumeDispatch removes every pause of tenant that lies within the scope
+// provider, action ("" matches any), so an empty scope clears them all, and
+// returns how many it removed. In the same transaction it finds the
+// operations of the scope that no remaining pause covers and that wait for
+// a dispatch message, and hands them to publish (which writes their
+// messages to the outbox, see Requeue.Message). Resuming where nothing is
+// paused is not an error: it removes nothing and still releases what
+// waits, so a resume can be repeated safely.
+func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string, publish func(tx pgx.Tx, released []Requeue) error) (removed int, err error) {
 	n := 0
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, pauseDelete, tenant, provider, action)
+		tag, err := tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
 		if err != nil {
 			return fmt.Errorf("resume dispatch: %w", err)
 		}
-		removed = tag.RowsAffected() > 0
-		rows, _ := tx.Query(ctx, operationsQueuedUnpaused, tenant, provider, action)
+		removed = int(tag.RowsAffected())
+		rows, _ := tx.Query(ctx, operationsReleasable, tenant, provider, action)
 		released, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
 		if err != nil {
 			return fmt.Errorf("find released operations: %w", err)
@@ -111,10 +148,13 @@ func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, 
 		n = len(released)
 		return publish(tx, released)
 	})
-	if err == nil && n > 0 {
+	if err != nil {
+		return 0, err
+	}
+	if n > 0 {
 		s.OutboxCommitted()
 	}
-	return removed, err
+	return removed, nil
 }
 
 // Pauses lists the tenant's active pauses.

@@ -2,22 +2,59 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actledger/actledger/outbox"
 )
 
 // EvidenceMessage is the outbox/JetStream message that hands a piece of
-// evidence to the reconciler; the evidence itself stays in Postgres.
+// evidence to the reconciler.
 type EvidenceMessage struct {
-	// Kind is "webhook" (WebhookEventID names the webhook_events row).
+	// Kind is "webhook" (WebhookEventID names the webhook_events row, where
+	// the evidence stays) or "stale_result" (a success that a fenced worker
+	// saw, carried in the fields below and kept as a stale_result event).
 	Kind           string `json:"kind"`
 	WebhookEventID int64  `json:"webhook_event_id,omitempty"`
+
+	Provider          string `json:"provider,omitempty"`
+	Reference         string `json:"reference,omitempty"` // the external key sent
+	ProviderReference string `json:"provider_reference,omitempty"`
+	Worker            string `json:"worker,omitempty"`
+}
+
+// KeepStaleResult records what a worker saw after it lost its lease (a
+// stale_result event on operation id) and, when evidence is not nil, hands
+// it to the reconciler on subject in the same transaction: a late success
+// is the truth about the operation even though that worker may no longer
+// write it.
+func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string, detail any, evidence *EvidenceMessage, subject string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := s.AppendEvent(ctx, tx, id, "stale_result", actor, detail); err != nil {
+			return err
+		}
+		if evidence == nil {
+			return nil
+		}
+		payload, err := json.Marshal(evidence)
+		if err != nil {
+			return fmt.Errorf("encode evidence message: %w", err)
+		}
+		// One message per operation and provider reference: a fenced
+		// worker that records twice is deduplicated by JetStream.
+		return outbox.Insert(ctx, tx, outbox.Message{Subject: subject, MsgID: "stale." + id.String() + "." + evidence.ProviderReference, Payload: payload})
+	})
+	if err == nil && evidence != nil {
+		s.OutboxCommitted()
+	}
+	return err
 }
 
 // WebhookEvent is one verified supplier webhook, as stored in the inbox
@@ -48,9 +85,12 @@ type WebhookEvent struct {
 
 // WebhookMsgID is the Nats-Msg-Id of the evidence message for a webhook:
 // derived from (provider, event_id), so a republished row is deduplicated.
-// Provider names hold no dots, so distinct pairs never share an id.
+// The event id is the supplier's free text, so it goes in as a SHA-256: a
+// header-safe, bounded value that no other event id shares. Provider names
+// hold no dots, so distinct pairs never share an id.
 func WebhookMsgID(provider, eventID string) string {
-	return "webhook." + provider + "." + eventID
+	sum := sha256.Sum256([]byte(eventID))
+	return "webhook." + provider + "." + hex.EncodeToString(sum[:])
 }
 
 const (

@@ -12,7 +12,8 @@ import (
 
 // Defaults for fields left out of the providers config. Zero values in a File mean these.
 const (
-	// DefaultTimeout bounds one call to a supplier, connect to last body byte.
+	// DefaultTimeout bounds one call to a supplier, connect to last body byte, when the config
+	// sets no timeout. The dispatcher shortens it to half its lease when that is less.
 	DefaultTimeout = 10 * time.Second
 	// DefaultMethod is the create request's method.
 	DefaultMethod = "POST"
@@ -78,8 +79,15 @@ type Config struct {
 	// "environment"). They are recorded on every attempt and lookup so that evidence from the
 	// wrong account or environment is never trusted.
 	Account, Environment string
-	// Timeout bounds one call (yaml "timeout"); default 10s.
+	// Timeout bounds one call (yaml "timeout"). Left out, it is 10s, except
+	// for the dispatcher's calls, which must end within their lease: there it
+	// is min(10s, LEASE_DURATION/2) (see DispatchTimeout).
 	Timeout Duration
+	// timeoutDefaulted records that Timeout was left out and filled with
+	// DefaultTimeout, so that the dispatcher can shorten a default that
+	// does not fit its lease while refusing an explicit timeout that does
+	// not.
+	timeoutDefaulted bool
 	// Create is the request that creates the effect (yaml "create").
 	Create Endpoint
 	// ReferenceParam is the body field the external key is written to (yaml "reference_param");
@@ -210,6 +218,28 @@ func (c *Config) LookupBelievableAt(lastSent time.Time) time.Time {
 	return lastSent.Add(c.Lookup.VisibilityLag.Duration)
 }
 
+// DispatchTimeout is the timeout of one call made under a dispatch lease of
+// length lease. A call must end before its lease does: a worker still
+// waiting when the lease runs out is fenced, and whatever the supplier then
+// answers is only evidence. So a timeout set in the config at or over the
+// lease is an error naming both, while a timeout left out becomes
+// min(DefaultTimeout, lease/2), so that a short LEASE_DURATION alone never
+// stops a start.
+func (c *Config) DispatchTimeout(lease time.Duration) (time.Duration, error) {
+	if c.timeoutDefaulted || c.Timeout.Duration == 0 {
+		if timeout := min(DefaultTimeout, lease/2); timeout > 0 {
+			return timeout, nil
+		}
+		return 0, &FieldError{Provider: c.Name, Field: "timeout", Err: fmt.Errorf("LEASE_DURATION %s leaves no time for a call", lease)}
+	}
+	if c.Timeout.Duration >= lease {
+		return 0, &FieldError{Provider: c.Name, Field: "timeout", Err: fmt.Errorf(
+			"%s must be shorter than LEASE_DURATION %s, or a call still in flight could be fenced; lower the timeout or raise LEASE_DURATION",
+			c.Timeout, lease)}
+	}
+	return c.Timeout.Duration, nil
+}
+
 // WebhookSecrets returns the webhook signing secrets from the environment variable named by
 // WebhookSecretEnv. The variable may hold several comma-separated secrets so that a secret can be
 // rotated without rejecting webhooks signed with the old one; blanks are trimmed and empty entries
@@ -237,6 +267,7 @@ func (c *Config) WebhookSecretsFrom(getenv func(string) string) [][]byte {
 // withDefaults returns a deep copy of c with zero values replaced by defaults.
 func (c Config) withDefaults() Config {
 	c.BaseURL = strings.TrimSpace(c.BaseURL)
+	c.timeoutDefaulted = c.timeoutDefaulted || c.Timeout.Duration == 0
 	c.Timeout = orDuration(c.Timeout, DefaultTimeout)
 	c.Create.Method = cmp.Or(strings.ToUpper(strings.TrimSpace(c.Create.Method)), DefaultMethod)
 	c.ReferenceParam = cmp.Or(c.ReferenceParam, DefaultReferenceParam)

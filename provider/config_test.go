@@ -116,14 +116,15 @@ actions: {a: {provider: acme}}
 `)
 	got, _ := reg.Provider("acme")
 	want := &Config{
-		Name:           "acme",
-		BaseURL:        "http://x.example",
-		Timeout:        d(DefaultTimeout),
-		Create:         Endpoint{Method: "POST", Path: "/orders"},
-		ReferenceParam: "reference",
-		ReferenceField: "id",
-		Retry:          RetryPolicy{MaxAttempts: 5, Initial: d(100 * time.Millisecond), Max: d(5 * time.Second), MaxElapsed: d(60 * time.Second)},
-		Review:         ReviewPolicy{Owner: "operations", Deadline: d(4 * time.Hour)},
+		Name:             "acme",
+		BaseURL:          "http://x.example",
+		Timeout:          d(DefaultTimeout),
+		timeoutDefaulted: true,
+		Create:           Endpoint{Method: "POST", Path: "/orders"},
+		ReferenceParam:   "reference",
+		ReferenceField:   "id",
+		Retry:            RetryPolicy{MaxAttempts: 5, Initial: d(100 * time.Millisecond), Max: d(5 * time.Second), MaxElapsed: d(60 * time.Second)},
+		Review:           ReviewPolicy{Owner: "operations", Deadline: d(4 * time.Hour)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults mismatch\n got: %+v\nwant: %+v", got, want)
@@ -462,5 +463,48 @@ func TestRetryPolicyDelayDoublesUpToMaxAndExhausts(t *testing.T) {
 		if got := p.Exhausted(tt.attempts, first, tt.now); got != tt.want {
 			t.Errorf("Exhausted(%d, +%v) = %v, want %v", tt.attempts, tt.now.Sub(first), got, tt.want)
 		}
+	}
+}
+
+// TestDispatchTimeoutFitsTheLease: a call must end within its dispatch
+// lease. A timeout left out is shortened to half a short lease instead of
+// stopping the start; one set explicitly at or over the lease is refused
+// with an error naming both.
+func TestDispatchTimeoutFitsTheLease(t *testing.T) {
+	t.Parallel()
+	parsed := func(extra string) *Config {
+		reg := mustParse(t, "providers:\n  acme: {base_url: \"http://x.example\", create: {path: /orders}"+extra+"}\nactions: {a: {provider: acme}}\n")
+		cfg, _ := reg.Provider("acme")
+		return cfg
+	}
+	tests := []struct {
+		name    string
+		cfg     *Config
+		lease   time.Duration
+		want    time.Duration
+		wantErr string // the error names both durations
+	}{
+		{"left out, long lease: the default", parsed(""), 30 * time.Second, DefaultTimeout, ""},
+		{"left out, lease of twice the default", parsed(""), 20 * time.Second, DefaultTimeout, ""},
+		{"left out, short lease: half the lease", parsed(""), 5 * time.Second, 2500 * time.Millisecond, ""},
+		{"left out, built in code", &Config{Name: "acme"}, 5 * time.Second, 2500 * time.Millisecond, ""},
+		{"set under the lease", parsed(", timeout: 2s"), 5 * time.Second, 2 * time.Second, ""},
+		{"set to the default under a short lease", parsed(", timeout: 10s"), 5 * time.Second, 0, "timeout: 10s must be shorter than LEASE_DURATION 5s"},
+		{"set equal to the lease", parsed(", timeout: 5s"), 5 * time.Second, 0, "timeout: 5s must be shorter than LEASE_DURATION 5s"},
+		{"left out, no time at all", parsed(""), time.Nanosecond, 0, "LEASE_DURATION 1ns"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := tt.cfg.DispatchTimeout(tt.lease)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("DispatchTimeout(%s) = %v", tt.lease, err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), `provider "acme"`)):
+				t.Fatalf("DispatchTimeout(%s) error = %v, want one naming provider \"acme\" and %q", tt.lease, err, tt.wantErr)
+			case got != tt.want:
+				t.Errorf("DispatchTimeout(%s) = %s, want %s", tt.lease, got, tt.want)
+			}
+		})
 	}
 }

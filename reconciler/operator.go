@@ -53,11 +53,22 @@ type Judgement struct {
 	// MayHaveHadEffect: some attempt may have reached the provider
 	// without a confirmed rejection (unknown answer, success, lost lease).
 	MayHaveHadEffect bool
+	// EffectConfirmed: the provider confirmed the effect at some point (a
+	// success, a lookup that found it, a fenced worker's late success).
+	// Such an operation is never sent again, whatever a later lookup says.
+	EffectConfirmed bool
 	// AbsenceConfirmed: a lookup, believable by then, found nothing after
 	// the last send.
 	AbsenceConfirmed bool
 	LastAnswer       map[string]any
 	LastLookup       map[string]any
+}
+
+// retryAllowed: the approval stands, no effect was ever confirmed, and
+// either nothing can have had an effect or a believable lookup found none.
+func (j Judgement) retryAllowed(op ledger.Operation, lapse ledger.Lapse) bool {
+	return lapse == ledger.LapseNone && !j.EffectConfirmed && op.ProviderReference == nil &&
+		(j.AbsenceConfirmed || !j.MayHaveHadEffect)
 }
 
 // judge reads an operation's history.
@@ -71,12 +82,20 @@ func judge(events []ledger.Event) Judgement {
 			j.LastAnswer = detail
 			if c, _ := detail["class"].(string); c == string(provider.ClassUnknown) || c == string(provider.ClassSucceeded) {
 				j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
+				j.EffectConfirmed = j.EffectConfirmed || c == string(provider.ClassSucceeded)
 			}
+		case "evidence":
+			if detail["status"] == "succeeded" {
+				j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
+			}
+		case "stale_result":
+			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
+			j.EffectConfirmed = j.EffectConfirmed || detail["would_be"] == string(ledger.StatusSucceeded)
 		case "lease_expired":
 			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
 		case "lookup_found":
 			j.LastLookup = detail
-			j.AbsenceConfirmed = false
+			j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
 		case "lookup_absent_confirmed", "replay_lookup_absent":
 			j.LastLookup = detail
 			j.AbsenceConfirmed = true
@@ -137,7 +156,7 @@ func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now ti
 	}
 	facts := map[string]any{
 		"attempts": op.Attempts, "may_have_had_effect": j.MayHaveHadEffect,
-		"absence_confirmed": j.AbsenceConfirmed, "approval_valid": lapse == ledger.LapseNone,
+		"absence_confirmed": j.AbsenceConfirmed, "effect_confirmed": j.EffectConfirmed, "approval_valid": lapse == ledger.LapseNone,
 		"external_key": op.ExternalKey, "params": op.Params,
 	}
 	if lapse != ledger.LapseNone {
@@ -160,7 +179,7 @@ func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now ti
 		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: utc(op.ReviewDeadline),
 		AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Second).Seconds(), Attempts: op.Attempts,
 		Facts: facts, LastProviderAnswer: j.LastAnswer,
-		RetryAllowed: lapse == ledger.LapseNone && (j.AbsenceConfirmed || !j.MayHaveHadEffect),
+		RetryAllowed: j.retryAllowed(op, lapse),
 	}
 	if pc, ok := r.cfg.Registry.Provider(op.Provider); ok && pc.Lookup != nil && op.LastSentAt != nil {
 		at := pc.LookupBelievableAt(*op.LastSentAt).UTC()
@@ -281,7 +300,11 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 		if err != nil {
 			return op, err
 		}
-		if j := judge(events); j.MayHaveHadEffect && !j.AbsenceConfirmed {
+		j := judge(events)
+		if j.EffectConfirmed || op.ProviderReference != nil {
+			return op, fmt.Errorf("%w: the provider confirmed an effect of this operation; it is never sent again", ErrRetryNotAllowed)
+		}
+		if j.MayHaveHadEffect && !j.AbsenceConfirmed {
 			return op, fmt.Errorf("%w: an earlier attempt may have had an effect and no lookup confirmed its absence", ErrRetryNotAllowed)
 		}
 	}

@@ -107,7 +107,12 @@ func (r *Reconciler) Stop() { r.svc.Stop() }
 
 func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 	var m ledger.EvidenceMessage
-	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.Kind != "webhook" || m.WebhookEventID == 0 {
+	err := json.Unmarshal(msg.Data(), &m)
+	switch {
+	case err == nil && m.Kind == "stale_result" && m.Reference != "" && m.ProviderReference != "":
+		r.handleStaleResult(ctx, msg, m)
+		return
+	case err != nil || m.Kind != "webhook" || m.WebhookEventID == 0:
 		r.log.ErrorContext(ctx, "malformed evidence message dropped", "subject", msg.Subject(), "err", err)
 		_ = msg.TermWithReason("malformed evidence message")
 		return
@@ -129,6 +134,21 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	if err != nil {
 		r.log.WarnContext(ctx, "evidence not applied yet; will retry", "webhook_event_id", m.WebhookEventID, "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	}
+	_ = msg.Ack()
+}
+
+// handleStaleResult applies a success that a worker saw after it lost its
+// lease: by then the operation may be unknown, in review, or settled.
+func (r *Reconciler) handleStaleResult(ctx context.Context, msg jetstream.Msg, m ledger.EvidenceMessage) {
+	_, err := r.Apply(ctx, Evidence{
+		Source: "stale_result:" + m.Worker, Provider: m.Provider, Reference: m.Reference,
+		ProviderReference: m.ProviderReference, Status: "succeeded", Final: true,
+	})
+	if err != nil {
+		r.log.WarnContext(ctx, "evidence not applied yet; will retry", "reference", m.Reference, "err", err)
 		_ = msg.NakWithDelay(2 * time.Second)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -84,6 +85,18 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	}
 	if *done.ProviderReference != *first.ProviderReference {
 		t.Errorf("the recorded reference changed from %s to %s", *first.ProviderReference, *done.ProviderReference)
+	}
+	// An operation whose effect was confirmed is never sent again, even
+	// from review, and even when a later lookup finds nothing.
+	if err := p.Store.AppendEvent(context.Background(), p.Pool, op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{"lookup": "absent"}); err != nil {
+		t.Fatal(err)
+	}
+	items, err := p.Reconciler.ReviewItems(context.Background(), p.TenantID)
+	if err != nil || len(items) != 1 || items[0].RetryAllowed {
+		t.Errorf("review items %+v (err %v): want one, retry not allowed", items, err)
+	}
+	if _, err := p.Reconciler.Retry(context.Background(), p.TenantID, "operator:test", op.ID, "try again"); !errors.Is(err, reconciler.ErrRetryNotAllowed) {
+		t.Errorf("retry of a confirmed effect: err = %v, want ErrRetryNotAllowed", err)
 	}
 }
 

@@ -30,6 +30,7 @@ Usage:
   actledger ops retry ID [--note N]       send again with the same external key
   actledger ops replay [--since D] [--reason R] [--dry-run]
   actledger ops pause|resume [--provider P] [--action A]
+                                          resume lifts every pause within the scope
   actledger ops dispatch                  pauses and calls in flight
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,

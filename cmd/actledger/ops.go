@@ -96,7 +96,9 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 			return err
 		}
 		if args[0] == "resume" {
-			fmt.Fprintf(stdout, "resumed; %d queued operation(s) released\n", status.Released)
+			// A resume removes every pause within its scope and is
+			// harmless when nothing was paused.
+			fmt.Fprintf(stdout, "resumed: %d pause(s) removed, %d operation(s) released\n", status.Removed, status.Released)
 		}
 		return status.print(stdout)
 	case "dispatch":
@@ -153,6 +155,7 @@ type dispatchState struct {
 		AgeSeconds  float64 `json:"age_seconds"`
 		Attempts    int     `json:"attempts"`
 	} `json:"in_flight"`
+	Removed  int `json:"removed"`
 	Released int `json:"released"`
 }
 
@@ -310,14 +313,17 @@ func opsResolve(ctx context.Context, c *opsClient, args []string, w io.Writer) e
 		fmt.Fprintf(w, "evidence %s resolved\n", n)
 		return nil
 	}
-	var out struct {
-		Operation map[string]any `json:"operation"`
-	}
+	// The answer is the operation itself, plus the linked compensation
+	// operation when the resolution created one.
+	var op map[string]any
 	body := map[string]string{"outcome": *outcome, "provider_reference": *reference, "note": *note}
-	if err := c.call(ctx, "POST", "/v1/operations/"+args[0]+"/resolve", body, &out); err != nil {
+	if err := c.call(ctx, "POST", "/v1/operations/"+args[0]+"/resolve", body, &op); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s is %s\n", out.Operation["id"], out.Operation["status"])
+	fmt.Fprintf(w, "%s is %s\n", op["id"], op["status"])
+	if comp, ok := op["compensation"].(map[string]any); ok {
+		fmt.Fprintf(w, "compensation %s (%s) is %s\n", comp["id"], comp["action"], comp["status"])
+	}
 	return nil
 }
 

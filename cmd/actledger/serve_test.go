@@ -38,6 +38,41 @@ type instance struct {
 
 func startServe(t *testing.T) *instance {
 	t.Helper()
+	return startServeWith(t, nil)
+}
+
+// startServeWith is startServe with the providers config rewritten by edit
+// (nil: the demo's, pointed at the mock supplier).
+func startServeWith(t *testing.T, edit func(providersYAML string) string) *instance {
+	t.Helper()
+	in := prepareServe(t, edit)
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- run(ctx, []string{"serve"}, in.getenv, io.Discard, io.Discard) }()
+	waitReady(t, in.base, served)
+	in.stop = func() {
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				t.Errorf("serve returned %v after SIGTERM-equivalent, want nil", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("serve did not shut down")
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			in.stop()
+		}
+	})
+	return in
+}
+
+// prepareServe makes everything `serve` needs for t (database, streams,
+// supplier, providers file, environment) without starting it.
+func prepareServe(t *testing.T, edit func(providersYAML string) string) *instance {
+	t.Helper()
 	_, dbURL := testdb.NewWithURL(t)
 	testnats.Anchor(t)
 	supplier := mocksupplier.New(mocksupplier.Config{LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
@@ -50,6 +85,9 @@ func startServe(t *testing.T) *instance {
 	providers := filepath.Join(t.TempDir(), "providers.yaml")
 	cfg := strings.Replace(string(demo), "http://127.0.0.1:9100", srv.URL, 1)
 	cfg = strings.Replace(cfg, "visibility_lag: 2s", "visibility_lag: 100ms", 1)
+	if edit != nil {
+		cfg = edit(cfg)
+	}
 	if err := os.WriteFile(providers, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -72,27 +110,7 @@ func startServe(t *testing.T) *instance {
 			b.Close()
 		}
 	})
-	ctx, cancel := context.WithCancel(t.Context())
-	served := make(chan error, 1)
-	go func() { served <- run(ctx, []string{"serve"}, in.getenv, io.Discard, io.Discard) }()
 	in.base = "http://" + addr
-	waitReady(t, in.base, served)
-	in.stop = func() {
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				t.Errorf("serve returned %v after SIGTERM-equivalent, want nil", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("serve did not shut down")
-		}
-	}
-	t.Cleanup(func() {
-		if ctx.Err() == nil {
-			in.stop()
-		}
-	})
 	return in
 }
 
@@ -212,8 +230,11 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	if got := get(t, in.base+"/v1/operations/"+op2["id"].(string), agent); got["status"] != "queued" || in.supplier.Orders(op2["external_key"].(string)) != 0 {
 		t.Fatalf("while paused: %v, orders %d", got["status"], in.supplier.Orders(op2["external_key"].(string)))
 	}
-	if out := in.ops(t, operator, "resume", "--provider", "acme"); !strings.Contains(out, "1 queued operation(s) released") {
+	if out := in.ops(t, operator, "resume", "--provider", "acme"); !strings.Contains(out, "resumed: 1 pause(s) removed, 1 operation(s) released") {
 		t.Errorf("ops resume printed %q", out)
+	}
+	if out := in.ops(t, operator, "resume"); !strings.Contains(out, "resumed: 0 pause(s) removed") || !strings.Contains(out, "no pause") {
+		t.Errorf("ops resume with nothing paused printed %q", out)
 	}
 	in.waitStatus(t, agent, op2["id"].(string), "succeeded")
 	if got := in.supplier.TotalOrders(); got != 2 {
@@ -235,7 +256,6 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	for _, want := range []string{
 		`actledger_operations{state="succeeded"} 2`,
 		`actledger_provider_attempts_total{class="unknown",provider="acme"} 1`,
-		`actledger_provider_attempts_total{class="succeeded",provider="acme"} 1`,
 		`actledger_webhook_verifications_failed_total{provider="acme",reason="missing_header"} 1`,
 		`actledger_review_open{kind="operation"} 0`,
 		`actledger_outbox_backlog 0`,
@@ -243,6 +263,13 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 		if !strings.Contains(string(metrics), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+	// The lost response is settled by a resend under the same key, inside
+	// the supplier's idempotency retention, which the supplier answers with
+	// its stored order (a succeeded attempt, no second order); the second
+	// operation succeeds at its first attempt.
+	if want := `actledger_provider_attempts_total{class="succeeded",provider="acme"} 2`; !strings.Contains(string(metrics), want) {
+		t.Errorf("/metrics lacks %s:\n%s", want, metrics)
 	}
 	in.stop()
 }
@@ -287,7 +314,7 @@ func TestOperatorWorksTheReviewQueueFromTheCLI(t *testing.T) {
 	approval2 := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"B-2"},"ttl_seconds":600,"policy_version":"p1"}`)
 	op2 := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","params":{"sku":"B-2"},"approval_id":%q}`, approval2["id"]))
 	in.waitStatus(t, agent, op2["id"].(string), "review")
-	if out := in.ops(t, operator, "resolve", op2["id"].(string), "--outcome", "cancelled", "--note", "no longer needed"); !strings.Contains(out, "cancelled") {
+	if out := in.ops(t, operator, "resolve", op2["id"].(string), "--outcome", "cancelled", "--note", "no longer needed"); out != op2["id"].(string)+" is cancelled\n" {
 		t.Errorf("ops resolve: %s", out)
 	}
 	if out := in.ops(t, operator, "list"); !strings.Contains(out, "nothing waits for a person") {
@@ -360,4 +387,43 @@ func post(t *testing.T, url, token, body string) map[string]any {
 		t.Fatalf("POST %s: %d %s", url, res.StatusCode, raw)
 	}
 	return out
+}
+
+// TestServeFitsTheProviderTimeoutToTheLease: a call must end within its
+// dispatch lease. With LEASE_DURATION=5s, a provider whose timeout is left
+// out gets half the lease and serve starts; an explicit timeout at or over
+// the lease stops the start with an error naming both.
+func TestServeFitsTheProviderTimeoutToTheLease(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		timeout string // the providers file's timeout line; "" leaves it out
+		wantErr string
+	}{
+		{"left out", "", ""},
+		{"set under the lease", "timeout: 2s", ""},
+		{"set at the lease", "timeout: 5s", `provider "acme": timeout: 5s must be shorter than LEASE_DURATION 5s`},
+		{"set to the default, over the lease", "timeout: 10s", `provider "acme": timeout: 10s must be shorter than LEASE_DURATION 5s`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			edit := func(cfg string) string {
+				if tt.timeout == "" {
+					return strings.Replace(cfg, "    timeout: 2s\n", "", 1)
+				}
+				return strings.Replace(cfg, "timeout: 2s", tt.timeout, 1)
+			}
+			if tt.wantErr == "" {
+				in := startServeWith(t, edit)
+				in.stop()
+				return
+			}
+			in := prepareServe(t, edit)
+			err := run(t.Context(), []string{"serve"}, in.getenv, io.Discard, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("serve = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
 }

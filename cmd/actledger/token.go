@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,6 +34,11 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		}
 		defer stop()
 		created, err := auth.New(pool, ledger.New(pool, ledger.Config{})).Create(ctx, *tenant, auth.Role(*role), *name)
+		if errors.Is(err, auth.ErrNameTaken) {
+			// Names are unique across tenants, so that revoking by name is
+			// never ambiguous: say so, and how to get on.
+			return fmt.Errorf("a token named %q already exists; choose another --name", *name)
+		}
 		if err != nil {
 			return err
 		}
