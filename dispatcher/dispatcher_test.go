@@ -149,6 +149,20 @@ func TestRetriesExhaustedGoToReview(t *testing.T) {
 	}
 }
 
+func TestRetryAfterBeyondMaxElapsedGoesToReviewWithoutWaiting(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, MaxElapsed: 2 * time.Second})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.RateLimit429, RetryAfterS: 30})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	// The supplier asks for 30 s; the budget ends after 2 s: no retry is
+	// scheduled that could only be sent after it.
+	done := p.WaitStatus(op, ledger.StatusReview, 5*time.Second)
+	if *done.ReviewReason != dispatcher.ReasonRetriesExhausted || done.Attempts != 1 || p.Creates(op) != 1 {
+		t.Errorf("reason %s attempts %d create requests %d; want retries_exhausted after 1", *done.ReviewReason, done.Attempts, p.Creates(op))
+	}
+}
+
 func TestRejectedOperationFailsWithNoOrder(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour})

@@ -172,11 +172,14 @@ func (w *work) create(ctx context.Context) error {
 		c.To = ledger.StatusFailed
 		return w.move(ctx, c)
 	case provider.ClassNotExecuted:
-		if w.exhausted(attempt, c.SentAt, now) {
+		// The budget is judged at the time of the next attempt: a retry
+		// that could only be sent after max_elapsed is not scheduled.
+		next := now.Add(max(backoff(w.pc.Retry, attempt), res.RetryAfter))
+		if w.exhausted(attempt, c.SentAt, next) {
 			c.To, c.Review = ledger.StatusReview, w.review(ReasonRetriesExhausted, now)
 			return w.move(ctx, c)
 		}
-		c.To, c.NextAttemptAt = ledger.StatusRetryWait, now.Add(max(backoff(w.pc.Retry, attempt), res.RetryAfter))
+		c.To, c.NextAttemptAt = ledger.StatusRetryWait, next
 		return w.move(ctx, c)
 	default: // provider.ClassUnknown
 		c.To = ledger.StatusUnknown

@@ -230,7 +230,7 @@ func TestReplayAfterTheProviderRecoversSettlesWhatItCanAndASecondReplayChangesNo
 	var down atomic.Bool
 	down.Store(true)
 	p := testpipeline.New(t, testpipeline.Options{
-		Idempotency: false, LookupLag: 0, Mode: mocksupplier.Ignore, MaxAttempts: 2, MaxElapsed: time.Second,
+		Idempotency: false, LookupLag: 0, Mode: mocksupplier.Ignore, MaxAttempts: 2, MaxElapsed: 3 * time.Second,
 		Providers: func(real provider.Provider) provider.Provider { return flakyLookups{real, &down} },
 	})
 	p.Start(1)
