@@ -338,7 +338,7 @@ func TestLostResponseIsResentUnderTheKeyBeforeAnyLookup(t *testing.T) {
 
 func TestLookupIsNotTrustedInAnotherAccountThanTheSend(t *testing.T) {
 	t.Parallel()
-	p := testpipeline.New(t, testpipeline.Options{LookupLag: 1500 * time.Millisecond, Mode: mocksupplier.Ignore})
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: 3 * time.Second, Mode: mocksupplier.Ignore})
 	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	p.Start(1)

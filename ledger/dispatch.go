@@ -72,17 +72,17 @@ FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id`
 
 	// operationsReleasable finds the work a resume releases: operations of
 	// the scope that no remaining pause covers and that wait for a dispatch
-	// message. Those are the queued ones, and the retry_wait and unknown
-	// ones whose scheduled message is no longer waiting in the outbox: it
-	// arrived during the pause, its claim was refused and it was
-	// acknowledged. One whose message still waits there gets it on time.
+	// message: queued, retry_wait and unknown ones whose message is no
+	// longer waiting in the outbox (it may have arrived during the pause,
+	// had its claim refused and been acknowledged). One whose message still
+	// waits there gets it on time, and a repeated resume adds nothing.
 	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at FROM operations o
 WHERE o.tenant_id = $1
   AND ($2 = '' OR o.provider = $2) AND ($3 = '' OR o.action = $3)
-  AND (o.status = 'queued'
-    OR (o.status IN ('retry_wait', 'unknown') AND NOT EXISTS (
-        SELECT 1 FROM outbox b
-        WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')))
+  AND o.status IN ('queued', 'retry_wait', 'unknown')
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox b
+      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
   AND NOT EXISTS (
       SELECT 1 FROM dispatch_pauses p
       WHERE p.tenant_id = o.tenant_id
