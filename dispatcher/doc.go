@@ -12,10 +12,13 @@
 //
 // Every call carries the operation's original external key. An outcome that
 // may have happened (timeout, reset, 5xx, an expired lease) is unknown and
-// is never resent blindly: a lookup that finds the effect settles it, an
-// "absent" is believed only after the provider's visibility lag, a provider
-// with an idempotency contract may be asked again with the same key inside
-// its retention window, and anything else goes to a person (review).
+// is never resent blindly: a provider with an idempotency contract is asked
+// again with the same key inside its retention window (it answers with its
+// stored result); otherwise a lookup that finds the effect settles it, an
+// "absent" is believed only after the provider's visibility lag, and only
+// from the account and environment the operation was sent to; anything
+// else goes to a person (review). A success that a fenced worker saw still
+// reaches the reconciler as evidence.
 //
 // Retry and lookup schedules are outbox rows with a due time, so a restart
 // neither loses nor hurries them. The LeaseSweeper moves expired claims to

@@ -7,6 +7,13 @@
 // statement. A stale writer therefore can never overwrite newer state; what
 // it saw is kept with AppendEvent as evidence instead.
 //
+// Claim and Record are Transition for the hot path: a claim with its
+// approval check, and a result with nothing else to commit. They and Enqueue
+// share round trips and commits with the other writers in flight (one
+// pgx.Batch, one implicit transaction), because on a busy database commits,
+// not statements, are what run out first; a write that fails is re-run on
+// its own, so it never fails another.
+//
 // Enqueue writes an operation, its first event and its outbox message in one
 // transaction and consumes one use of its approval there too, so a crash
 // leaves either all of them or none, and an approval with max_uses 1 can
