@@ -250,16 +250,19 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 			detail["mismatched"] = diff
 			return review(ReasonEvidenceMismatch)
 		}
-		switch op.Status {
-		case ledger.StatusSucceeded:
+		switch {
+		case op.Status == ledger.StatusCancelled:
+			return record()
+		case op.ProviderReference != nil || op.Status == ledger.StatusSucceeded:
+			// An effect is confirmed already (succeeded, or in review
+			// because of it, e.g. a duplicate): the same reference again
+			// changes nothing, another one is a second effect.
 			if op.ProviderReference == nil || *op.ProviderReference == ev.ProviderReference {
 				return OutcomeNoChange, nil
 			}
 			detail["recorded_reference"] = *op.ProviderReference
 			return review(ReasonDuplicateEffect)
-		case ledger.StatusCancelled:
-			return record()
-		case ledger.StatusFailed:
+		case op.Status == ledger.StatusFailed:
 			return review(ReasonConflictingEvidence)
 		}
 		lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
@@ -281,12 +284,16 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 		return record()
 	}
 	switch op.Status {
-	case ledger.StatusUnknown, ledger.StatusDispatching, ledger.StatusReview:
+	case ledger.StatusSucceeded:
+		return review(ReasonConflictingEvidence)
+	case ledger.StatusReview, ledger.StatusUnknown, ledger.StatusDispatching:
+		if op.ProviderReference != nil {
+			// An effect was confirmed: a failure contradicts it.
+			return review(ReasonConflictingEvidence)
+		}
 		change.To = ledger.StatusFailed
 		_, err := r.store.Transition(ctx, r.store.Pool(), change)
 		return OutcomeSettledFailed, err
-	case ledger.StatusSucceeded:
-		return review(ReasonConflictingEvidence)
 	case ledger.StatusFailed:
 		return OutcomeNoChange, nil
 	default:

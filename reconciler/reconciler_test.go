@@ -86,6 +86,13 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	if *done.ProviderReference != *first.ProviderReference {
 		t.Errorf("the recorded reference changed from %s to %s", *first.ProviderReference, *done.ProviderReference)
 	}
+	// The first order's success arriving again (a late webhook, a fenced
+	// worker's answer) does not close the duplicate.
+	again, err := p.Reconciler.Apply(context.Background(), reconciler.Evidence{Source: "late", Provider: "acme",
+		Reference: op.ExternalKey, ProviderReference: *first.ProviderReference, Status: "succeeded", Final: true})
+	if err != nil || again != reconciler.OutcomeNoChange || p.Get(op).Status != ledger.StatusReview {
+		t.Errorf("late success of the first order: %s, %v, now %s; want no_change and still review", again, err, p.Get(op).Status)
+	}
 	// An operation whose effect was confirmed is never sent again, even
 	// from review, and even when a later lookup finds nothing.
 	if err := p.Store.AppendEvent(context.Background(), p.Pool, op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{"lookup": "absent"}); err != nil {
