@@ -251,7 +251,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 			return review(ReasonEvidenceMismatch)
 		}
 		switch {
-		case op.Status == ledger.StatusCancelled:
+		case op.Status == ledger.StatusCancelled, contested(op):
 			return record()
 		case op.ProviderReference != nil || op.Status == ledger.StatusSucceeded:
 			// An effect is confirmed already (succeeded, or in review
@@ -280,7 +280,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 
 	// A failure settles only what never confirmed an outcome, and only
 	// when the provider says it is final.
-	if !ev.Final {
+	if !ev.Final || contested(op) {
 		return record()
 	}
 	switch op.Status {
@@ -299,6 +299,21 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 	default:
 		return record()
 	}
+}
+
+// contested reports whether op is in review because pieces of evidence
+// disagree (a second effect, amounts that differ, success against
+// failure). More evidence is kept for the person deciding, but settles
+// nothing: only reviews of an unknown outcome are settled by evidence.
+func contested(op ledger.Operation) bool {
+	if op.Status != ledger.StatusReview || op.ReviewReason == nil {
+		return false
+	}
+	switch *op.ReviewReason {
+	case ReasonDuplicateEffect, ReasonEvidenceMismatch, ReasonConflictingEvidence:
+		return true
+	}
+	return false
 }
 
 // unmatched records evidence no operation explains as a review item of the

@@ -90,8 +90,8 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	// worker's answer) does not close the duplicate.
 	again, err := p.Reconciler.Apply(context.Background(), reconciler.Evidence{Source: "late", Provider: "acme",
 		Reference: op.ExternalKey, ProviderReference: *first.ProviderReference, Status: "succeeded", Final: true})
-	if err != nil || again != reconciler.OutcomeNoChange || p.Get(op).Status != ledger.StatusReview {
-		t.Errorf("late success of the first order: %s, %v, now %s; want no_change and still review", again, err, p.Get(op).Status)
+	if err != nil || again != reconciler.OutcomeRecorded || p.Get(op).Status != ledger.StatusReview {
+		t.Errorf("late success of the first order: %s, %v, now %s; want it recorded for the person and still review", again, err, p.Get(op).Status)
 	}
 	// An operation whose effect was confirmed is never sent again, even
 	// from review, and even when a later lookup finds nothing.
@@ -216,6 +216,15 @@ func TestEvidenceWithOtherQuantitiesThanApprovedGoesToReview(t *testing.T) {
 		got := p.Get(op)
 		return got.Status == ledger.StatusReview && *got.ReviewReason == reconciler.ReasonEvidenceMismatch
 	})
+	// Evidence that agrees with the approval (a late answer without the
+	// amounts) is kept for the person but does not override the mismatch.
+	for _, status := range []string{"succeeded", "failed"} {
+		out, err := p.Reconciler.Apply(context.Background(), reconciler.Evidence{Source: "late", Provider: "acme",
+			Reference: op.ExternalKey, ProviderReference: "ord_m", Status: status, Final: true})
+		if got := p.Get(op); err != nil || out != reconciler.OutcomeRecorded || got.Status != ledger.StatusReview || *got.ReviewReason != reconciler.ReasonEvidenceMismatch {
+			t.Errorf("%s evidence after the mismatch: %s, %v; now %s; want recorded and still in review", status, out, err, got.Status)
+		}
+	}
 }
 
 // flakyLookups makes a real provider's lookups fail while down is set, as
