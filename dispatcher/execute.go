@@ -72,7 +72,11 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 		return nil
 	}
 	if op.Provider != pc.Name {
-		return fmt.Errorf("operation %s of provider %q arrived on provider %q's subject", op.ID, op.Provider, pc.Name)
+		// Not this consumer's to send: if the operation still waits, the
+		// sweeper re-publishes it on its own provider's subject.
+		d.log.ErrorContext(ctx, "dispatch message on another provider's subject dropped",
+			"operation_id", op.ID, "provider", op.Provider, "subject_provider", pc.Name)
+		return nil
 	}
 	claimed, lapse, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
 	if errors.Is(err, ledger.ErrStale) {
@@ -103,8 +107,9 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from ledger.Status, lapse ledger.Lapse) error {
 	pc, ok := d.cfg.Registry.Provider(claimed.Provider)
 	if !ok {
-		// Only a provider removed from the config between the read and
-		// the claim: the lease runs out and the sweeper takes it over.
+		// Cannot happen while dispatch subjects follow the operations'
+		// providers; if it does, the lease runs out and the sweeper takes
+		// the operation over.
 		return fmt.Errorf("operation %s names provider %q, which is not configured", claimed.ID, claimed.Provider)
 	}
 	log := d.log.With("operation_id", claimed.ID, "tenant", claimed.Tenant, "provider", claimed.Provider, "action", claimed.Action)
