@@ -136,7 +136,7 @@ func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]Revie
 			facts["data"] = data
 		}
 		items = append(items, ReviewItem{
-			EvidenceID: &u.ID, Key: u.Reference, Provider: u.Provider, Status: "unmatched",
+			EvidenceID: &u.ID, Key: u.Reference, Provider: u.Provider, Status: string(ledger.StatusReview),
 			Reason: ledger.ReasonUnmatchedEvidence, Owner: u.Owner, Deadline: utc(&u.Deadline),
 			AgeSeconds: now.Sub(u.CreatedAt).Round(time.Second).Seconds(), Facts: facts,
 		})

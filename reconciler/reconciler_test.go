@@ -187,7 +187,9 @@ func TestEvidenceThatMatchesNoOperationBecomesAReviewItem(t *testing.T) {
 		}
 		return false
 	})
-	if item["key"] != "nobody-asked" || item["owner"] != "supply-ops" {
+	// Every item of the review list is in the contract's review state; an
+	// unmatched one has no operation, and says so with its evidence id.
+	if item["key"] != "nobody-asked" || item["owner"] != "supply-ops" || item["status"] != "review" || item["operation_id"] != nil {
 		t.Errorf("item = %v", item)
 	}
 	path := fmt.Sprintf("/v1/review/evidence/%.0f/resolve", item["evidence_id"].(float64))
