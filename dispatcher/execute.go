@@ -284,18 +284,16 @@ func (w *work) settleUnknown(ctx context.Context) error {
 // lookup asks the provider whether the operation's effect exists, trusting
 // the answer only from the account and environment its requests went to.
 func (w *work) lookup(ctx context.Context, now time.Time) error {
-	targets, err := w.store.SentTargets(ctx, w.op.ID)
+	here := ledger.Target{Account: w.pc.Account, Environment: w.pc.Environment}
+	foreign, err := w.store.ForeignTargets(ctx, w.op.ID, here)
 	if err != nil {
 		return err
 	}
-	here := ledger.Target{Account: w.pc.Account, Environment: w.pc.Environment}
-	for _, t := range targets {
-		if t != here {
-			w.log.WarnContext(ctx, "lookup not trusted: the operation was sent to another account or environment", "sent_to", t, "lookup_in", here)
-			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_untrusted", Review: w.review(ReasonLookupUntrusted, now),
-				Detail: map[string]any{"sent_to": targets, "lookup_in": here,
-					"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
-		}
+	if len(foreign) > 0 {
+		w.log.WarnContext(ctx, "lookup not trusted: the operation was sent to another account or environment", "sent_to", foreign, "lookup_in", here)
+		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_untrusted", Review: w.review(ReasonLookupUntrusted, now),
+			Detail: map[string]any{"sent_to": foreign, "lookup_in": here,
+				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
 
 	lr := w.p.Lookup(ctx, w.op.ExternalKey)

@@ -55,6 +55,18 @@ type Pause struct {
 	PausedAt time.Time `json:"paused_at"`
 }
 
+// waitsForMessage holds for an operation o that no pause covers and whose
+// dispatch message is not waiting in the outbox: one that only a new
+// message will move.
+const waitsForMessage = `NOT EXISTS (
+      SELECT 1 FROM outbox b
+      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
+  AND NOT EXISTS (
+      SELECT 1 FROM dispatch_pauses p
+      WHERE p.tenant_id = o.tenant_id
+        AND (p.provider IS NULL OR p.provider = o.provider)
+        AND (p.action IS NULL OR p.action = o.action))`
+
 const (
 	pauseInsert = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at)
 VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
@@ -80,14 +92,7 @@ FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id`
 WHERE o.tenant_id = $1
   AND ($2 = '' OR o.provider = $2) AND ($3 = '' OR o.action = $3)
   AND o.status IN ('queued', 'retry_wait', 'unknown')
-  AND NOT EXISTS (
-      SELECT 1 FROM outbox b
-      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
-  AND NOT EXISTS (
-      SELECT 1 FROM dispatch_pauses p
-      WHERE p.tenant_id = o.tenant_id
-        AND (p.provider IS NULL OR p.provider = o.provider)
-        AND (p.action IS NULL OR p.action = o.action))
+  AND ` + waitsForMessage + `
 ORDER BY o.created_at`
 )
 
@@ -201,14 +206,7 @@ LIMIT $2`
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE ((o.status = 'queued' AND o.updated_at < $1)
     OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < $1))
-  AND NOT EXISTS (
-      SELECT 1 FROM outbox b
-      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
-  AND NOT EXISTS (
-      SELECT 1 FROM dispatch_pauses p
-      WHERE p.tenant_id = o.tenant_id
-        AND (p.provider IS NULL OR p.provider = o.provider)
-        AND (p.action IS NULL OR p.action = o.action))
+  AND ` + waitsForMessage + `
 ORDER BY o.updated_at
 LIMIT $2`
 )

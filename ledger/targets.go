@@ -15,20 +15,22 @@ type Target struct {
 	Environment string `json:"environment" db:"environment"`
 }
 
-// operationTargets lists where an operation's requests may have gone: every
-// claim (a worker that stopped reporting may have sent) and every attempt
-// records the target it was configured for. Events written before targets
-// were recorded say nothing and are skipped.
-const operationTargets = `SELECT DISTINCT detail->>'account' AS account, coalesce(detail->>'environment', '') AS environment
+// operationForeignTargets lists where an operation's requests may have gone
+// other than ($2, $3): every claim (a worker that stopped reporting may
+// have sent) and every attempt records the target it was configured for.
+// Events written before targets were recorded say nothing and are skipped.
+const operationForeignTargets = `SELECT DISTINCT detail->>'account' AS account, coalesce(detail->>'environment', '') AS environment
 FROM operation_events
 WHERE operation_id = $1 AND kind IN ('claimed', 'attempt') AND detail ? 'account'
+  AND (detail->>'account', coalesce(detail->>'environment', '')) IS DISTINCT FROM ($2::text, $3::text)
 ORDER BY 1, 2`
 
-// SentTargets returns the accounts and environments operation id's requests
-// may have reached. A lookup is trusted only in those: asking another
-// account whether an order exists proves nothing about this one.
-func (s *Store) SentTargets(ctx context.Context, id uuid.UUID) ([]Target, error) {
-	rows, _ := s.pool.Query(ctx, operationTargets, id)
+// ForeignTargets returns the accounts and environments other than here that
+// operation id's requests may have reached. A lookup in here is trusted
+// only when there are none: asking one account whether an order exists
+// proves nothing about another.
+func (s *Store) ForeignTargets(ctx context.Context, id uuid.UUID, here Target) ([]Target, error) {
+	rows, _ := s.pool.Query(ctx, operationForeignTargets, id, here.Account, here.Environment)
 	targets, err := pgx.CollectRows(rows, pgx.RowToStructByName[Target])
 	if err != nil {
 		return nil, fmt.Errorf("targets of %s: %w", id, err)

@@ -169,15 +169,13 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 		item.Result = "no_lookup"
 		return item, nil
 	}
-	targets, err := r.store.SentTargets(ctx, op.ID)
+	foreign, err := r.store.ForeignTargets(ctx, op.ID, ledger.Target{Account: pc.Account, Environment: pc.Environment})
 	if err != nil {
 		return item, err
 	}
-	for _, t := range targets {
-		if t != (ledger.Target{Account: pc.Account, Environment: pc.Environment}) {
-			item.Result, item.Detail = "lookup_untrusted", fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", t.Account, t.Environment)
-			return item, nil
-		}
+	if len(foreign) > 0 {
+		item.Result, item.Detail = "lookup_untrusted", fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", foreign[0].Account, foreign[0].Environment)
+		return item, nil
 	}
 	lr := r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
 	switch lr.Status {
