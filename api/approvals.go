@@ -2,8 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,6 +11,11 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 )
+
+// MaxApprovalTTL is the longest an approval may stand: one year. An
+// approval is a person's decision about specific params now; one that
+// outlives a year of policy changes is a standing grant, which this is not.
+const MaxApprovalTTL = 365 * 24 * time.Hour
 
 type createApprovalRequest struct {
 	Action        string          `json:"action"`
@@ -57,17 +62,14 @@ func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
 	if req.Action == "" {
 		return time.Time{}, fieldError("action", "is required")
 	}
-	if len(req.Params) == 0 || req.Params[0] != '{' {
-		return time.Time{}, fieldError("params", "must be a JSON object")
-	}
-	if hasNULEscape(req.Params) {
-		return time.Time{}, fieldError("params", noNUL)
+	if err := checkParams("params", req.Params); err != nil {
+		return time.Time{}, err
 	}
 	if req.PolicyVersion == "" {
 		return time.Time{}, fieldError("policy_version", "is required")
 	}
-	if strings.ContainsRune(req.PolicyVersion, 0) {
-		return time.Time{}, fieldError("policy_version", noNUL)
+	if err := checkText("policy_version", req.PolicyVersion, maxNameLength); err != nil {
+		return time.Time{}, err
 	}
 	if req.MaxUses != nil && *req.MaxUses < 1 {
 		return time.Time{}, fieldError("max_uses", "must be at least 1")
@@ -81,10 +83,16 @@ func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
 		if err != nil {
 			return time.Time{}, fieldError("expires_at", "must be an RFC 3339 time")
 		}
+		if t.After(now.Add(MaxApprovalTTL)) {
+			return time.Time{}, fieldError("expires_at", "must be at most one year from now")
+		}
 		expires = t
 	case req.TTLSeconds != nil:
-		if *req.TTLSeconds < 1 {
-			return time.Time{}, fieldError("ttl_seconds", "must be at least 1")
+		// Checked before any arithmetic: a huge ttl_seconds times
+		// time.Second overflows int64 and can wrap to a short, valid-looking
+		// expiry.
+		if *req.TTLSeconds < 1 || *req.TTLSeconds > int64(MaxApprovalTTL/time.Second) {
+			return time.Time{}, fieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second)))
 		}
 		expires = now.Add(time.Duration(*req.TTLSeconds) * time.Second)
 	default:

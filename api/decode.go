@@ -125,3 +125,151 @@ func hasNULEscape(body []byte) bool {
 		i = at + len(esc)
 	}
 }
+
+// maxExactInteger is 2^53, the largest integer magnitude below which
+// every integer has its own IEEE 754 double. RFC 8785 canonicalises every
+// number as a double, so 2^53+1 would become 2^53: two different requests
+// with one fingerprint, and a provider sent a value nobody approved.
+const maxExactInteger = "9007199254740992"
+
+// checkExactNumbers refuses any integer literal in the JSON value raw (at
+// any depth) whose magnitude is beyond 2^53, naming its path from field
+// ("params.items[2].qty"). A literal with a fraction or an exponent (1.5,
+// 1e21, 1e300) is a float: it keeps RFC 8785 semantics (the nearest
+// double), as the client chose a float notation; only values beyond the
+// double range are refused, by canonicalisation.
+func checkExactNumbers(field string, raw json.RawMessage) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	// path holds one frame per open container: an object's current key, or
+	// an array's next index.
+	type frame struct {
+		array bool
+		key   string
+		index int
+		// wantKey is set in an object when the next token is a key.
+		wantKey bool
+	}
+	var path []frame
+	where := func() string {
+		var b strings.Builder
+		b.WriteString(field)
+		for _, f := range path {
+			if f.array {
+				fmt.Fprintf(&b, "[%d]", f.index)
+			} else if plainKey(f.key) {
+				b.WriteString("." + f.key)
+			} else {
+				fmt.Fprintf(&b, "[%q]", f.key)
+			}
+		}
+		return b.String()
+	}
+	// afterValue moves the innermost frame past the value just read.
+	afterValue := func() {
+		if n := len(path); n > 0 {
+			if path[n-1].array {
+				path[n-1].index++
+			} else {
+				path[n-1].wantKey = true
+			}
+		}
+	}
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			// Malformed JSON is the decoder's or the canonicaliser's to
+			// refuse; this check only looks at numbers.
+			return nil
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch v {
+			case '{':
+				path = append(path, frame{wantKey: true})
+			case '[':
+				path = append(path, frame{array: true})
+			case '}', ']':
+				path = path[:len(path)-1]
+				afterValue()
+			}
+		case string:
+			if n := len(path); n > 0 && !path[n-1].array && path[n-1].wantKey {
+				path[n-1].key, path[n-1].wantKey = v, false
+				continue
+			}
+			afterValue()
+		case json.Number:
+			if beyondExact(string(v)) {
+				return fieldError(where(), fmt.Sprintf("the integer %s is beyond ±2^53 and cannot be kept exactly "+
+					"(JSON numbers are canonicalised as IEEE 754 doubles); send it as a string", v))
+			}
+			afterValue()
+		default:
+			afterValue()
+		}
+	}
+}
+
+// beyondExact reports whether the JSON number literal n is an integer
+// literal (no fraction, no exponent) whose magnitude exceeds 2^53.
+func beyondExact(n string) bool {
+	if strings.ContainsAny(n, ".eE") {
+		return false
+	}
+	digits := strings.TrimLeft(strings.TrimPrefix(n, "-"), "0")
+	if len(digits) != len(maxExactInteger) {
+		return len(digits) > len(maxExactInteger)
+	}
+	return digits > maxExactInteger
+}
+
+// plainKey reports whether key can follow a dot in a path.
+func plainKey(key string) bool {
+	if key == "" {
+		return false
+	}
+	for _, r := range key {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// Length limits of the free-text fields, in bytes. Postgres stores any
+// length, but a field is shown to people and copied into events, logs and
+// review messages: a bound keeps one request from bloating all of them.
+const (
+	maxNameLength      = 256  // policy_version, reason, webhook type
+	maxReferenceLength = 1024 // provider_reference, webhook reference
+	maxNoteLength      = 4096 // an operator's note
+)
+
+// checkText refuses U+0000 (Postgres cannot store it in text or jsonb, so
+// it would fail the insert with a 500) and text longer than max bytes,
+// naming the field.
+func checkText(field, value string, max int) error {
+	if strings.ContainsRune(value, 0) {
+		return fieldError(field, noNUL)
+	}
+	if len(value) > max {
+		return fieldError(field, fmt.Sprintf("must be at most %d bytes", max))
+	}
+	return nil
+}
+
+// checkParams checks a params object as every route that accepts one
+// does: a JSON object, no U+0000, every integer exact.
+func checkParams(field string, params json.RawMessage) error {
+	if len(params) == 0 || params[0] != '{' {
+		return fieldError(field, "must be a JSON object")
+	}
+	if hasNULEscape(params) {
+		return fieldError(field, noNUL)
+	}
+	return checkExactNumbers(field, params)
+}

@@ -82,11 +82,8 @@ func (req createOperationRequest) validate() (uuid.UUID, error) {
 	if req.Key != nil && strings.ContainsRune(*req.Key, 0) {
 		return uuid.Nil, fieldError("key", noNUL)
 	}
-	if len(req.Params) == 0 || req.Params[0] != '{' {
-		return uuid.Nil, fieldError("params", "must be a JSON object")
-	}
-	if hasNULEscape(req.Params) {
-		return uuid.Nil, fieldError("params", noNUL)
+	if err := checkParams("params", req.Params); err != nil {
+		return uuid.Nil, err
 	}
 	// A missing or unknown approval is the approval check's to refuse
 	// (403 approval_mismatch), after a replay of an existing key had its

@@ -34,6 +34,10 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		s.writeError(w, r, err)
 		return
 	}
+	if err := validateResolution(res); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	op, comp, err := s.cfg.Reconciler.Resolve(r.Context(), p.TenantID, p.TokenID, p.Actor(), id, res)
 	if err != nil {
 		s.writeError(w, r, err)
@@ -45,6 +49,32 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		out.Compensation = &v
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// validateResolution checks the free text of a resolution and its
+// compensation; the reconciler judges the decision itself.
+func validateResolution(res reconciler.Resolution) error {
+	if err := checkText("outcome", res.Outcome, maxNameLength); err != nil {
+		return err
+	}
+	if err := checkText("provider_reference", res.ProviderReference, maxReferenceLength); err != nil {
+		return err
+	}
+	if err := checkText("note", res.Note, maxNoteLength); err != nil {
+		return err
+	}
+	if c := res.Compensation; c != nil {
+		if err := checkText("compensation.action", c.Action, maxNameLength); err != nil {
+			return err
+		}
+		if err := checkText("compensation.key", c.Key, maxKeyLength); err != nil {
+			return err
+		}
+		if err := checkParams("compensation.params", c.Params); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // resolvedView is the answer of a resolve: the operation as GET
@@ -70,6 +100,10 @@ func (s *Server) resolveEvidence(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, err)
 		return
 	}
+	if err := checkText("note", req.Note, maxNoteLength); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	if err := s.cfg.Reconciler.ResolveEvidence(r.Context(), p.TenantID, p.Actor(), id, req.Note); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -88,6 +122,10 @@ func (s *Server) retryOperation(w http.ResponseWriter, r *http.Request, p auth.P
 		Note string `json:"note"`
 	}
 	if err := s.readJSON(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkText("note", req.Note, maxNoteLength); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -113,6 +151,10 @@ type replayRequest struct {
 func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	var req replayRequest
 	if err := s.readJSON(w, r, &req, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if err := checkText("reason", req.Reason, maxNameLength); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

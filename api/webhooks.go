@@ -159,6 +159,20 @@ func (req webhookRequest) validate() error {
 		return fieldError("event_id", "must be 1 to 1024 bytes of text")
 	case req.Reference == "":
 		return fieldError("reference", "is required")
+	}
+	for _, f := range []struct {
+		name, value string
+		max         int
+	}{
+		{"type", req.Type, maxNameLength},
+		{"reference", req.Reference, maxReferenceLength},
+		{"provider_reference", req.ProviderReference, maxReferenceLength},
+	} {
+		if err := checkText(f.name, f.value, f.max); err != nil {
+			return err
+		}
+	}
+	switch {
 	case req.Status != webhookSucceeded && req.Status != webhookFailed:
 		return fieldError("status", `must be "succeeded" or "failed"`)
 	case req.Status == webhookSucceeded && req.ProviderReference == "":

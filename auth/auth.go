@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -68,6 +69,10 @@ type Principal struct {
 // Actor names the principal in operation events.
 func (p Principal) Actor() string { return string(p.Role) + ":" + p.Name }
 
+// maxNameLength bounds a token name: it is shown in events ("agent:<name>")
+// and logs, and Postgres cannot store U+0000 in it at all.
+const maxNameLength = 128
+
 // tokenPrefix makes actledger tokens recognisable to secret scanners.
 const tokenPrefix = "alt_"
 
@@ -115,6 +120,9 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 	}
 	if !role.Valid() {
 		return Created{}, fmt.Errorf("auth: role %q is not one of agent, approver, operator", role)
+	}
+	if len(name) > maxNameLength || strings.IndexFunc(name, unicode.IsControl) >= 0 {
+		return Created{}, fmt.Errorf("auth: token name must be at most %d bytes of printable text (no U+0000 or other control characters)", maxNameLength)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
@@ -167,6 +175,11 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 // nothing, and the operations it requested that were never executed become
 // held in the same transaction. It returns those operations.
 func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.Operation, error) {
+	if strings.ContainsRune(nameOrID, 0) {
+		// No name holds U+0000 (Create refuses it), and Postgres would
+		// refuse the query.
+		return nil, ErrNotFound
+	}
 	var held []ledger.Operation
 	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
 		var id uuid.UUID
