@@ -60,7 +60,7 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 		Actions:         map[string]string{action: "acme"},
 		DispatchSubject: func(p string) string { return broker.DispatchSubject("TEST", p) },
 		RequestTimeout:  3 * time.Second,
-		Ready:           func(ctx context.Context) error { return pool.Ping(ctx) },
+		ReadyChecks:     []api.ReadyCheck{{Name: "postgres", Check: pool.Ping}},
 		Logger:          slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -24,6 +25,11 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error
 		var maxBytes *http.MaxBytesError
 		if errors.As(err, &maxBytes) {
 			return nil, err
+		}
+		var netErr net.Error
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			// HTTPLimits.ReadTimeout ran out: a client trickling its body.
+			return nil, errRequestTimeout
 		}
 		return nil, errorf(http.StatusBadRequest, "invalid_body", "could not read the request body")
 	}

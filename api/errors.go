@@ -27,6 +27,7 @@ var (
 	errUnauthenticated = errorf(http.StatusUnauthorized, "unauthenticated", "a valid bearer token is required")
 	errNotFound        = errorf(http.StatusNotFound, "not_found", "no such object")
 	errUnavailable     = errorf(http.StatusServiceUnavailable, "unavailable", "a backing service is unavailable; retry later, nothing was changed")
+	errRequestTimeout  = errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time; nothing was stored")
 	errInternal        = errorf(http.StatusInternalServerError, "internal", "internal error; nothing was changed")
 )
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/actledger/actledger/auth"
@@ -25,9 +26,9 @@ type Config struct {
 	// DispatchSubject returns the outbox subject for an operation of
 	// provider. Required.
 	DispatchSubject func(provider string) string
-	// Ready reports whether the backing services answer; /readyz uses it.
-	// Nil means always ready.
-	Ready func(ctx context.Context) error
+	// ReadyChecks are the backing services /readyz asks, each under its
+	// name ("postgres", "nats"). None means always ready.
+	ReadyChecks []ReadyCheck
 	// WebhookSecrets returns the secrets that may sign provider's
 	// webhooks (several during a rotation); ok is false for a provider that
 	// is not configured (404).
@@ -148,17 +149,52 @@ func bearer(r *http.Request) (string, bool) {
 	return strings.TrimSpace(token), true
 }
 
+// ReadyCheck is one backing service /readyz asks.
+type ReadyCheck struct {
+	// Name is what /readyz reports ("postgres", "nats").
+	Name string
+	// Check returns nil when the service answers.
+	Check func(ctx context.Context) error
+}
+
+// Dependency states /readyz reports.
+const (
+	dependencyUp   = "up"
+	dependencyDown = "down"
+)
+
+// readyz is GET /readyz: 200 when every backing service answers, else 503
+// naming which are down. It is unauthenticated, so it says only "up" or
+// "down": an error's text (host names, users, addresses) goes to the log.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if s.cfg.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := s.cfg.Ready(ctx); err != nil {
-			s.log.WarnContext(ctx, "not ready", "err", err)
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": err.Error()})
-			return
-		}
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	states := make(map[string]string, len(s.cfg.ReadyChecks))
+	errs := make([]error, len(s.cfg.ReadyChecks))
+	var wg sync.WaitGroup
+	for i, c := range s.cfg.ReadyChecks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = c.Check(ctx)
+		}()
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	wg.Wait()
+	var down []string
+	for i, c := range s.cfg.ReadyChecks {
+		if errs[i] != nil {
+			s.log.WarnContext(ctx, "not ready", "dependency", c.Name, "err", errs[i])
+			states[c.Name] = dependencyDown
+			down = append(down, c.Name)
+			continue
+		}
+		states[c.Name] = dependencyUp
+	}
+	if len(down) > 0 {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "unavailable", "down": down, "dependencies": states})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "dependencies": states})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -129,11 +129,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			return pc.WebhookSecretsFrom(e.Getenv), true
 		},
 		Reconciler: rec,
-		Ready: func(ctx context.Context) error {
-			if err := pool.Ping(ctx); err != nil {
-				return fmt.Errorf("postgres: %w", err)
-			}
-			return b.Ping(ctx)
+		ReadyChecks: []api.ReadyCheck{
+			{Name: "postgres", Check: pool.Ping},
+			{Name: "nats", Check: b.Ping},
 		},
 		OnWebhookRejected: metricsRegistry.WebhookRefused,
 		Metrics:           metricsRegistry.Handler(),
@@ -149,7 +147,7 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, logger *sl
 	if err != nil {
 		return fmt.Errorf("listen on %s (LISTEN_ADDR): %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := api.NewHTTPServer(h, api.HTTPLimits{})
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("actledger running", "roles", roles, "listen", ln.Addr().String())
