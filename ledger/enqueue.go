@@ -82,13 +82,59 @@ const approvalRefused = "AL403"
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string) (op Operation, replayed bool, err error) {
-	canonical, fingerprint, err := Canonicalize(req.Params)
+	c, err := s.newEnqueueCall(req, subject)
 	if err != nil {
 		return Operation{}, false, err
 	}
+	// Concurrent enqueues share round trips and commits; ordering them by
+	// their unique key keeps two shared transactions from deadlocking on it.
+	order := uuid.NewSHA1(c.req.TenantID, []byte(c.req.Action+"\x00"+c.req.Key))
+	err = s.group.do(ctx, order, func(b *pgx.Batch) {
+		b.Queue(operationEnqueue, c.args()...).QueryRow(c.scan)
+	})
+	op, replayed, err = s.finishEnqueue(ctx, s.pool, c, err)
+	if err == nil && !replayed {
+		s.OutboxCommitted()
+	}
+	return op, replayed, err
+}
+
+// EnqueueTx is Enqueue inside the caller's transaction tx, for an
+// operation that must exist only if the caller's other writes commit (a
+// compensation created with an operator's resolution). After an error the
+// caller rolls tx back (an approval refusal has aborted it already). The
+// caller calls OutboxCommitted after its commit.
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, subject string) (op Operation, replayed bool, err error) {
+	c, err := s.newEnqueueCall(req, subject)
+	if err != nil {
+		return Operation{}, false, err
+	}
+	err = c.scan(tx.QueryRow(ctx, operationEnqueue, c.args()...))
+	return s.finishEnqueue(ctx, tx, c, err)
+}
+
+// enqueueCall is one enqueue_operation call: its arguments and results.
+type enqueueCall struct {
+	req         EnqueueRequest
+	id          uuid.UUID
+	canonical   []byte
+	fingerprint string
+	msg         outbox.Message
+	now         *time.Time
+
+	created   bool
+	createdAt *time.Time
+	tenant    *string
+}
+
+func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall, error) {
+	canonical, fingerprint, err := Canonicalize(req.Params)
+	if err != nil {
+		return nil, err
+	}
 	if req.Key == "" {
 		if req.ApprovalID == uuid.Nil {
-			return Operation{}, false, &ApprovalError{Code: ApprovalMismatch, Reason: "no approval given"}
+			return nil, &ApprovalError{Code: ApprovalMismatch, Reason: "no approval given"}
 		}
 		req.Key = req.ApprovalID.String()
 	}
@@ -96,20 +142,28 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 		req.Actor = "token:" + req.TokenID.String()
 	}
 	id := uuid.Must(uuid.NewV7())
-	msg := DispatchOutbox(subject, id, 1, time.Time{})
-	var created bool
-	var createdAt *time.Time
-	var tenant *string
-	// Concurrent enqueues share round trips and commits; ordering them by
-	// their unique key keeps two shared transactions from deadlocking on it.
-	order := uuid.NewSHA1(req.TenantID, []byte(req.Action+"\x00"+req.Key))
-	err = s.group.do(ctx, order, func(b *pgx.Batch) {
-		b.Queue(operationEnqueue, id, req.TenantID, req.Action, req.Key, req.Provider,
-			canonical, fingerprint, req.ApprovalID, req.TokenID, ExternalKey(id), s.nowArg(),
-			req.Actor, msg.Subject, msg.MsgID, msg.Payload).QueryRow(func(row pgx.Row) error {
-			return row.Scan(&created, &createdAt, &tenant)
-		})
-	})
+	return &enqueueCall{
+		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
+		msg: DispatchOutbox(subject, id, 1, time.Time{}), now: s.nowArg(),
+	}, nil
+}
+
+func (c *enqueueCall) args() []any {
+	return []any{c.id, c.req.TenantID, c.req.Action, c.req.Key, c.req.Provider,
+		c.canonical, c.fingerprint, c.req.ApprovalID, c.req.TokenID, ExternalKey(c.id), c.now,
+		c.req.Actor, c.msg.Subject, c.msg.MsgID, c.msg.Payload}
+}
+
+// scan keeps the call's results; it may run twice (a failed shared batch
+// is retried alone), so it overwrites.
+func (c *enqueueCall) scan(row pgx.Row) error {
+	return row.Scan(&c.created, &c.createdAt, &c.tenant)
+}
+
+// finishEnqueue turns the call's outcome (err is the statement's) into
+// Enqueue's answer, reading an existing key's operation through db.
+func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err error) (Operation, bool, error) {
+	req := c.req
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == approvalRefused:
@@ -118,28 +172,31 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 		return Operation{}, false, &ApprovalError{Code: ApprovalMismatch, Reason: "no such approval"}
 	case err != nil:
 		return Operation{}, false, fmt.Errorf("enqueue operation: %w", err)
-	case created:
-		s.OutboxCommitted()
+	case c.created:
 		return Operation{
-			ID: id, TenantID: req.TenantID, Tenant: deref(tenant), Action: req.Action, Key: req.Key,
-			Provider: req.Provider, Params: canonical, ParamsFingerprint: fingerprint,
-			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(id),
-			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *createdAt, UpdatedAt: *createdAt,
+			ID: c.id, TenantID: req.TenantID, Tenant: deref(c.tenant), Action: req.Action, Key: req.Key,
+			Provider: req.Provider, Params: c.canonical, ParamsFingerprint: c.fingerprint,
+			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(c.id),
+			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *c.createdAt, UpdatedAt: *c.createdAt,
 		}, false, nil
 	}
 
 	// The key exists: the conflicting row is committed (ON CONFLICT waited
 	// for it, or it was inserted by an earlier enqueue of the same shared
 	// transaction, which has committed now), so this read sees it.
-	op, err = s.GetByKey(ctx, req.TenantID, req.Action, req.Key)
+	rows, _ := db.Query(ctx, operationGetByKey, req.TenantID, req.Action, req.Key)
+	op, err := collectOperation(rows)
 	if err != nil {
+		if !errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("get operation %s/%s: %w", req.Action, req.Key, err)
+		}
 		return Operation{}, false, err
 	}
-	if op.ParamsFingerprint == fingerprint {
+	if op.ParamsFingerprint == c.fingerprint {
 		return op, true, nil
 	}
-	conflict := map[string]any{"params_fingerprint": fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
-	if err := s.AppendEvent(ctx, s.pool, op.ID, "key_conflict", req.Actor, conflict); err != nil {
+	conflict := map[string]any{"params_fingerprint": c.fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
+	if err := s.AppendEvent(ctx, db, op.ID, "key_conflict", req.Actor, conflict); err != nil {
 		return op, false, err
 	}
 	return op, false, ErrKeyConflict

@@ -230,34 +230,48 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 	if !slices.Contains(resolvable, op.Status) || !op.Status.CanMoveTo(to) {
 		return op, nil, fmt.Errorf("%w: it is %s", ErrNotResolvable, op.Status)
 	}
-	var comp *ledger.Operation
+	var pcName string
 	if res.Compensation != nil {
-		pcName, ok := r.actionProvider(res.Compensation.Action)
-		if !ok {
+		var ok bool
+		if pcName, ok = r.actionProvider(res.Compensation.Action); !ok {
 			return op, nil, fmt.Errorf("%w: compensation action %q is not configured", ErrBadResolution, res.Compensation.Action)
 		}
-		c, _, err := r.store.Enqueue(ctx, ledger.EnqueueRequest{
-			TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: res.Compensation.Key,
-			Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
-		}, r.broker.DispatchSubject(pcName))
-		if err != nil {
-			return op, nil, fmt.Errorf("compensation: %w", err)
-		}
-		comp = &c
-		if err := r.store.AppendEvent(ctx, r.store.Pool(), c.ID, "compensation_for", actor, map[string]any{"operation_id": op.ID}); err != nil {
-			return op, comp, err
-		}
 	}
-	detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
-	if comp != nil {
-		detail["compensation_operation_id"] = comp.ID
-	}
-	done, err := r.store.Transition(ctx, r.store.Pool(), ledger.Change{
-		ID: op.ID, From: op.Status, Version: op.Version, To: to, Kind: "resolved", Actor: actor,
-		ProviderReference: res.ProviderReference, Detail: detail,
+	// The resolution and its compensation commit together or not at all:
+	// a compensation whose resolution failed would be sent for an effect
+	// nobody settled, and a resolution whose compensation failed would
+	// leave the effect it meant to undo standing.
+	var done ledger.Operation
+	var comp *ledger.Operation
+	err = pgx.BeginFunc(ctx, r.store.Pool(), func(tx pgx.Tx) error {
+		comp = nil
+		detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
+		if res.Compensation != nil {
+			c, _, err := r.store.EnqueueTx(ctx, tx, ledger.EnqueueRequest{
+				TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: res.Compensation.Key,
+				Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
+			}, r.broker.DispatchSubject(pcName))
+			if err != nil {
+				return fmt.Errorf("compensation: %w", err)
+			}
+			if err := r.store.AppendEvent(ctx, tx, c.ID, "compensation_for", actor, map[string]any{"operation_id": op.ID}); err != nil {
+				return err
+			}
+			comp = &c
+			detail["compensation_operation_id"] = c.ID
+		}
+		var err error
+		done, err = r.store.Transition(ctx, tx, ledger.Change{
+			ID: op.ID, From: op.Status, Version: op.Version, To: to, Kind: "resolved", Actor: actor,
+			ProviderReference: res.ProviderReference, Detail: detail,
+		})
+		return err
 	})
 	if err != nil {
-		return op, comp, err
+		return op, nil, err
+	}
+	if comp != nil {
+		r.store.OutboxCommitted()
 	}
 	r.log.InfoContext(ctx, "operator resolved operation", "operation_id", op.ID, "tenant", op.Tenant, "outcome", res.Outcome, "by", actor)
 	return done, comp, nil
