@@ -173,7 +173,10 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 
 // Revoke ends the token named nameOrID: from then on it authenticates
 // nothing, and the operations it requested that were never executed become
-// held in the same transaction. It returns those operations.
+// held in the same transaction. An approver's token takes its decisions
+// with it: every approval it granted is revoked, and the never-executed
+// operations under them are held too (ledger.RevokeApprovalsOfApprover).
+// It returns every operation it held.
 func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.Operation, error) {
 	if strings.ContainsRune(nameOrID, 0) {
 		// No name holds U+0000 (Create refuses it), and Postgres would
@@ -192,6 +195,13 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 			return fmt.Errorf("auth: revoke %s: %w", nameOrID, err)
 		}
 		held, err = t.ledger.HoldUnsentByToken(ctx, tx, id, actor)
+		if err != nil {
+			return err
+		}
+		// A token of another role granted no approvals: this changes
+		// nothing for it.
+		_, approved, err := t.ledger.RevokeApprovalsOfApprover(ctx, tx, id, actor)
+		held = append(held, approved...)
 		return err
 	})
 	return held, err

@@ -16,7 +16,45 @@ WHERE approval_id = $1 AND status IN ('queued', 'retry_wait') FOR UPDATE`
 
 	operationsUnsentByToken = `SELECT id, status, version FROM operations
 WHERE requested_by = $1 AND status IN ('queued', 'retry_wait') FOR UPDATE`
+
+	// operationsUnsentByApprovals are the never-executed operations under
+	// any of the approvals $1.
+	operationsUnsentByApprovals = `SELECT id, status, version FROM operations
+WHERE approval_id = ANY ($1) AND status IN ('queued', 'retry_wait')
+ORDER BY id
+FOR UPDATE`
+
+	// approvalsRevokeByApprover revokes every standing approval the
+	// approver token $1 granted (approvals revoked before had their unsent
+	// operations held then).
+	approvalsRevokeByApprover = `UPDATE approvals SET revoked_at = coalesce($2::timestamptz, now())
+WHERE approver_token_id = $1 AND revoked_at IS NULL
+RETURNING id`
 )
+
+// RevokeApprovalsOfApprover is what revoking an approver's token does to
+// the approvals it granted: they no longer stand. A revoked token is one
+// whose holder may not be who they were (a leaked token, someone who left),
+// so what it decided is not trusted further: every approval it granted is
+// revoked (new operations under it answer 403 approval_revoked), and every
+// operation under them that was never executed (queued, retry_wait) is
+// held, in the caller's transaction. An operation whose outcome is unknown
+// is left to evidence and lookups, and never sent again: the dispatcher
+// finds its approval revoked before any call (the rule of an approval
+// revoke). It returns how many approvals it revoked and the operations it
+// held.
+func (s *Store) RevokeApprovalsOfApprover(ctx context.Context, tx pgx.Tx, token uuid.UUID, actor string) (int, []Operation, error) {
+	rows, _ := tx.Query(ctx, approvalsRevokeByApprover, token, s.nowArg())
+	revoked, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return 0, nil, fmt.Errorf("revoke approvals granted by %s: %w", token, err)
+	}
+	if len(revoked) == 0 {
+		return 0, nil, nil
+	}
+	held, err := s.holdUnsent(ctx, tx, operationsUnsentByApprovals, revoked, "approver_token_revoked", actor)
+	return len(revoked), held, err
+}
 
 // HoldUnsentByToken holds every never-executed operation that token
 // requested; revoking a token calls it in the revoking transaction.
@@ -24,7 +62,9 @@ func (s *Store) HoldUnsentByToken(ctx context.Context, tx pgx.Tx, token uuid.UUI
 	return s.holdUnsent(ctx, tx, operationsUnsentByToken, token, "token_revoked", actor)
 }
 
-func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg uuid.UUID, kind, actor string) ([]Operation, error) {
+// holdUnsent holds the operations query finds with arg, with an event of
+// kind.
+func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any, kind, actor string) ([]Operation, error) {
 	type target struct {
 		ID      uuid.UUID `db:"id"`
 		Status  Status    `db:"status"`
