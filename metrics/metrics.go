@@ -2,7 +2,9 @@
 //
 // Gauges that describe the ledger (operations by state, outbox backlog and
 // lag) are read from Postgres at scrape time, so every process reports the
-// same truth and nothing drifts; counters of events seen by one process live
+// same truth and nothing drifts; each reads a bounded amount (operations by
+// state come from counts kept by trigger, the backlog and review queries
+// from partial indexes of open work); counters of events seen by one process live
 // with the component that counts them and register here.
 package metrics
 
@@ -81,7 +83,27 @@ UNION ALL
 SELECT 'unmatched_evidence', count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)
 FROM unmatched_evidence WHERE resolved_at IS NULL`
 
-const operationsByState = `SELECT status, count(*) FROM operations GROUP BY status`
+// Operations by state come from the counts schema/011_operation_counts.sql
+// keeps by trigger, never from counting the ledger: a scan of every
+// operation ever made, on every scrape of every process. Reading costs the
+// few folded rows plus the deltas since the last fold.
+const (
+	// operationCountsFold moves the deltas into operation_counts. DELETE …
+	// RETURNING makes two collectors folding at once each fold the deltas
+	// it deleted, never the same one twice.
+	operationCountsFold = `WITH moved AS (DELETE FROM operation_count_deltas RETURNING status, delta)
+INSERT INTO operation_counts (status, n)
+SELECT status, sum(delta) FROM moved GROUP BY status
+ON CONFLICT (status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`
+
+	// operationsByState is the folded counts plus the deltas not folded
+	// yet, read in one snapshot: a fold commits both sides at once.
+	operationsByState = `SELECT status, sum(n)::bigint FROM (
+    SELECT status, n FROM operation_counts
+    UNION ALL
+    SELECT status, delta FROM operation_count_deltas
+) c GROUP BY status`
+)
 
 type ledgerCollector struct {
 	pool *pgxpool.Pool
@@ -100,6 +122,10 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	counts := make(map[ledger.Status]float64, len(ledger.Statuses))
+	if _, err := c.pool.Exec(ctx, operationCountsFold); err != nil {
+		// The read below is right without the fold; it only costs more.
+		c.log.WarnContext(ctx, "metrics: fold operation counts", "err", err)
+	}
 	rows, err := c.pool.Query(ctx, operationsByState)
 	if err == nil {
 		for rows.Next() {
