@@ -80,7 +80,9 @@ func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.P
 				return err
 			}
 		}
-		released = len(ops)
+		// Batches commit one by one; count what the committed ones
+		// released (this one's commit follows).
+		released += len(ops)
 		return nil
 	})
 	if err != nil {
@@ -104,23 +106,54 @@ type inFlightView struct {
 	Attempts       int     `json:"attempts"`
 }
 
-// dispatchStatus is GET /v1/dispatch: active pauses and what is in flight,
-// with its age, so an operator sees what may still land.
+// inFlightList names the cursors of GET /v1/dispatch.
+const inFlightList = "in_flight"
+
+// dispatchStatus is GET /v1/dispatch: active pauses and a page of what is
+// in flight (oldest claim first), with its age, so an operator sees what
+// may still land. The cursor pages in_flight; paused is whole (at most one
+// entry per configured provider, action and their pairs).
 func (s *Server) dispatchStatus(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	s.writeDispatch(w, r, p, nil)
+	page, err := readPage(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var after ledger.Position
+	given, err := page.decodeCursor(inFlightList, &after)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	afterPtr := &after
+	if !given {
+		afterPtr = nil
+	}
+	s.writeDispatchPage(w, r, p, afterPtr, page.limit, nil)
 }
 
-// writeDispatch answers with the tenant's dispatch state plus extra fields.
+// writeDispatch answers with the tenant's dispatch state (the first page
+// of in_flight) plus extra fields.
 func (s *Server) writeDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal, extra map[string]any) {
+	s.writeDispatchPage(w, r, p, nil, DefaultPageLimit, extra)
+}
+
+func (s *Server) writeDispatchPage(w http.ResponseWriter, r *http.Request, p auth.Principal, after *ledger.Position, limit int, extra map[string]any) {
 	pauses, err := s.cfg.Ledger.Pauses(r.Context(), p.TenantID)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	ops, err := s.cfg.Ledger.InFlight(r.Context(), p.TenantID)
+	ops, err := s.cfg.Ledger.InFlight(r.Context(), p.TenantID, after, limit+1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	next := ""
+	if len(ops) > limit {
+		ops = ops[:limit]
+		last := ops[limit-1]
+		next = encodeCursor(inFlightList, ledger.Position{At: last.UpdatedAt, ID: last.ID})
 	}
 	now := s.cfg.Ledger.Now()
 	inFlight := make([]inFlightView, len(ops))
@@ -140,5 +173,5 @@ func (s *Server) writeDispatch(w http.ResponseWriter, r *http.Request, p auth.Pr
 	for k, v := range extra {
 		out[k] = v
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, pageOut(out, next))
 }

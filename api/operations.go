@@ -125,21 +125,40 @@ func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 	writeJSON(w, http.StatusOK, viewOperation(op))
 }
 
-// operationEvents is GET /v1/operations/{id}/events.
+// eventsList names the cursors of GET /v1/operations/{id}/events.
+const eventsList = "events"
+
+// operationEvents is GET /v1/operations/{id}/events: a page of the
+// operation's history, oldest first.
 func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	events, err := s.cfg.Ledger.Events(r.Context(), p.TenantID, id)
+	page, err := readPage(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	var afterSeq int64
+	if _, err := page.decodeCursor(eventsList, &afterSeq); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	events, err := s.cfg.Ledger.EventsPage(r.Context(), p.TenantID, id, afterSeq, page.limit+1)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	next := ""
+	if len(events) > page.limit {
+		events = events[:page.limit]
+		next = encodeCursor(eventsList, events[len(events)-1].Seq)
 	}
 	views := make([]eventView, len(events))
 	for i, e := range events {
 		views[i] = viewEvent(e)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": views})
+	writeJSON(w, http.StatusOK, pageOut(map[string]any{"events": views}, next))
 }

@@ -12,14 +12,37 @@ import (
 	"github.com/actledger/actledger/reconciler"
 )
 
-// listReview is GET /v1/review: the tenant's open review items.
+// reviewList names the cursors of GET /v1/review.
+const reviewList = "review"
+
+// listReview is GET /v1/review: a page of the tenant's open review items,
+// operations in review (longest waiting first), then unmatched evidence.
 func (s *Server) listReview(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	items, err := s.cfg.Reconciler.ReviewItems(r.Context(), p.TenantID)
+	page, err := readPage(r)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	var after reconciler.ReviewCursor
+	given, err := page.decodeCursor(reviewList, &after)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	afterPtr := &after
+	if !given {
+		afterPtr = nil
+	}
+	items, next, err := s.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, afterPtr, page.limit)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	nextCursor := ""
+	if next != nil {
+		nextCursor = encodeCursor(reviewList, next)
+	}
+	writeJSON(w, http.StatusOK, pageOut(map[string]any{"items": items}, nextCursor))
 }
 
 // resolveOperation is POST /v1/operations/{id}/resolve.

@@ -79,8 +79,12 @@ ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO NOTHING
 	pausesDeleteWithin = `DELETE FROM dispatch_pauses
 WHERE tenant_id = $1 AND ($2 = '' OR provider = $2) AND ($3 = '' OR action = $3)`
 
+	// pausesList is bounded by what may be paused (one pause per
+	// configured provider and action, and their combinations), and by
+	// MaxPauses whatever the configuration.
 	pausesList = `SELECT coalesce(provider, '') AS provider, coalesce(action, '') AS action, paused_by, paused_at
-FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id`
+FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id
+LIMIT ` + maxPausesSQL
 
 	// operationsReleasable finds the work a resume releases: operations of
 	// the scope that no remaining pause covers and that wait for a dispatch
@@ -88,12 +92,14 @@ FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id`
 	// longer waiting in the outbox (it may have arrived during the pause,
 	// had its claim refused and been acknowledged). One whose message still
 	// waits there gets it on time, and a repeated resume adds nothing.
-	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at FROM operations o
+	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at, o.created_at FROM operations o
 WHERE o.tenant_id = $1
   AND ($2 = '' OR o.provider = $2) AND ($3 = '' OR o.action = $3)
   AND o.status IN ('queued', 'retry_wait', 'unknown')
   AND ` + waitsForMessage + `
-ORDER BY o.created_at`
+  AND ($4::timestamptz IS NULL OR (o.created_at, o.id) > ($4, $5))
+ORDER BY o.created_at, o.id
+LIMIT $6`
 )
 
 // PauseDispatch stops claims of the tenant's operations for provider and/or
@@ -114,7 +120,13 @@ type Requeue struct {
 	// NextAttemptAt is when a retry_wait or unknown operation is due; nil
 	// for a queued one, which is due now.
 	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	// CreatedAt orders a resume's batches.
+	CreatedAt time.Time `db:"created_at"`
 }
+
+// DefaultResumeBatch is how many operations a resume releases per
+// transaction by default.
+const DefaultResumeBatch = 500
 
 // Message is the outbox message that releases r on subject: a deliberate
 // re-publish of its version (at makes its Nats-Msg-Id new), held back until
@@ -131,38 +143,65 @@ func (r Requeue) Message(subject string, at time.Time) outbox.Message {
 
 // ResumeDispatch removes every pause of tenant that lies within the scope
 // provider, action ("" matches any), so an empty scope clears them all, and
-// returns how many it removed. In the same transaction it finds the
-// operations of the scope that no remaining pause covers and that wait for
-// a dispatch message, and hands them to publish (which writes their
-// messages to the outbox, see Requeue.Message). Resuming where nothing is
+// returns how many it removed. It then finds the operations of the scope
+// that no remaining pause covers and that wait for a dispatch message, and
+// hands them to publish (which writes their messages to the outbox, see
+// Requeue.Message), in batches of Config.ResumeBatch, oldest first, each
+// in its own transaction: the pauses go with the first batch. A resume of
+// a long pause so never holds one transaction (and the locks and outbox rows
+// of every operation) open. If a later batch fails, the pauses are gone and
+// the earlier batches released; the error says so, and a repeated resume
+// (or the stuck sweeper) releases the rest. Resuming where nothing is
 // paused is not an error: it removes nothing and still releases what
 // waits, so a resume can be repeated safely.
 func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string, publish func(tx pgx.Tx, released []Requeue) error) (removed int, err error) {
-	n := 0
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
+	var afterAt *time.Time
+	var afterID uuid.UUID
+	for batch := 0; ; batch++ {
+		n := 0
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if batch == 0 {
+				tag, err := tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
+				if err != nil {
+					return fmt.Errorf("resume dispatch: %w", err)
+				}
+				removed = int(tag.RowsAffected())
+			}
+			rows, _ := tx.Query(ctx, operationsReleasable, tenant, provider, action, afterAt, afterID, s.resumeBatch)
+			released, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
+			if err != nil {
+				return fmt.Errorf("find released operations: %w", err)
+			}
+			n = len(released)
+			if n == 0 {
+				return nil
+			}
+			last := released[n-1]
+			afterAt, afterID = &last.CreatedAt, last.ID
+			return publish(tx, released)
+		})
 		if err != nil {
-			return fmt.Errorf("resume dispatch: %w", err)
+			if batch > 0 {
+				return removed, fmt.Errorf("resume dispatch: pauses removed and %d batch(es) released, then: %w", batch, err)
+			}
+			return 0, err
 		}
-		removed = int(tag.RowsAffected())
-		rows, _ := tx.Query(ctx, operationsReleasable, tenant, provider, action)
-		released, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
-		if err != nil {
-			return fmt.Errorf("find released operations: %w", err)
+		if n > 0 {
+			s.OutboxCommitted()
 		}
-		n = len(released)
-		return publish(tx, released)
-	})
-	if err != nil {
-		return 0, err
+		if n < s.resumeBatch {
+			return removed, nil
+		}
 	}
-	if n > 0 {
-		s.OutboxCommitted()
-	}
-	return removed, nil
 }
 
-// Pauses lists the tenant's active pauses.
+// MaxPauses bounds the pauses Pauses lists.
+const (
+	MaxPauses    = 500
+	maxPausesSQL = "500"
+)
+
+// Pauses lists the tenant's active pauses (at most MaxPauses).
 func (s *Store) Pauses(ctx context.Context, tenant uuid.UUID) ([]Pause, error) {
 	rows, _ := s.pool.Query(ctx, pausesList, tenant)
 	pauses, err := pgx.CollectRows(rows, pgx.RowToStructByName[Pause])
@@ -172,15 +211,21 @@ func (s *Store) Pauses(ctx context.Context, tenant uuid.UUID) ([]Pause, error) {
 	return pauses, nil
 }
 
+// operationsInFlight is a page of the tenant's dispatching operations,
+// oldest claim first, after position ($2, $3) when $2 is set.
 const operationsInFlight = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE o.tenant_id = $1 AND o.status = 'dispatching'
-ORDER BY o.updated_at`
+  AND ($2::timestamptz IS NULL OR (o.updated_at, o.id) > ($2, $3))
+ORDER BY o.updated_at, o.id
+LIMIT $4`
 
-// InFlight lists the tenant's operations being dispatched now: what may
-// still land at a provider even after a pause.
-func (s *Store) InFlight(ctx context.Context, tenant uuid.UUID) ([]Operation, error) {
-	rows, _ := s.pool.Query(ctx, operationsInFlight, tenant)
+// InFlight lists at most limit of the tenant's operations being dispatched
+// now, after position after (nil: from the oldest claim): what may still
+// land at a provider even after a pause.
+func (s *Store) InFlight(ctx context.Context, tenant uuid.UUID, after *Position, limit int) ([]Operation, error) {
+	at, id := after.args()
+	rows, _ := s.pool.Query(ctx, operationsInFlight, tenant, at, id, limit)
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("list in-flight operations: %w", err)

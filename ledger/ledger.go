@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,10 +102,14 @@ type Config struct {
 	// outbox rows due now (outbox.Notifier.Signal), so relays publish them
 	// at once instead of at their next poll.
 	OutboxCommitted func()
+	// ResumeBatch is how many operations a resume releases per
+	// transaction. Default DefaultResumeBatch.
+	ResumeBatch int
 }
 
 // Store reads and writes the ledger.
 type Store struct {
+	resumeBatch     int
 	pool            *pgxpool.Pool
 	now             func() time.Time
 	reviewSubject   string
@@ -114,7 +119,7 @@ type Store struct {
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
+	return &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
 		group: &groupCommit{pool: pool}}
 }
 
@@ -176,6 +181,14 @@ FROM operation_events e JOIN operations o ON o.id = e.operation_id
 WHERE o.id = $1 AND o.tenant_id = $2
 ORDER BY e.seq`
 
+	// operationEventsPage is a page of operationEvents: the events after
+	// seq $3, at most $4.
+	operationEventsPage = `SELECT e.seq, e.at, e.kind, e.from_status, e.to_status, e.actor, e.detail
+FROM operation_events e JOIN operations o ON o.id = e.operation_id
+WHERE o.id = $1 AND o.tenant_id = $2 AND e.seq > $3
+ORDER BY e.seq
+LIMIT $4`
+
 	eventAppend = `INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
 SELECT o.id, o.tenant_id, coalesce($2::timestamptz, now()), $3, o.status, o.status, $4, $5
 FROM operations o WHERE o.id = $1`
@@ -226,6 +239,20 @@ func (s *Store) Events(ctx context.Context, tenant, id uuid.UUID) ([]Event, erro
 		return nil, err
 	}
 	rows, _ := s.pool.Query(ctx, operationEvents, id, tenant)
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
+	if err != nil {
+		return nil, fmt.Errorf("list events of %s: %w", id, err)
+	}
+	return events, nil
+}
+
+// EventsPage returns at most limit events of operation id of tenant after
+// seq afterSeq (0: from the first), oldest first, or ErrNotFound.
+func (s *Store) EventsPage(ctx context.Context, tenant, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
+	if _, err := s.Get(ctx, tenant, id); err != nil {
+		return nil, err
+	}
+	rows, _ := s.pool.Query(ctx, operationEventsPage, id, tenant, afterSeq, limit)
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", id, err)

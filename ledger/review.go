@@ -19,11 +19,53 @@ const (
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE o.external_key = $1`
 
+	// operationsInReview is a page of the tenant's operations in review,
+	// longest waiting first, after position ($2, $3) when $2 is set.
 	operationsInReview = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE o.tenant_id = $1 AND o.status = 'review'
-ORDER BY o.updated_at`
+  AND ($2::timestamptz IS NULL OR (o.updated_at, o.id) > ($2, $3))
+ORDER BY o.updated_at, o.id
+LIMIT $4`
+
+	// operationEventsOf is the history of each of the operations $1 of
+	// tenant $2, in one query (a review page judges every item's history).
+	operationEventsOf = `SELECT e.operation_id, e.seq, e.at, e.kind, e.from_status, e.to_status, e.actor, e.detail
+FROM operation_events e
+WHERE e.operation_id = ANY ($1) AND e.tenant_id = $2
+ORDER BY e.operation_id, e.seq`
+
+	// operationLapses is operationLapse (CheckLapse) for each of the
+	// operations $1: the same CASE, in one query.
+	operationLapses = `SELECT o.id,
+    CASE
+        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
+        WHEN a.expires_at <= coalesce($2::timestamptz, now()) THEN 'approval_expired'
+        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
+        ELSE ''
+    END
+FROM operations o
+JOIN approvals a ON a.id = o.approval_id
+JOIN api_tokens k ON k.id = o.requested_by
+WHERE o.id = ANY ($1)`
 )
+
+// Position is where a page of operations ended: the last one's time (of
+// the list's order) and id. Pages are keyset pages: an item that changes
+// while a client pages moves later (its time only grows), so it may be
+// listed twice but is never skipped.
+type Position struct {
+	At time.Time
+	ID uuid.UUID
+}
+
+// args are the query parameters of p; a nil p starts from the beginning.
+func (p *Position) args() (*time.Time, uuid.UUID) {
+	if p == nil {
+		return nil, uuid.Nil
+	}
+	return &p.At, p.ID
+}
 
 // GetByExternalKey returns the operation whose external key is key, whatever
 // its tenant: evidence from a provider names only the key. Internal use.
@@ -36,14 +78,52 @@ func (s *Store) GetByExternalKey(ctx context.Context, key string) (Operation, er
 	return op, err
 }
 
-// InReview lists the tenant's operations waiting for a person, oldest first.
-func (s *Store) InReview(ctx context.Context, tenant uuid.UUID) ([]Operation, error) {
-	rows, _ := s.pool.Query(ctx, operationsInReview, tenant)
+// InReview lists at most limit of the tenant's operations waiting for a
+// person, longest waiting first, after position after (nil: from the
+// first).
+func (s *Store) InReview(ctx context.Context, tenant uuid.UUID, after *Position, limit int) ([]Operation, error) {
+	at, id := after.args()
+	rows, _ := s.pool.Query(ctx, operationsInReview, tenant, at, id, limit)
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("list review items: %w", err)
 	}
 	return ops, nil
+}
+
+// EventsOf returns the history of each of the operations ids of tenant,
+// oldest first, in one query.
+func (s *Store) EventsOf(ctx context.Context, tenant uuid.UUID, ids []uuid.UUID) (map[uuid.UUID][]Event, error) {
+	type row struct {
+		OperationID uuid.UUID `db:"operation_id"`
+		Event
+	}
+	rows, _ := s.pool.Query(ctx, operationEventsOf, ids, tenant)
+	all, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
+	if err != nil {
+		return nil, fmt.Errorf("list events of %d operations: %w", len(ids), err)
+	}
+	out := make(map[uuid.UUID][]Event, len(ids))
+	for _, r := range all {
+		out[r.OperationID] = append(out[r.OperationID], r.Event)
+	}
+	return out, nil
+}
+
+// Lapses is CheckLapse for each of the operations ids, in one query.
+func (s *Store) Lapses(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]Lapse, error) {
+	rows, _ := s.pool.Query(ctx, operationLapses, ids, s.nowArg())
+	out := make(map[uuid.UUID]Lapse, len(ids))
+	var id uuid.UUID
+	var lapse Lapse
+	_, err := pgx.ForEachRow(rows, []any{&id, &lapse}, func() error {
+		out[id] = lapse
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check approvals of %d operations: %w", len(ids), err)
+	}
+	return out, nil
 }
 
 // Unmatched is evidence of an effect that no operation explains: a review
@@ -75,10 +155,13 @@ ON CONFLICT (provider, source) DO NOTHING
 RETURNING ` + unmatchedColumns
 
 	// unmatchedOpen lists open items a tenant's operators see: their own,
-	// and those no tenant owns.
+	// and those no tenant owns. A page: after position ($2, $3) when $2 is
+	// set, at most $4.
 	unmatchedOpen = `SELECT ` + unmatchedColumns + ` FROM unmatched_evidence
 WHERE resolved_at IS NULL AND (tenant_id = $1 OR tenant_id IS NULL)
-ORDER BY created_at`
+  AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3))
+ORDER BY created_at, id
+LIMIT $4`
 
 	unmatchedResolve = `UPDATE unmatched_evidence
 SET resolved_at = coalesce($4::timestamptz, now()), resolved_by = $3, resolution_note = $5
@@ -122,9 +205,22 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 	return recorded, err
 }
 
-// OpenUnmatched lists the unmatched evidence the tenant's operators see.
-func (s *Store) OpenUnmatched(ctx context.Context, tenant uuid.UUID) ([]Unmatched, error) {
-	rows, _ := s.pool.Query(ctx, unmatchedOpen, tenant)
+// EvidencePosition is where a page of unmatched evidence ended: the last
+// item's created_at and id.
+type EvidencePosition struct {
+	At time.Time
+	ID int64
+}
+
+// OpenUnmatched lists at most limit of the unmatched evidence the tenant's
+// operators see, oldest first, after position after (nil: from the first).
+func (s *Store) OpenUnmatched(ctx context.Context, tenant uuid.UUID, after *EvidencePosition, limit int) ([]Unmatched, error) {
+	var at *time.Time
+	var id int64
+	if after != nil {
+		at, id = &after.At, after.ID
+	}
+	rows, _ := s.pool.Query(ctx, unmatchedOpen, tenant, at, id, limit)
 	items, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unmatched])
 	if err != nil {
 		return nil, fmt.Errorf("list unmatched evidence: %w", err)

@@ -106,25 +106,64 @@ func judge(events []ledger.Event) Judgement {
 	return j
 }
 
-// ReviewItems lists the tenant's open review items: operations in review and
-// evidence that matches no operation.
-func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]ReviewItem, error) {
-	ops, err := r.store.InReview(ctx, tenant)
-	if err != nil {
-		return nil, err
-	}
+// ReviewCursor is where a page of review items ended. Operations in review
+// come first (longest waiting first), then unmatched evidence (oldest
+// first).
+type ReviewCursor struct {
+	// Evidence: the page ended in (or just before) unmatched evidence.
+	Evidence bool `json:"e,omitempty"`
+	// Operation is the last operation listed; nil with Evidence.
+	Operation *ledger.Position `json:"o,omitempty"`
+	// Unmatched is the last evidence listed; nil at the start of the
+	// evidence.
+	Unmatched *ledger.EvidencePosition `json:"u,omitempty"`
+}
+
+// ReviewPage lists at most limit of the tenant's open review items after
+// cursor after (nil: from the first), and the cursor of the next page (nil
+// when this is the last). However many items a page holds, it costs four
+// queries: the operations, their histories, their approvals' standing, and
+// the unmatched evidence.
+func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *ReviewCursor, limit int) ([]ReviewItem, *ReviewCursor, error) {
 	now := r.store.Now()
-	items := make([]ReviewItem, 0, len(ops))
-	for _, op := range ops {
-		item, err := r.reviewItem(ctx, op, now)
-		if err != nil {
-			return nil, err
+	items := make([]ReviewItem, 0, limit)
+	var afterEvidence *ledger.EvidencePosition
+	if after != nil && after.Evidence {
+		afterEvidence = after.Unmatched
+	} else {
+		var afterOp *ledger.Position
+		if after != nil {
+			afterOp = after.Operation
 		}
-		items = append(items, item)
+		ops, err := r.store.InReview(ctx, tenant, afterOp, limit+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		more := len(ops) > limit
+		ops = ops[:min(len(ops), limit)]
+		opItems, err := r.reviewItems(ctx, tenant, ops, now)
+		if err != nil {
+			return nil, nil, err
+		}
+		items = append(items, opItems...)
+		if more {
+			last := ops[len(ops)-1]
+			return items, &ReviewCursor{Operation: &ledger.Position{At: last.UpdatedAt, ID: last.ID}}, nil
+		}
 	}
-	unmatched, err := r.store.OpenUnmatched(ctx, tenant)
+	room := limit - len(items)
+	unmatched, err := r.store.OpenUnmatched(ctx, tenant, afterEvidence, room+1)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var next *ReviewCursor
+	if len(unmatched) > room {
+		unmatched = unmatched[:room]
+		next = &ReviewCursor{Evidence: true, Unmatched: afterEvidence}
+		if room > 0 {
+			last := unmatched[room-1]
+			next.Unmatched = &ledger.EvidencePosition{At: last.CreatedAt, ID: last.ID}
+		}
 	}
 	for _, u := range unmatched {
 		facts := map[string]any{"source": u.Source, "reference": u.Reference, "status": u.Status}
@@ -141,19 +180,54 @@ func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]Revie
 			AgeSeconds: now.Sub(u.CreatedAt).Round(time.Second).Seconds(), Facts: facts,
 		})
 	}
+	return items, next, nil
+}
+
+// ReviewItems lists every open review item of the tenant, page after page:
+// for tools and tests. The API serves pages (ReviewPage).
+func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]ReviewItem, error) {
+	var all []ReviewItem
+	var after *ReviewCursor
+	for {
+		items, next, err := r.ReviewPage(ctx, tenant, after, 500)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == nil {
+			return all, nil
+		}
+		after = next
+	}
+}
+
+// reviewItems builds the review items of ops, reading their histories and
+// their approvals' standing in one query each.
+func (r *Reconciler) reviewItems(ctx context.Context, tenant uuid.UUID, ops []ledger.Operation, now time.Time) ([]ReviewItem, error) {
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	ids := make([]uuid.UUID, len(ops))
+	for i, op := range ops {
+		ids[i] = op.ID
+	}
+	events, err := r.store.EventsOf(ctx, tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	lapses, err := r.store.Lapses(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]ReviewItem, len(ops))
+	for i, op := range ops {
+		items[i] = r.reviewItem(op, events[op.ID], lapses[op.ID], now)
+	}
 	return items, nil
 }
 
-func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now time.Time) (ReviewItem, error) {
-	events, err := r.store.Events(ctx, op.TenantID, op.ID)
-	if err != nil {
-		return ReviewItem{}, err
-	}
+func (r *Reconciler) reviewItem(op ledger.Operation, events []ledger.Event, lapse ledger.Lapse, now time.Time) ReviewItem {
 	j := judge(events)
-	lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
-	if err != nil {
-		return ReviewItem{}, err
-	}
 	facts := map[string]any{
 		"attempts": op.Attempts, "may_have_had_effect": j.MayHaveHadEffect,
 		"absence_confirmed": j.AbsenceConfirmed, "effect_confirmed": j.EffectConfirmed, "approval_valid": lapse == ledger.LapseNone,
@@ -185,7 +259,7 @@ func (r *Reconciler) reviewItem(ctx context.Context, op ledger.Operation, now ti
 		at := pc.LookupBelievableAt(*op.LastSentAt).UTC()
 		item.LookupReliableAfter = &at
 	}
-	return item, nil
+	return item
 }
 
 // Resolution is an operator's decision on an operation.

@@ -1,0 +1,64 @@
+package ledger_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/outbox"
+)
+
+// TestResumeReleasesInBatchesEachInItsOwnTransaction: a resume hands the
+// paused work back in batches of ResumeBatch, each committed on its own
+// (the outbox rows of each batch carry their own transaction id), and
+// releases every operation exactly once. It used to release everything in
+// one unbounded transaction.
+func TestResumeReleasesInBatchesEachInItsOwnTransaction(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	store := ledger.New(f.pool, ledger.Config{ResumeBatch: 2})
+	if err := store.PauseDispatch(ctx, f.tenant, "", "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		params := fmt.Sprintf(`{"n":%d}`, i)
+		if _, _, err := f.enqueue(fmt.Sprintf("k%d", i), params, f.approve(t, params, 1).ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Their first messages were published (and dropped as paused): they
+	// wait for a new one.
+	if _, err := f.pool.Exec(ctx, `UPDATE outbox SET published_at = now()`); err != nil {
+		t.Fatal(err)
+	}
+	var batches []int
+	removed, err := store.ResumeDispatch(ctx, f.tenant, "", "", func(tx pgx.Tx, ops []ledger.Requeue) error {
+		batches = append(batches, len(ops))
+		for _, op := range ops {
+			if err := outbox.Insert(ctx, tx, op.Message("TEST.ops.acme", time.Now())); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if removed != 1 {
+		t.Errorf("removed %d pauses, want 1", removed)
+	}
+	if fmt.Sprint(batches) != "[2 2 1]" {
+		t.Errorf("batches %v, want [2 2 1]", batches)
+	}
+	released := f.count(t, `SELECT count(*) FROM outbox WHERE published_at IS NULL`)
+	distinctOps := f.count(t, `SELECT count(DISTINCT split_part(msg_id, '.', 2)) FROM outbox WHERE published_at IS NULL`)
+	transactions := f.count(t, `SELECT count(DISTINCT xmin::text) FROM outbox WHERE published_at IS NULL`)
+	if released != 5 || distinctOps != 5 || transactions != 3 {
+		t.Errorf("released %d messages for %d operations in %d transactions; want 5, 5, 3", released, distinctOps, transactions)
+	}
+}
