@@ -9,8 +9,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actledger/actledger/api"
 )
 
 // opsClient talks to a running actledger's operator API with an operator
@@ -103,7 +107,11 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		return status.print(stdout)
 	case "dispatch":
 		var status dispatchState
-		if err := c.call(ctx, "GET", "/v1/dispatch", nil, &status); err != nil {
+		err := getPages(ctx, c, "/v1/dispatch", func(page dispatchState) {
+			status.Paused = page.Paused
+			status.InFlight = append(status.InFlight, page.InFlight...)
+		})
+		if err != nil {
 			return err
 		}
 		return status.print(stdout)
@@ -192,12 +200,47 @@ type reviewItem struct {
 	LastProviderAnswer  map[string]any `json:"last_provider_answer"`
 }
 
+// reviewPage is one page of GET /v1/review.
+type reviewPage struct {
+	Items []reviewItem `json:"items"`
+}
+
+// getPages GETs every page of the list at path (the largest pages the API
+// serves), following next_cursor, and hands each page to add.
+func getPages[T any](ctx context.Context, c *opsClient, path string, add func(page T)) error {
+	cursor := ""
+	for {
+		u := path + "?limit=" + strconv.Itoa(api.MaxPageLimit)
+		if cursor != "" {
+			u += "&cursor=" + url.QueryEscape(cursor)
+		}
+		var raw json.RawMessage
+		if err := c.call(ctx, "GET", u, nil, &raw); err != nil {
+			return err
+		}
+		var page T
+		var next struct {
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(raw, &page); err != nil {
+			return fmt.Errorf("GET %s: %w", path, err)
+		}
+		if err := json.Unmarshal(raw, &next); err != nil {
+			return fmt.Errorf("GET %s: %w", path, err)
+		}
+		add(page)
+		if next.NextCursor == "" {
+			return nil
+		}
+		cursor = next.NextCursor
+	}
+}
+
 // opsList prints what is stuck: every open review item, oldest first.
 func opsList(ctx context.Context, c *opsClient, w io.Writer) error {
-	var out struct {
-		Items []reviewItem `json:"items"`
-	}
-	if err := c.call(ctx, "GET", "/v1/review", nil, &out); err != nil {
+	var out reviewPage
+	err := getPages(ctx, c, "/v1/review", func(page reviewPage) { out.Items = append(out.Items, page.Items...) })
+	if err != nil {
 		return err
 	}
 	if len(out.Items) == 0 {
@@ -234,7 +277,7 @@ func opsShow(ctx context.Context, c *opsClient, id string, w io.Writer) error {
 	if err := c.call(ctx, "GET", "/v1/operations/"+id, nil, &op); err != nil {
 		return err
 	}
-	var events struct {
+	type eventsPage struct {
 		Events []struct {
 			Seq    int64           `json:"seq"`
 			At     string          `json:"at"`
@@ -245,7 +288,11 @@ func opsShow(ctx context.Context, c *opsClient, id string, w io.Writer) error {
 			Detail json.RawMessage `json:"detail"`
 		} `json:"events"`
 	}
-	if err := c.call(ctx, "GET", "/v1/operations/"+id+"/events", nil, &events); err != nil {
+	var events eventsPage
+	err := getPages(ctx, c, "/v1/operations/"+url.PathEscape(id)+"/events", func(page eventsPage) {
+		events.Events = append(events.Events, page.Events...)
+	})
+	if err != nil {
 		return err
 	}
 	for _, k := range []string{"id", "action", "key", "status", "provider", "external_key", "provider_reference", "attempts", "approval_id", "created_at", "updated_at"} {
@@ -254,10 +301,9 @@ func opsShow(ctx context.Context, c *opsClient, id string, w io.Writer) error {
 	fmt.Fprintf(w, "%-19s %s\n", "params:", mustJSON(op["params"]))
 	if r, ok := op["review"].(map[string]any); ok {
 		fmt.Fprintf(w, "%-19s %v (owner %v, deadline %v)\n", "review:", r["reason"], r["owner"], r["deadline"])
-		var review struct {
-			Items []reviewItem `json:"items"`
-		}
-		if err := c.call(ctx, "GET", "/v1/review", nil, &review); err == nil {
+		var review reviewPage
+		err := getPages(ctx, c, "/v1/review", func(page reviewPage) { review.Items = append(review.Items, page.Items...) })
+		if err == nil {
 			for _, it := range review.Items {
 				if it.OperationID != nil && *it.OperationID == id {
 					fmt.Fprintf(w, "%-19s %v\n", "retry allowed:", it.RetryAllowed)
