@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actledger/actledger/ledger"
@@ -61,4 +62,62 @@ func TestResumeReleasesInBatchesEachInItsOwnTransaction(t *testing.T) {
 	if released != 5 || distinctOps != 5 || transactions != 3 {
 		t.Errorf("released %d messages for %d operations in %d transactions; want 5, 5, 3", released, distinctOps, transactions)
 	}
+}
+
+// TestLapsesAgreeWithCheckLapse: a review page asks for many operations'
+// standing in one query (Lapses); it must answer what the dispatcher's
+// CheckLapse answers for each, in every case.
+func TestLapsesAgreeWithCheckLapse(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	cases := map[string]func(op ledger.Operation){
+		"standing": func(ledger.Operation) {},
+		"approval revoked": func(op ledger.Operation) {
+			if _, err := f.pool.Exec(ctx, `UPDATE approvals SET revoked_at = now() WHERE id = $1`, op.ApprovalID); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"approval expired": func(op ledger.Operation) {
+			if _, err := f.pool.Exec(ctx, `UPDATE approvals SET expires_at = now() - interval '1 second' WHERE id = $1`, op.ApprovalID); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	var ids []uuid.UUID
+	for name, lapse := range cases {
+		params := fmt.Sprintf(`{"case":%q}`, name)
+		op, _, err := f.enqueue(name, params, f.approve(t, params, 1).ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lapse(op)
+		ids = append(ids, op.ID)
+	}
+	check := func(when string) {
+		t.Helper()
+		got, err := f.store.Lapses(ctx, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[ledger.Lapse]bool{}
+		for _, id := range ids {
+			want, err := f.store.CheckLapse(ctx, f.pool, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got[id] != want {
+				t.Errorf("%s: Lapses says %q, CheckLapse %q", when, got[id], want)
+			}
+			seen[want] = true
+		}
+		if len(seen) < 3 {
+			t.Errorf("%s: only lapses %v were exercised", when, seen)
+		}
+	}
+	check("before the token is revoked")
+	if _, err := f.pool.Exec(ctx, `UPDATE api_tokens SET revoked_at = now() WHERE id = $1`, f.agent.TokenID); err != nil {
+		t.Fatal(err)
+	}
+	check("after the token is revoked")
 }
