@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,6 +135,31 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	check("again")
 	move(4, ledger.StatusCancelled)
 	check("cancel")
+
+	// Scrapes of several processes fold at once while operations move:
+	// no delta is folded twice or lost.
+	others := make([]*Registry, 4)
+	for i := range others {
+		others[i] = New(pool, slog.New(slog.DiscardHandler))
+	}
+	var wg sync.WaitGroup
+	for _, o := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				if _, err := o.reg.Gather(); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	move(2, ledger.StatusDispatching)
+	move(2, ledger.StatusSucceeded)
+	move(3, ledger.StatusFailed)
+	move(5, ledger.StatusHeld)
+	wg.Wait()
+	check("concurrent scrapes")
 }
 
 // TestOperationsGaugeReadsNoOperationRow: the gauge's query reads no row of
