@@ -288,3 +288,60 @@ actions:
 		t.Errorf("still open for the owner: %v", keys(p.Operator))
 	}
 }
+
+// TestStaleResultIsStoredAndAppliedEvenIfItsMessageIsLost: a fenced
+// worker's late success is a stale_results row (provider and key from the
+// operation, whatever the worker passes); its message only names the row,
+// and the row is applied from Postgres when the message is lost.
+func TestStaleResultIsStoredAndAppliedEvenIfItsMessageIsLost(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusReview, settle)
+	p.Reconciler.Stop()
+
+	// The worker says another provider and key: neither is believed.
+	seen := &ledger.EvidenceMessage{Kind: ledger.EvidenceStaleResult, Provider: "beta", Reference: "al_someone_else",
+		ProviderReference: "ord_stale", Worker: "worker:w9"}
+	if err := p.Store.KeepStaleResult(context.Background(), op.ID, "worker:w9", map[string]any{"would_be": "succeeded"}, seen, p.Broker.EvidenceSubject("acme")); err != nil {
+		t.Fatal(err)
+	}
+	announced(t, p)
+	stream, err := p.Broker.JetStream().Stream(context.Background(), p.Broker.EvidenceStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(context.Background(), p.Broker.EvidenceSubject("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id int64
+	if err := p.Pool.QueryRow(context.Background(), `SELECT id FROM stale_results WHERE operation_id = $1 AND provider = 'acme'`, op.ID).Scan(&id); err != nil {
+		t.Fatalf("stale result row of the operation's provider: %v", err)
+	}
+	if got, want := string(msg.Data), fmt.Sprintf(`{"kind":"stale_result","stale_result_id":%d}`, id); got != want {
+		t.Errorf("message %s, want %s (a pointer only)", got, want)
+	}
+	if err := stream.DeleteMsg(context.Background(), msg.Sequence); err != nil {
+		t.Fatal(err)
+	}
+
+	r, err := reconciler.New(p.Store, p.Broker, reconciler.Config{Registry: p.Registry, SweepInterval: 50 * time.Millisecond, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	p.Clock.Advance(31 * time.Second)
+	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	if done.ProviderReference == nil || *done.ProviderReference != "ord_stale" {
+		t.Errorf("provider reference %v, want ord_stale", done.ProviderReference)
+	}
+	if p.Orders(op) != 1 {
+		t.Errorf("orders %d, want 1", p.Orders(op))
+	}
+}
