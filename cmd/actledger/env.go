@@ -10,9 +10,9 @@ import (
 // env is the configuration read from the environment, with the contract's
 // defaults.
 type env struct {
-	DatabaseURL   string // empty: find or start a local Postgres (localpg)
-	NATSURL       string // empty: embedded JetStream
-	NATSDataDir   string
+	DatabaseURL string // empty: find or start a local Postgres (localpg)
+	NATSURL     string // empty: embedded JetStream
+	NATSDataDir string
 	// NATS credentials and TLS for a remote server (broker.Config):
 	// NATS_CREDS, NATS_USER/NATS_PASSWORD, NATS_NKEY, NATS_CA. The
 	// password is never logged.
@@ -21,9 +21,9 @@ type env struct {
 	// evidence may wait for its message before the reconciler applies it
 	// from Postgres (0: the reconciler's default, 30s).
 	EvidenceUnappliedAfter time.Duration
-	ListenAddr    string
-	ProvidersFile string
-	LeaseDuration time.Duration
+	ListenAddr             string
+	ProvidersFile          string
+	LeaseDuration          time.Duration
 	// DispatchConcurrency is the per-provider worker count (0: default).
 	DispatchConcurrency int
 	// StreamReplicas is the replica count of every stream (0: 1).
