@@ -97,8 +97,8 @@ func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string,
 		if err := s.AppendEvent(ctx, tx, id, "stale_result", actor, detail); err != nil {
 			return err
 		}
-		if evidence == nil {
-			return nil
+		if evidence == nil || evidence.ProviderReference == "" {
+			return nil // nothing the reconciler could match
 		}
 		var rowID int64
 		err := tx.QueryRow(ctx, staleResultInsert, id, evidence.ProviderReference, evidence.Worker, s.nowArg()).Scan(&rowID)
@@ -203,9 +203,10 @@ RETURNING id`
     received_at, applied_at, outcome
 FROM webhook_events WHERE id = $1`
 
-	// webhookEventMarkApplied keeps the first mark: a redelivered evidence
-	// message is applied again (harmlessly) and marked again, and the
-	// record should still say when and how the event was first applied.
+	// webhookEventMarkApplied keeps the first mark: a row applied by its
+	// message and by the sweep at once (or by a redelivery that raced the
+	// mark) is marked twice, and the record should still say when and how
+	// the event was first applied.
 	webhookEventMarkApplied = `UPDATE webhook_events
 SET applied_at = coalesce(applied_at, coalesce($2::timestamptz, now())), outcome = coalesce(outcome, $3)
 WHERE id = $1`

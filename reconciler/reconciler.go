@@ -169,6 +169,9 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		case gerr != nil:
 			err = gerr
+		case ev.AppliedAt != nil:
+			// Applied already (a redelivery, or the sweep came first).
+			outcome = Outcome(deref(ev.Outcome))
 		default:
 			outcome, err = r.applyWebhook(ctx, ev)
 		}
@@ -183,6 +186,8 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 			return
 		case gerr != nil:
 			err = gerr
+		case sr.AppliedAt != nil:
+			outcome = Outcome(deref(sr.Outcome))
 		default:
 			outcome, err = r.applyStaleResult(ctx, sr)
 		}
