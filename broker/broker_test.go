@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
 
@@ -179,4 +180,61 @@ func privateCA(t *testing.T) (caFile string, cfg *tls.Config) {
 		t.Fatal(err)
 	}
 	return caFile, &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}, MinVersion: tls.VersionTLS12}
+}
+
+// TestRemoteServerAcceptsACredsFile: NATS_CREDS names a credentials file
+// (user JWT and seed) issued under the operator the server trusts.
+func TestRemoteServerAcceptsACredsFile(t *testing.T) {
+	t.Parallel()
+	operator, _ := nkeys.CreateOperator()
+	operatorPub, _ := operator.PublicKey()
+	oc := jwt.NewOperatorClaims(operatorPub)
+	account, _ := nkeys.CreateAccount()
+	accountPub, _ := account.PublicKey()
+	ac := jwt.NewAccountClaims(accountPub)
+	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{MemoryStorage: -1, DiskStorage: -1, Streams: -1, Consumer: -1}
+	accountJWT, err := ac.Encode(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	system, _ := nkeys.CreateAccount()
+	systemPub, _ := system.PublicKey()
+	systemJWT, err := jwt.NewAccountClaims(systemPub).Encode(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	user, _ := nkeys.CreateUser()
+	userPub, _ := user.PublicKey()
+	uc := jwt.NewUserClaims(userPub)
+	uc.IssuerAccount = accountPub
+	userJWT, err := uc.Encode(account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seed, _ := user.Seed()
+	creds, err := jwt.FormatUserConfig(userJWT, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	credsFile := filepath.Join(t.TempDir(), "actledger.creds")
+	if err := os.WriteFile(credsFile, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	resolver := &server.MemAccResolver{}
+	for pub, j := range map[string]string{accountPub: accountJWT, systemPub: systemJWT} {
+		if err := resolver.Store(pub, j); err != nil {
+			t.Fatal(err)
+		}
+	}
+	url := authServer(t, "nats", func(o *server.Options) {
+		o.TrustedOperators = []*jwt.OperatorClaims{oc}
+		o.AccountResolver = resolver
+		o.SystemAccount = systemPub
+	})
+	if err := connect(t, broker.Config{URL: url}); err == nil {
+		t.Error("connected without the creds file")
+	}
+	if err := connect(t, broker.Config{URL: url, CredsFile: credsFile}); err != nil {
+		t.Errorf("with NATS_CREDS: %v", err)
+	}
 }
