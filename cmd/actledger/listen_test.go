@@ -181,3 +181,20 @@ func TestServeConnectsToARemoteNATSWithTheUserFromTheEnvironment(t *testing.T) {
 		t.Errorf("serve with NATS_USER/NATS_PASSWORD: %v", err)
 	}
 }
+
+func TestServeRefusesAnUnusableEvidenceBound(t *testing.T) {
+	t.Parallel()
+	getenv := func(k string) string {
+		switch k {
+		case "EVIDENCE_UNAPPLIED_AFTER":
+			return "soon"
+		case "PROVIDERS_FILE":
+			return "../../demo/providers.yaml"
+		}
+		return ""
+	}
+	err := run(t.Context(), []string{"serve"}, getenv, io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `EVIDENCE_UNAPPLIED_AFTER="soon": not a positive duration`) {
+		t.Errorf("serve = %v, want an error naming EVIDENCE_UNAPPLIED_AFTER", err)
+	}
+}
