@@ -1,7 +1,11 @@
 // Package broker connects actledger to NATS JetStream and owns the streams.
 //
 // With no URL it starts an embedded nats-server with JetStream in-process, so
-// `actledger serve` runs with zero configuration. Streams are created or
+// `actledger serve` runs with zero configuration. The embedded server accepts
+// no network connection at all (no TCP port): only this process reaches it,
+// so nobody else can publish into its streams. A remote server is reached
+// with credentials (a creds file, a user and password, or an nkey seed) and
+// TLS when its URL says tls://. Streams are created or
 // updated at start from Config, and the server is checked against the
 // contract's durability rules (file storage, sync always, 3 replicas): a
 // weaker setup is allowed but warned about, never silently accepted.
@@ -16,6 +20,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -49,7 +55,29 @@ type Config struct {
 	// MemoryStorage selects memory instead of file storage (tests only).
 	MemoryStorage bool
 	// Name is the connection name shown by the server. Default "actledger".
-	Name   string
+	Name string
+
+	// Credentials for a remote server (URL set); at most one kind may be
+	// given, and none with the embedded server, which takes no network
+	// connections. A server that requires them refuses a connection
+	// without: anyone who can reach it could otherwise publish evidence.
+
+	// CredsFile is a NATS credentials file (user JWT and nkey seed), as
+	// issued by an operator/account setup (env NATS_CREDS).
+	CredsFile string
+	// User and Password authenticate with a user of the server's config
+	// (env NATS_USER, NATS_PASSWORD). Password is never logged.
+	User     string
+	Password string
+	// NkeyFile is a file holding a user nkey seed ("SU..."), whose public
+	// key the server's config lists (env NATS_NKEY).
+	NkeyFile string
+	// CAFile is a PEM file of the certificate authority that signed the
+	// server's certificate, for TLS with a private CA (env NATS_CA). TLS
+	// itself is on when the URL's scheme is tls:// (or the server requires
+	// it); the system roots are used when CAFile is empty.
+	CAFile string
+
 	Logger *slog.Logger
 }
 
@@ -79,6 +107,11 @@ func Connect(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, fmt.Errorf("broker: stream prefix %q must not contain '.', '*', '>' or spaces", cfg.Prefix)
 	}
 
+	auth, err := cfg.authOptions()
+	if err != nil {
+		return nil, err
+	}
+
 	b := &Broker{cfg: cfg, logger: logger}
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
@@ -91,6 +124,7 @@ func Connect(ctx context.Context, cfg Config) (*Broker, error) {
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) { logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted()) }),
 	}
+	opts = append(opts, auth...)
 	url := cfg.URL
 	if url == "" {
 		ns, err := startEmbedded(cfg.DataDir)
@@ -100,12 +134,12 @@ func Connect(ctx context.Context, cfg Config) (*Broker, error) {
 		b.embedded = ns
 		url = ns.ClientURL()
 		opts = append(opts, nats.InProcessServer(ns))
-		logger.Info("started embedded JetStream", "data_dir", cfg.DataDir, "sync", "always")
+		logger.Info("started embedded JetStream (in-process only, no network port)", "data_dir", cfg.DataDir, "sync", "always")
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		b.Close()
-		return nil, fmt.Errorf("broker: connect to %s: %w", url, err)
+		return nil, connectError(redactURLs(url), cfg, err)
 	}
 	b.nc = nc
 	if err := checkVersion(nc.ConnectedServerVersion()); err != nil {
@@ -126,11 +160,13 @@ func Connect(ctx context.Context, cfg Config) (*Broker, error) {
 	return b, nil
 }
 
+// startEmbedded starts a JetStream server that listens on no port
+// (DontListen): the broker reaches it in-process (nats.InProcessServer), and
+// no other process, local or remote, can connect to it.
 func startEmbedded(dir string) (*server.Server, error) {
 	ns, err := server.NewServer(&server.Options{
 		ServerName: "actledger-embedded",
-		Host:       "127.0.0.1",
-		Port:       server.RANDOM_PORT,
+		DontListen: true,
 		JetStream:  true,
 		StoreDir:   dir,
 		SyncAlways: true,
@@ -146,6 +182,94 @@ func startEmbedded(dir string) (*server.Server, error) {
 		return nil, fmt.Errorf("broker: embedded server did not start (data dir %s)", dir)
 	}
 	return ns, nil
+}
+
+// authOptions turns the configured credentials into connect options,
+// refusing combinations that cannot be meant and files that are not
+// there, with errors naming the environment variables an operator sets.
+func (cfg Config) authOptions() ([]nats.Option, error) {
+	var kinds []string
+	if cfg.CredsFile != "" {
+		kinds = append(kinds, "NATS_CREDS")
+	}
+	if cfg.User != "" || cfg.Password != "" {
+		kinds = append(kinds, "NATS_USER/NATS_PASSWORD")
+	}
+	if cfg.NkeyFile != "" {
+		kinds = append(kinds, "NATS_NKEY")
+	}
+	switch {
+	case len(kinds) > 1:
+		return nil, fmt.Errorf("broker: %s are set: give one kind of NATS credentials", strings.Join(kinds, " and "))
+	case cfg.URL == "" && (len(kinds) > 0 || cfg.CAFile != ""):
+		return nil, errors.New("broker: NATS credentials or NATS_CA are set but NATS_URL is empty: the embedded server takes no network connections and needs none; set NATS_URL to use a remote server")
+	case (cfg.User == "") != (cfg.Password == ""):
+		return nil, errors.New("broker: NATS_USER and NATS_PASSWORD go together: set both or neither")
+	}
+	for _, f := range []struct{ env, path string }{{"NATS_CREDS", cfg.CredsFile}, {"NATS_NKEY", cfg.NkeyFile}, {"NATS_CA", cfg.CAFile}} {
+		if f.path == "" {
+			continue
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return nil, fmt.Errorf("broker: %s: %w", f.env, err)
+		}
+	}
+	var opts []nats.Option
+	switch {
+	case cfg.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(cfg.CredsFile))
+	case cfg.User != "":
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	case cfg.NkeyFile != "":
+		opt, err := nats.NkeyOptionFromSeed(cfg.NkeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("broker: NATS_NKEY %s is not an nkey seed file: %w", cfg.NkeyFile, err)
+		}
+		opts = append(opts, opt)
+	}
+	if cfg.CAFile != "" {
+		opts = append(opts, nats.RootCAs(cfg.CAFile))
+	}
+	return opts, nil
+}
+
+// connectError says why a connection failed and what to do, naming the
+// server without any password a URL may carry (nats.go's own errors may
+// quote the URL as given).
+func connectError(url string, cfg Config, err error) error {
+	if errors.Is(err, nats.ErrAuthorization) {
+		given := "no credentials were given"
+		switch {
+		case cfg.CredsFile != "":
+			given = "NATS_CREDS was given"
+		case cfg.User != "":
+			given = "NATS_USER/NATS_PASSWORD were given"
+		case cfg.NkeyFile != "":
+			given = "NATS_NKEY was given"
+		}
+		err = fmt.Errorf("broker: %s refused the connection (%s): set NATS_CREDS, NATS_USER and NATS_PASSWORD, or NATS_NKEY to a user the server knows: %w", url, given, err)
+	} else {
+		err = fmt.Errorf("broker: connect to %s: %w", url, err)
+	}
+	return redactedError{msg: urlPassword.ReplaceAllString(err.Error(), "${1}xxxxx@"), err: err}
+}
+
+// urlPassword finds the password of a URL's user info in free text.
+var urlPassword = regexp.MustCompile(`(://[^:/@\s]*:)[^@\s]*@`)
+
+// redactedError is err with a message that shows no password; errors.Is
+// and errors.As still see err.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e redactedError) Error() string { return e.msg }
+func (e redactedError) Unwrap() error { return e.err }
+
+// redactURLs replaces passwords in a comma-separated server list.
+func redactURLs(urls string) string {
+	return urlPassword.ReplaceAllString(urls, "${1}xxxxx@")
 }
 
 // checkVersion refuses servers older than MinServerVersion with a message

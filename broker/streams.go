@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -15,7 +16,7 @@ const (
 	// streamOps carries dispatch messages, one subject per provider so a
 	// slow provider's backlog does not block the others.
 	streamOps = "OPS"
-	// streamReview carries review (exception) items: review.<tenant>.<reason>.
+	// streamReview carries review (exception) items: review.<tenant id>.<reason>.
 	streamReview = "REVIEW"
 	// streamEvidence carries webhook events and lookup results for the
 	// reconciler.
@@ -39,27 +40,37 @@ func (b *Broker) DispatchSubject(provider string) string {
 	return DispatchSubject(b.cfg.Prefix, provider)
 }
 
-// ReviewSubject is the subject of review items of tenant for reason.
-func (b *Broker) ReviewSubject(tenant, reason string) string {
-	return b.ReviewSubjectPrefix() + "." + SubjectToken(tenant) + "." + reason
+// ReviewSubject is the subject of the review items of the tenant whose id
+// is tenant, for reason ("*" for every reason). The token is the tenant's
+// id in its canonical text form (as Postgres writes uuid::text), never its
+// name: names are free text, and no mapping of them to subject tokens is
+// both readable and free of collisions ("acme.eu" and "acme_eu" would
+// share one).
+func (b *Broker) ReviewSubject(tenant uuid.UUID, reason string) string {
+	return b.ReviewSubjectPrefix() + "." + tenant.String() + "." + reason
 }
 
-// SubjectToken makes a name (a tenant's) usable as one subject token: every
-// character but letters, digits, '-' and '_' becomes '_'. The SQL function
-// subject_token (schema 007) does the same for subjects written by
-// Postgres; the two must agree.
-func SubjectToken(name string) string {
-	return strings.Map(func(r rune) rune {
-		if r == '-' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9') {
-			return r
-		}
-		return '_'
-	}, name)
-}
+// UnownedToken is the subject token of review items no tenant owns
+// (evidence from a provider without a tenant): no tenant id is "_", so no
+// tenant's replay reads them.
+const UnownedToken = "_"
 
-// EvidenceSubject is the subject of evidence from provider.
+// EvidenceSubject is the subject of evidence from provider. Provider
+// names are subject tokens already (provider.Config validates them). The
+// message names a stored row; the reconciler applies the row only if it is
+// this provider's.
 func (b *Broker) EvidenceSubject(provider string) string {
 	return b.cfg.Prefix + ".evidence." + provider
+}
+
+// EvidenceProvider is the provider an evidence subject names, or "" when
+// subject is not one of this broker's evidence subjects.
+func (b *Broker) EvidenceProvider(subject string) string {
+	p, ok := strings.CutPrefix(subject, b.cfg.Prefix+".evidence.")
+	if !ok || p == "" || strings.Contains(p, ".") {
+		return ""
+	}
+	return p
 }
 
 func (b *Broker) streamConfigs() []jetstream.StreamConfig {
@@ -82,7 +93,7 @@ func (b *Broker) streamConfigs() []jetstream.StreamConfig {
 	}
 	return []jetstream.StreamConfig{
 		mk(streamOps, "ops", "actledger dispatch messages (one subject per provider)"),
-		mk(streamReview, "review", "actledger review items: review.<tenant>.<reason>"),
+		mk(streamReview, "review", "actledger review items: review.<tenant id>.<reason>"),
 		mk(streamEvidence, "evidence", "actledger webhook events and lookup results"),
 	}
 }
@@ -141,5 +152,5 @@ func (b *Broker) warnDurability(ctx context.Context) {
 }
 
 // ReviewSubjectPrefix is what review subjects start with:
-// <prefix>.review, followed by .<tenant>.<reason>.
+// <prefix>.review, followed by .<tenant id>.<reason>.
 func (b *Broker) ReviewSubjectPrefix() string { return b.cfg.Prefix + ".review" }

@@ -3,22 +3,21 @@ package broker_test
 import (
 	"testing"
 
-	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/testnats"
 )
 
-func TestSubjectTokenKeepsSafeCharactersAndReplacesTheRest(t *testing.T) {
+func TestEvidenceProviderReadsOnlyThisBrokersEvidenceSubjects(t *testing.T) {
 	t.Parallel()
-	tests := []struct{ in, want string }{
-		{"acme-corp", "acme-corp"},
-		{"Acme_Corp2", "Acme_Corp2"},
-		{"acme.corp", "acme_corp"},
-		{"Acme Inc.", "Acme_Inc_"},
-		{"a*b>c", "a_b_c"},
-		{"zürich", "z_rich"},
+	b := testnats.New(t)
+	tests := []struct{ subject, want string }{
+		{b.EvidenceSubject("acme"), "acme"},
+		{b.Prefix() + ".evidence.acme.x", ""},
+		{"OTHER.evidence.acme", ""},
+		{b.Prefix() + ".evidence.", ""},
 	}
 	for _, tt := range tests {
-		if got := broker.SubjectToken(tt.in); got != tt.want {
-			t.Errorf("SubjectToken(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := b.EvidenceProvider(tt.subject); got != tt.want {
+			t.Errorf("EvidenceProvider(%q) = %q, want %q", tt.subject, got, tt.want)
 		}
 	}
 }

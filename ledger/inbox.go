@@ -15,46 +15,142 @@ import (
 	"github.com/actledger/actledger/outbox"
 )
 
-// EvidenceMessage is the outbox/JetStream message that hands a piece of
-// evidence to the reconciler.
-type EvidenceMessage struct {
-	// Kind is "webhook" (WebhookEventID names the webhook_events row, where
-	// the evidence stays) or "stale_result" (a success that a fenced worker
-	// saw, carried in the fields below and kept as a stale_result event).
-	Kind           string `json:"kind"`
-	WebhookEventID int64  `json:"webhook_event_id,omitempty"`
+// EvidenceKind says which table an evidence message's row is in.
+type EvidenceKind string
 
-	Provider          string `json:"provider,omitempty"`
-	Reference         string `json:"reference,omitempty"` // the external key sent
-	ProviderReference string `json:"provider_reference,omitempty"`
-	Worker            string `json:"worker,omitempty"`
+// Kinds of evidence messages.
+const (
+	// EvidenceWebhook names a webhook_events row.
+	EvidenceWebhook EvidenceKind = "webhook"
+	// EvidenceStaleResult names a stale_results row: a success that a
+	// fenced worker saw.
+	EvidenceStaleResult EvidenceKind = "stale_result"
+)
+
+// EvidenceMessage is the outbox/JetStream message that hands a piece of
+// evidence to the reconciler. It is a pointer: it names a stored row
+// (WebhookEventID or StaleResultID, by Kind), and the reconciler applies
+// that row. Nothing in the message itself is evidence, so whoever can
+// publish on the stream can at most make the reconciler look at a row
+// that exists.
+type EvidenceMessage struct {
+	Kind           EvidenceKind `json:"kind"`
+	WebhookEventID int64        `json:"webhook_event_id,omitempty"`
+	StaleResultID  int64        `json:"stale_result_id,omitempty"`
+
+	// ProviderReference and Worker are what a fenced worker hands to
+	// KeepStaleResult: they are stored in the stale_results row and never
+	// published, nor read from a message.
+	ProviderReference string `json:"-"`
+	Worker            string `json:"-"`
+	// Provider and Reference are ignored: the row takes both from the
+	// operation. They remain so that callers written against the earlier
+	// message compile.
+	Provider  string `json:"-"`
+	Reference string `json:"-"`
 }
 
+// StaleResult is what a worker saw after it lost its claim (table
+// stale_results): a success the reconciler applies to whatever state the
+// operation is in by then.
+type StaleResult struct {
+	ID          int64     `db:"id"`
+	OperationID uuid.UUID `db:"operation_id"`
+	// Provider and Reference (the external key sent) are the operation's.
+	Provider          string     `db:"provider"`
+	Reference         string     `db:"reference"`
+	ProviderReference string     `db:"provider_reference"`
+	Worker            string     `db:"worker"`
+	RecordedAt        time.Time  `db:"recorded_at"`
+	AppliedAt         *time.Time `db:"applied_at"`
+	Outcome           *string    `db:"outcome"`
+}
+
+const (
+	// staleResultInsert takes the provider from the operation; a result
+	// stored before for the same operation and reference returns no row.
+	staleResultInsert = `INSERT INTO stale_results (operation_id, provider, provider_reference, worker, recorded_at)
+SELECT o.id, o.provider, $2, $3, coalesce($4::timestamptz, now()) FROM operations o WHERE o.id = $1
+ON CONFLICT (operation_id, provider_reference) DO NOTHING
+RETURNING id`
+
+	staleResultColumns = `r.id, r.operation_id, r.provider, o.external_key AS reference, r.provider_reference, r.worker,
+    r.recorded_at, r.applied_at, r.outcome`
+
+	staleResultGet = `SELECT ` + staleResultColumns + `
+FROM stale_results r JOIN operations o ON o.id = r.operation_id WHERE r.id = $1`
+
+	staleResultMarkApplied = `UPDATE stale_results
+SET applied_at = coalesce(applied_at, coalesce($2::timestamptz, now())), outcome = coalesce(outcome, $3)
+WHERE id = $1`
+)
+
 // KeepStaleResult records what a worker saw after it lost its lease (a
-// stale_result event on operation id) and, when evidence is not nil, hands
-// it to the reconciler on subject in the same transaction: a late success
-// is the truth about the operation even though that worker may no longer
-// write it.
+// stale_result event on operation id) and, when evidence is not nil (a
+// success, with its ProviderReference), stores it as a stale_results row
+// and hands the reconciler a message naming that row on subject, in the
+// same transaction: a late success is the truth about the operation even
+// though that worker may no longer write it.
 func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string, detail any, evidence *EvidenceMessage, subject string) error {
+	published := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := s.AppendEvent(ctx, tx, id, "stale_result", actor, detail); err != nil {
 			return err
 		}
-		if evidence == nil {
-			return nil
+		if evidence == nil || evidence.ProviderReference == "" {
+			return nil // nothing the reconciler could match
 		}
-		payload, err := json.Marshal(evidence)
+		var rowID int64
+		err := tx.QueryRow(ctx, staleResultInsert, id, evidence.ProviderReference, evidence.Worker, s.nowArg()).Scan(&rowID)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil // stored (and announced) before
+		}
+		if err != nil {
+			return fmt.Errorf("store stale result of %s: %w", id, err)
+		}
+		payload, err := json.Marshal(EvidenceMessage{Kind: EvidenceStaleResult, StaleResultID: rowID})
 		if err != nil {
 			return fmt.Errorf("encode evidence message: %w", err)
 		}
-		// One message per operation and provider reference: a fenced
-		// worker that records twice is deduplicated by JetStream.
-		return outbox.Insert(ctx, tx, outbox.Message{Subject: subject, MsgID: "stale." + id.String() + "." + evidence.ProviderReference, Payload: payload})
+		published = true
+		return outbox.Insert(ctx, tx, outbox.Message{Subject: subject, MsgID: StaleResultMsgID(rowID), Payload: payload})
 	})
-	if err == nil && evidence != nil {
+	if err == nil && published {
 		s.OutboxCommitted()
 	}
 	return err
+}
+
+// StaleResultMsgID is the Nats-Msg-Id of the evidence message naming
+// stale_results row id.
+func StaleResultMsgID(id int64) string { return fmt.Sprintf("stale_result.%d", id) }
+
+// StaleResult returns stale_results row id, or ErrNotFound. The reconciler
+// calls it with the id from an EvidenceMessage.
+func (s *Store) StaleResult(ctx context.Context, id int64) (StaleResult, error) {
+	rows, _ := s.pool.Query(ctx, staleResultGet, id)
+	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[StaleResult])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return StaleResult{}, ErrNotFound
+	}
+	if err != nil {
+		return StaleResult{}, fmt.Errorf("get stale result %d: %w", id, err)
+	}
+	return r, nil
+}
+
+// MarkStaleResultApplied records that the reconciler applied stale result
+// id, with what came of it; like MarkWebhookApplied it keeps the first
+// mark. ErrNotFound if there is no such row.
+func (s *Store) MarkStaleResultApplied(ctx context.Context, db DBTX, id int64, outcome string) error {
+	tag, err := db.Exec(ctx, staleResultMarkApplied, id, s.nowArg(), outcome)
+	if err != nil {
+		return fmt.Errorf("mark stale result %d applied: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return ErrNotFound
+	}
+	return nil
 }
 
 // WebhookEvent is one verified supplier webhook, as stored in the inbox
@@ -107,9 +203,10 @@ RETURNING id`
     received_at, applied_at, outcome
 FROM webhook_events WHERE id = $1`
 
-	// webhookEventMarkApplied keeps the first mark: a redelivered evidence
-	// message is applied again (harmlessly) and marked again, and the
-	// record should still say when and how the event was first applied.
+	// webhookEventMarkApplied keeps the first mark: a row applied by its
+	// message and by the sweep at once (or by a redelivery that raced the
+	// mark) is marked twice, and the record should still say when and how
+	// the event was first applied.
 	webhookEventMarkApplied = `UPDATE webhook_events
 SET applied_at = coalesce(applied_at, coalesce($2::timestamptz, now())), outcome = coalesce(outcome, $3)
 WHERE id = $1`
@@ -134,7 +231,7 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject strin
 		if err != nil {
 			return fmt.Errorf("insert webhook %s/%s: %w", ev.Provider, ev.EventID, err)
 		}
-		payload, err := json.Marshal(EvidenceMessage{Kind: "webhook", WebhookEventID: id})
+		payload, err := json.Marshal(EvidenceMessage{Kind: EvidenceWebhook, WebhookEventID: id})
 		if err != nil {
 			return fmt.Errorf("encode evidence message: %w", err)
 		}
@@ -185,4 +282,75 @@ func (s *Store) MarkWebhookApplied(ctx context.Context, db DBTX, id int64, outco
 		return ErrNotFound
 	}
 	return nil
+}
+
+// SweepPolicy bounds how long evidence may wait for its message before the
+// reconciler applies it from Postgres, and how often it looks again at a
+// row it could not apply.
+type SweepPolicy struct {
+	// After is how long a row may stay unapplied before the sweep takes
+	// it; it is also the first backoff, doubled after every sweep of the
+	// row up to MaxBackoff.
+	After      time.Duration
+	MaxBackoff time.Duration
+	// Limit bounds the rows taken per call.
+	Limit int
+}
+
+const (
+	// webhookEventsSweep takes the unapplied events that waited long
+	// enough and, in the same statement, pushes their next look back
+	// (After doubled per sweep, capped), so concurrent reconcilers take
+	// each row once per backoff and a row that cannot be applied yet is
+	// not tried every sweep.
+	webhookEventsSweep = `UPDATE webhook_events w
+SET sweeps = w.sweeps + 1,
+    next_sweep_at = coalesce($1::timestamptz, now())
+        + least($2::float8 * power(2.0, least(w.sweeps, 20)), $3::float8) * interval '1 second'
+WHERE w.id IN (
+    SELECT id FROM webhook_events
+    WHERE applied_at IS NULL
+      AND coalesce(next_sweep_at, received_at + $2::float8 * interval '1 second') <= coalesce($1::timestamptz, now())
+    ORDER BY id
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED)
+RETURNING w.id, w.provider, w.event_id, w.type, w.reference, w.provider_reference, w.status, w.payload,
+    w.received_at, w.applied_at, w.outcome`
+
+	// staleResultsSweep is webhookEventsSweep for stale_results.
+	staleResultsSweep = `UPDATE stale_results r
+SET sweeps = r.sweeps + 1,
+    next_sweep_at = coalesce($1::timestamptz, now())
+        + least($2::float8 * power(2.0, least(r.sweeps, 20)), $3::float8) * interval '1 second'
+FROM operations o
+WHERE o.id = r.operation_id AND r.id IN (
+    SELECT id FROM stale_results
+    WHERE applied_at IS NULL
+      AND coalesce(next_sweep_at, recorded_at + $2::float8 * interval '1 second') <= coalesce($1::timestamptz, now())
+    ORDER BY id
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED)
+RETURNING ` + staleResultColumns
+)
+
+// SweepWebhookEvents takes webhook events that are still unapplied p.After
+// after they were stored (their evidence message was lost, or is very
+// late), for the reconciler to apply from Postgres.
+func (s *Store) SweepWebhookEvents(ctx context.Context, p SweepPolicy) ([]WebhookEvent, error) {
+	rows, _ := s.pool.Query(ctx, webhookEventsSweep, s.nowArg(), p.After.Seconds(), p.MaxBackoff.Seconds(), p.Limit)
+	evs, err := pgx.CollectRows(rows, pgx.RowToStructByName[WebhookEvent])
+	if err != nil {
+		return nil, fmt.Errorf("sweep unapplied webhook events: %w", err)
+	}
+	return evs, nil
+}
+
+// SweepStaleResults is SweepWebhookEvents for stale results.
+func (s *Store) SweepStaleResults(ctx context.Context, p SweepPolicy) ([]StaleResult, error) {
+	rows, _ := s.pool.Query(ctx, staleResultsSweep, s.nowArg(), p.After.Seconds(), p.MaxBackoff.Seconds(), p.Limit)
+	rs, err := pgx.CollectRows(rows, pgx.RowToStructByName[StaleResult])
+	if err != nil {
+		return nil, fmt.Errorf("sweep unapplied stale results: %w", err)
+	}
+	return rs, nil
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/ledger"
 )
@@ -459,18 +458,19 @@ func TestCanonicalizeRejectsNonObjects(t *testing.T) {
 	}
 }
 
-// TestSQLSubjectTokenAgreesWithGo: review subjects are written by Postgres
-// (subject_token) and read by Go (broker.SubjectToken).
-func TestSQLSubjectTokenAgreesWithGo(t *testing.T) {
+// TestSQLTenantIDTextAgreesWithGo: review subjects are written by Postgres
+// (uuid::text of the tenant id, in Transition) and read by Go
+// (broker.ReviewSubject, uuid.UUID.String): the two texts must agree.
+func TestSQLTenantIDTextAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
-	for _, name := range []string{"acme-corp", "Acme Inc.", "a.b*c>d", "zürich", "x_y-Z9"} {
+	for _, id := range []uuid.UUID{uuid.New(), uuid.MustParse("ABCDEF01-2345-6789-ABCD-EF0123456789"), uuid.Nil} {
 		var got string
-		if err := pool.QueryRow(context.Background(), `SELECT subject_token($1)`, name).Scan(&got); err != nil {
+		if err := pool.QueryRow(context.Background(), `SELECT $1::uuid::text`, id).Scan(&got); err != nil {
 			t.Fatal(err)
 		}
-		if want := broker.SubjectToken(name); got != want {
-			t.Errorf("subject_token(%q) = %q, Go says %q", name, got, want)
+		if want := id.String(); got != want {
+			t.Errorf("Postgres writes %q for tenant id %s, Go reads %q", got, id, want)
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/outbox"
 )
 
@@ -154,25 +153,39 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
 ON CONFLICT (provider, source) DO NOTHING
 RETURNING ` + unmatchedColumns
 
-	// unmatchedOpen lists open items a tenant's operators see: their own,
-	// and those no tenant owns. A page: after position ($2, $3) when $2 is
-	// set, at most $4.
+	// unmatchedOpen lists the open items a tenant's operators see: their
+	// own only. Evidence no tenant owns (tenant_id NULL) is shown to
+	// nobody: it must never cross tenants. A page: after position ($2, $3)
+	// when $2 is set, at most $4.
 	unmatchedOpen = `SELECT ` + unmatchedColumns + ` FROM unmatched_evidence
-WHERE resolved_at IS NULL AND (tenant_id = $1 OR tenant_id IS NULL)
+WHERE resolved_at IS NULL AND tenant_id = $1
   AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3))
 ORDER BY created_at, id
 LIMIT $4`
 
 	unmatchedResolve = `UPDATE unmatched_evidence
 SET resolved_at = coalesce($4::timestamptz, now()), resolved_by = $3, resolution_note = $5
-WHERE id = $1 AND resolved_at IS NULL AND (tenant_id = $2 OR tenant_id IS NULL)`
+WHERE id = $1 AND resolved_at IS NULL AND tenant_id = $2`
 
 	tenantIDByName = `SELECT id FROM tenants WHERE name = $1`
+
+	unmatchedOwned = `SELECT EXISTS (SELECT 1 FROM unmatched_evidence WHERE id = $1 AND tenant_id = $2)`
+
+	// tenantEnsure creates the tenant named $2 unless it exists, and
+	// returns its id either way.
+	tenantEnsure = `INSERT INTO tenants (id, name) VALUES ($1, $2)
+ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
+RETURNING id`
 )
 
+// unownedSubjectToken is the review subject token of unmatched evidence
+// no tenant owns (broker.UnownedToken); no tenant id is "_".
+const unownedSubjectToken = "_"
+
 // RecordUnmatched stores u (once per provider and source) and announces it
-// on the review stream in the same transaction. tenant names the subject
-// ("_" when no tenant owns it).
+// on the review stream in the same transaction, on the subject of its
+// tenant's id. tenant is the tenant's name, for people reading the
+// announcement.
 func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string) (recorded bool, err error) {
 	detail := u.Detail
 	if len(detail) == 0 {
@@ -194,8 +207,12 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 			"evidence_id": got[0].ID, "tenant": tenant, "provider": u.Provider, "reason": ReasonUnmatchedEvidence,
 			"reference": u.Reference, "provider_reference": u.ProviderReference, "owner": u.Owner, "deadline": u.Deadline,
 		})
+		token := unownedSubjectToken
+		if u.TenantID != nil {
+			token = u.TenantID.String()
+		}
 		return outbox.Insert(ctx, tx, outbox.Message{
-			Subject: s.reviewSubject + "." + broker.SubjectToken(tenant) + "." + ReasonUnmatchedEvidence,
+			Subject: s.reviewSubject + "." + token + "." + ReasonUnmatchedEvidence,
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})
@@ -228,6 +245,15 @@ func (s *Store) OpenUnmatched(ctx context.Context, tenant uuid.UUID, after *Evid
 	return items, nil
 }
 
+// UnmatchedOwnedBy reports whether unmatched evidence id is tenant's.
+func (s *Store) UnmatchedOwnedBy(ctx context.Context, tenant uuid.UUID, id int64) (bool, error) {
+	var owned bool
+	if err := s.pool.QueryRow(ctx, unmatchedOwned, id, tenant).Scan(&owned); err != nil {
+		return false, fmt.Errorf("owner of unmatched evidence %d: %w", id, err)
+	}
+	return owned, nil
+}
+
 // ResolveUnmatched closes an unmatched evidence item with an operator's
 // note, or returns ErrNotFound.
 func (s *Store) ResolveUnmatched(ctx context.Context, tenant uuid.UUID, id int64, actor, note string) error {
@@ -239,6 +265,18 @@ func (s *Store) ResolveUnmatched(ctx context.Context, tenant uuid.UUID, id int64
 		return ErrNotFound
 	}
 	return nil
+}
+
+// EnsureTenant returns the id of the tenant named name, creating the
+// tenant if it does not exist yet: a provider's config may name its tenant
+// before anyone has a token for it, and evidence for it is kept for that
+// tenant from the start.
+func (s *Store) EnsureTenant(ctx context.Context, name string) (uuid.UUID, error) {
+	var id uuid.UUID
+	if err := s.pool.QueryRow(ctx, tenantEnsure, uuid.New(), name).Scan(&id); err != nil {
+		return uuid.Nil, fmt.Errorf("ensure tenant %q: %w", name, err)
+	}
+	return id, nil
 }
 
 // TenantID returns the id of the tenant named name, or ErrNotFound.

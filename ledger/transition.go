@@ -91,7 +91,7 @@ const operationTransition = `WITH upd AS (
     -- Every review item is also announced on the review stream, through the
     -- outbox, in this same statement.
     INSERT INTO outbox (subject, msg_id, payload)
-    SELECT $20 || '.' || subject_token(t.name) || '.' || u.review_reason,
+    SELECT $20 || '.' || u.tenant_id::text || '.' || u.review_reason,
            'review.' || u.id || '.' || u.version,
            convert_to(json_build_object(
                'operation_id', u.id, 'tenant', t.name, 'action', u.action, 'key', u.key,

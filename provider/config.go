@@ -105,10 +105,13 @@ type Config struct {
 	// WebhookSecretEnv names the environment variable holding the webhook signing secret(s)
 	// (yaml "webhook_secret_env"); the secret itself never appears in the file.
 	WebhookSecretEnv string
-	// Tenant optionally names the tenant that owns this provider account
-	// (yaml "tenant", an extension of the contract): evidence that matches
-	// no operation becomes that tenant's review item. Empty: every tenant's
-	// operators see it.
+	// Tenant names the tenant that owns this provider account (yaml
+	// "tenant", an extension of the contract): evidence that matches no
+	// operation becomes that tenant's review item, seen and closed by that
+	// tenant's operators only. Required when WebhookSecretEnv is set (a
+	// webhook names no tenant, so the config must); a provider without
+	// webhooks may leave it empty, and its unmatched evidence is then shown
+	// to no tenant rather than to all.
 	Tenant string
 	// Retry is the retry policy for not-executed attempts (yaml "retry").
 	Retry RetryPolicy
@@ -354,6 +357,9 @@ func (c *Config) validate() []*FieldError {
 	}
 	if c.WebhookSecretEnv != "" && !envNamePattern.MatchString(c.WebhookSecretEnv) {
 		bad("webhook_secret_env", "%q is not an environment variable name (give the variable's name, never the secret)", c.WebhookSecretEnv)
+	}
+	if c.WebhookSecretEnv != "" && c.Tenant == "" {
+		bad("tenant", "is required for a provider that sends webhooks (webhook_secret_env is set): evidence that matches no operation belongs to this tenant, and is never shown to other tenants")
 	}
 	if c.Retry.MaxAttempts < 1 {
 		bad("retry.max_attempts", "must be at least 1, got %d", c.Retry.MaxAttempts)

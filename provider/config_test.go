@@ -10,7 +10,8 @@ import (
 	"time"
 )
 
-// productExample is the providers config of PRODUCT.md, verbatim.
+// productExample is the providers config of PRODUCT.md, with the tenant
+// that the v2 hardening requires of a provider that sends webhooks.
 const productExample = `providers:
   acme:
     base_url: http://127.0.0.1:9100
@@ -23,6 +24,7 @@ const productExample = `providers:
     idempotency: {header: Idempotency-Key, retention: 24h}   # omit: provider ignores keys
     lookup: {path: "/v1/orders?client_reference={reference}", visibility_lag: 2s}  # omit: no lookup
     webhook_secret_env: ACME_WEBHOOK_SECRET
+    tenant: acme-corp                   # owns evidence that matches no operation
     retry: {max_attempts: 5, initial: 100ms, max: 5s, max_elapsed: 60s}
     review: {owner: supply-ops, deadline: 4h}
 actions:
@@ -60,6 +62,7 @@ func TestParseAcceptsTheProductContractExample(t *testing.T) {
 		Idempotency:      &Idempotency{Header: "Idempotency-Key", Retention: d(24 * time.Hour)},
 		Lookup:           &Lookup{Path: "/v1/orders?client_reference={reference}", VisibilityLag: d(2 * time.Second)},
 		WebhookSecretEnv: "ACME_WEBHOOK_SECRET",
+		Tenant:           "acme-corp",
 		Retry:            RetryPolicy{MaxAttempts: 5, Initial: d(100 * time.Millisecond), Max: d(5 * time.Second), MaxElapsed: d(60 * time.Second)},
 		Review:           ReviewPolicy{Owner: "supply-ops", Deadline: d(4 * time.Hour)},
 	}
@@ -184,7 +187,8 @@ func TestParseRejectsInvalidConfigNamingTheField(t *testing.T) {
 		{"idempotency without header", providerDoc("acme", "idempotency: {retention: 24h}"), []string{`provider "acme": idempotency.header: is required`}},
 		{"idempotency header with space", providerDoc("acme", "idempotency: {header: 'Idem Key', retention: 24h}"), []string{`idempotency.header: "Idem Key" is not a valid HTTP header name`}},
 		{"idempotency without retention", providerDoc("acme", "idempotency: {header: Idempotency-Key}"), []string{`idempotency.retention: is required`}},
-		{"webhook secret in place of env name", providerDoc("acme", "webhook_secret_env: 'whsec_abc=='"), []string{`webhook_secret_env: "whsec_abc==" is not an environment variable name`}},
+		{"webhook secret in place of env name", providerDoc("acme", "webhook_secret_env: 'whsec_abc=='", "tenant: t"), []string{`webhook_secret_env: "whsec_abc==" is not an environment variable name`}},
+		{"webhooks without a tenant", providerDoc("acme", "webhook_secret_env: ACME_WEBHOOK_SECRET"), []string{`provider "acme": tenant: is required for a provider that sends webhooks`}},
 		{"garbage duration", providerDoc("acme", "timeout: soon"), []string{`provider "acme": timeout: invalid duration "soon"`}},
 		{"bare number duration", providerDoc("acme", "retry: {max_elapsed: 60}"), []string{`provider "acme": retry.max_elapsed: invalid duration "60"`}},
 		{"unknown field", providerDoc("acme", "idempotency_key: Idempotency-Key"), []string{`field idempotency_key not found`}},

@@ -39,8 +39,24 @@ type Config struct {
 	// Providers overrides the provider implementation (for lookups) by
 	// name; others get a provider.HTTP from their config.
 	Providers map[string]provider.Provider
-	Logger    *slog.Logger
+	// UnappliedAfter is how long a stored piece of evidence (a webhook
+	// event, a stale result) may stay unapplied before the reconciler
+	// applies it from Postgres without its message: JetStream may have
+	// lost the message (node loss, MaxAge). It is also the first backoff
+	// of a row that could not be applied, doubled per sweep up to 5m.
+	// Default 30s.
+	UnappliedAfter time.Duration
+	// SweepInterval is how often the reconciler looks for such evidence.
+	// Default 5s.
+	SweepInterval time.Duration
+	Logger        *slog.Logger
 }
+
+// sweepMaxBackoff caps the time between two sweeps of one row.
+const sweepMaxBackoff = 5 * time.Minute
+
+// sweepBatch bounds the rows of each kind one sweep applies.
+const sweepBatch = 100
 
 // Reconciler applies evidence to the ledger and serves operators.
 type Reconciler struct {
@@ -58,6 +74,11 @@ type Reconciler struct {
 func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error) {
 	if cfg.Registry == nil {
 		return nil, errors.New("reconciler: Config.Registry is required")
+	}
+	cfg.UnappliedAfter = cmp.Or(cfg.UnappliedAfter, 30*time.Second)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 5*time.Second)
+	if cfg.UnappliedAfter < 0 || cfg.SweepInterval < 0 {
+		return nil, errors.New("reconciler: UnappliedAfter and SweepInterval must not be negative")
 	}
 	r := &Reconciler{
 		store: store, broker: b, cfg: cfg,
@@ -77,7 +98,8 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error)
 // ConsumerName is the durable consumer every reconciler process shares.
 func ConsumerName(prefix string) string { return prefix + "_reconciler" }
 
-// Start consumes the evidence stream in the background. It returns at once.
+// Start consumes the evidence stream, and sweeps evidence whose message
+// never came, in the background. It returns at once.
 func (r *Reconciler) Start(ctx context.Context) error {
 	cons, err := r.broker.JetStream().CreateOrUpdateConsumer(ctx, r.broker.EvidenceStream(), jetstream.ConsumerConfig{
 		Durable:       ConsumerName(r.broker.Prefix()),
@@ -91,9 +113,16 @@ func (r *Reconciler) Start(ctx context.Context) error {
 		return fmt.Errorf("reconciler: consumer: %w", err)
 	}
 	return r.svc.Start(context.WithoutCancel(ctx), func(runCtx context.Context) {
+		swept := make(chan struct{})
+		go func() {
+			defer close(swept)
+			r.sweepLoop(runCtx)
+		}()
+		defer func() { <-swept }()
 		cc, err := cons.Consume(func(msg jetstream.Msg) { r.handle(context.WithoutCancel(runCtx), msg) })
 		if err != nil {
 			r.log.ErrorContext(runCtx, "cannot consume evidence", "err", err)
+			<-runCtx.Done()
 			return
 		}
 		<-runCtx.Done()
@@ -105,54 +134,155 @@ func (r *Reconciler) Start(ctx context.Context) error {
 // Stop stops consuming after the message in hand. Safe to call twice.
 func (r *Reconciler) Stop() { r.svc.Stop() }
 
+// handle applies the stored row an evidence message names. The message is
+// only a pointer: a message naming no stored row, or a row of another
+// provider than its subject's, is terminated and logged, and changes
+// nothing.
 func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 	var m ledger.EvidenceMessage
-	err := json.Unmarshal(msg.Data(), &m)
+	subjectProvider := r.broker.EvidenceProvider(msg.Subject())
+	drop := func(why string, args ...any) {
+		r.log.ErrorContext(ctx, "evidence message dropped: "+why,
+			append([]any{"subject", msg.Subject(), "kind", m.Kind}, args...)...)
+		// Term, not TermWithReason: nats-server 2.9 (the oldest supported)
+		// ignores a "+TERM" with a reason, leaving the message pending and
+		// redelivered forever. The reason is in the log line above.
+		_ = msg.Term()
+	}
+	if err := json.Unmarshal(msg.Data(), &m); err != nil {
+		drop("malformed evidence message", "err", err)
+		return
+	}
+	var (
+		outcome Outcome
+		err     error
+	)
 	switch {
-	case err == nil && m.Kind == "stale_result" && m.Reference != "" && m.ProviderReference != "":
-		r.handleStaleResult(ctx, msg, m)
-		return
-	case err != nil || m.Kind != "webhook" || m.WebhookEventID == 0:
-		r.log.ErrorContext(ctx, "malformed evidence message dropped", "subject", msg.Subject(), "err", err)
-		_ = msg.TermWithReason("malformed evidence message")
-		return
-	}
-	ev, err := r.store.WebhookEvent(ctx, m.WebhookEventID)
-	if errors.Is(err, ledger.ErrNotFound) {
-		_ = msg.TermWithReason("no such webhook event")
-		return
-	}
-	if err == nil {
-		var outcome Outcome
-		outcome, err = r.Apply(ctx, Evidence{
-			Source: "webhook:" + ev.EventID, Provider: ev.Provider, Reference: ev.Reference,
-			ProviderReference: ev.ProviderReference, Status: ev.Status, Final: true, Data: webhookData(ev.Payload),
-		})
-		if err == nil {
-			err = r.store.MarkWebhookApplied(ctx, r.store.Pool(), ev.ID, string(outcome))
+	case m.Kind == ledger.EvidenceWebhook && m.WebhookEventID > 0:
+		ev, gerr := r.store.WebhookEvent(ctx, m.WebhookEventID)
+		switch {
+		case errors.Is(gerr, ledger.ErrNotFound):
+			drop("no such webhook event", "webhook_event_id", m.WebhookEventID)
+			return
+		case gerr == nil && ev.Provider != subjectProvider:
+			drop("webhook event of another provider than the subject's", "webhook_event_id", m.WebhookEventID, "provider", ev.Provider)
+			return
+		case gerr != nil:
+			err = gerr
+		case ev.AppliedAt != nil:
+			// Applied already (a redelivery, or the sweep came first).
+			outcome = Outcome(deref(ev.Outcome))
+		default:
+			outcome, err = r.applyWebhook(ctx, ev)
 		}
+	case m.Kind == ledger.EvidenceStaleResult && m.StaleResultID > 0:
+		sr, gerr := r.store.StaleResult(ctx, m.StaleResultID)
+		switch {
+		case errors.Is(gerr, ledger.ErrNotFound):
+			drop("no such stale result", "stale_result_id", m.StaleResultID)
+			return
+		case gerr == nil && sr.Provider != subjectProvider:
+			drop("stale result of another provider than the subject's", "stale_result_id", m.StaleResultID, "provider", sr.Provider)
+			return
+		case gerr != nil:
+			err = gerr
+		case sr.AppliedAt != nil:
+			outcome = Outcome(deref(sr.Outcome))
+		default:
+			outcome, err = r.applyStaleResult(ctx, sr)
+		}
+	default:
+		drop("evidence message names no stored row")
+		return
 	}
 	if err != nil {
-		r.log.WarnContext(ctx, "evidence not applied yet; will retry", "webhook_event_id", m.WebhookEventID, "err", err)
+		r.log.WarnContext(ctx, "evidence not applied yet; will retry", "subject", msg.Subject(), "kind", m.Kind,
+			"webhook_event_id", m.WebhookEventID, "stale_result_id", m.StaleResultID, "err", err)
 		_ = msg.NakWithDelay(2 * time.Second)
 		return
 	}
+	r.log.DebugContext(ctx, "evidence message handled", "kind", m.Kind, "outcome", outcome)
 	_ = msg.Ack()
 }
 
-// handleStaleResult applies a success that a worker saw after it lost its
-// lease: by then the operation may be unknown, in review, or settled.
-func (r *Reconciler) handleStaleResult(ctx context.Context, msg jetstream.Msg, m ledger.EvidenceMessage) {
-	_, err := r.Apply(ctx, Evidence{
-		Source: "stale_result:" + m.Worker, Provider: m.Provider, Reference: m.Reference,
-		ProviderReference: m.ProviderReference, Status: "succeeded", Final: true,
+// applyWebhook applies a stored webhook event and marks it applied.
+func (r *Reconciler) applyWebhook(ctx context.Context, ev ledger.WebhookEvent) (Outcome, error) {
+	outcome, err := r.Apply(ctx, Evidence{
+		Source: "webhook:" + ev.EventID, Provider: ev.Provider, Reference: ev.Reference,
+		ProviderReference: ev.ProviderReference, Status: ev.Status, Final: true, Data: webhookData(ev.Payload),
 	})
 	if err != nil {
-		r.log.WarnContext(ctx, "evidence not applied yet; will retry", "reference", m.Reference, "err", err)
-		_ = msg.NakWithDelay(2 * time.Second)
-		return
+		return "", err
 	}
-	_ = msg.Ack()
+	return outcome, r.store.MarkWebhookApplied(ctx, r.store.Pool(), ev.ID, string(outcome))
+}
+
+// applyStaleResult applies a success that a worker saw after it lost its
+// lease (by then the operation may be unknown, in review, or settled) and
+// marks it applied.
+func (r *Reconciler) applyStaleResult(ctx context.Context, sr ledger.StaleResult) (Outcome, error) {
+	outcome, err := r.Apply(ctx, Evidence{
+		Source: "stale_result:" + sr.Worker, Provider: sr.Provider, Reference: sr.Reference,
+		ProviderReference: sr.ProviderReference, Status: "succeeded", Final: true,
+	})
+	if err != nil {
+		return "", err
+	}
+	return outcome, r.store.MarkStaleResultApplied(ctx, r.store.Pool(), sr.ID, string(outcome))
+}
+
+// sweepLoop runs Sweep every SweepInterval until ctx ends.
+func (r *Reconciler) sweepLoop(ctx context.Context) {
+	ticker := time.NewTicker(r.cfg.SweepInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+			if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
+				r.log.WarnContext(ctx, "evidence sweep failed; the next one will retry", "err", err)
+			}
+		}
+	}
+}
+
+// Sweep applies, from Postgres, the stored evidence that is still
+// unapplied UnappliedAfter after it was stored: its message was lost (or
+// is far behind; applying evidence twice changes nothing the second time).
+// Each row swept is not looked at again before its backoff, so a row that
+// cannot be applied yet is not retried every interval.
+func (r *Reconciler) Sweep(ctx context.Context) error {
+	policy := ledger.SweepPolicy{After: r.cfg.UnappliedAfter, MaxBackoff: sweepMaxBackoff, Limit: sweepBatch}
+	events, err := r.store.SweepWebhookEvents(ctx, policy)
+	if err != nil {
+		return err
+	}
+	for _, ev := range events {
+		outcome, err := r.applyWebhook(ctx, ev)
+		if err != nil {
+			r.log.WarnContext(ctx, "swept webhook event not applied; it is looked at again after its backoff",
+				"webhook_event_id", ev.ID, "provider", ev.Provider, "err", err)
+			continue
+		}
+		r.log.WarnContext(ctx, "webhook event applied from Postgres: its evidence message never arrived",
+			"webhook_event_id", ev.ID, "provider", ev.Provider, "outcome", outcome)
+	}
+	results, err := r.store.SweepStaleResults(ctx, policy)
+	if err != nil {
+		return err
+	}
+	for _, sr := range results {
+		outcome, err := r.applyStaleResult(ctx, sr)
+		if err != nil {
+			r.log.WarnContext(ctx, "swept stale result not applied; it is looked at again after its backoff",
+				"stale_result_id", sr.ID, "operation_id", sr.OperationID, "err", err)
+			continue
+		}
+		r.log.WarnContext(ctx, "stale result applied from Postgres: its evidence message never arrived",
+			"stale_result_id", sr.ID, "operation_id", sr.OperationID, "outcome", outcome)
+	}
+	return nil
 }
 
 // webhookData returns the "data" object of a webhook body, if any.
@@ -317,7 +447,9 @@ func contested(op ledger.Operation) bool {
 }
 
 // unmatched records evidence no operation explains as a review item of the
-// provider's tenant (or of every tenant when the provider names none).
+// provider's tenant. A provider without a tenant (one that sends no
+// webhooks; the config requires a tenant of those that do) gets an item
+// no tenant sees: unmatched evidence never crosses tenants.
 func (r *Reconciler) unmatched(ctx context.Context, ev Evidence) (Outcome, error) {
 	pc, ok := r.cfg.Registry.Provider(ev.Provider)
 	if !ok {
@@ -333,15 +465,16 @@ func (r *Reconciler) unmatched(ctx context.Context, ev Evidence) (Outcome, error
 	if len(ev.Data) > 0 && len(ev.Data) <= 4096 && json.Valid(ev.Data) {
 		u.Detail = ev.Data
 	}
-	tenant := "_"
+	tenant := ""
 	if pc.Tenant != "" {
-		id, err := r.store.TenantID(ctx, pc.Tenant)
+		id, err := r.store.EnsureTenant(ctx, pc.Tenant)
 		if err != nil {
 			return "", fmt.Errorf("reconciler: tenant %s of provider %s: %w", pc.Tenant, pc.Name, err)
 		}
 		u.TenantID, tenant = &id, pc.Tenant
 	}
-	r.log.WarnContext(ctx, "evidence matches no operation; opened a review item", "provider", ev.Provider, "reference", ev.Reference, "source", ev.Source)
+	r.log.WarnContext(ctx, "evidence matches no operation; opened a review item", "provider", ev.Provider,
+		"tenant", tenant, "reference", ev.Reference, "source", ev.Source)
 	_, err := r.store.RecordUnmatched(ctx, u, tenant)
 	return OutcomeUnmatched, err
 }

@@ -265,6 +265,9 @@ func TestReplayAfterTheProviderRecoversSettlesWhatItCanAndASecondReplayChangesNo
 		t.Fatalf("refused: reason %s", got)
 	}
 
+	// Replay reads the review stream: wait until the relay has published
+	// both announcements (an operation is in review a moment before).
+	announced(t, p)
 	during := replay(t, p, `{}`)
 	if during.summary.Changed != 0 || during.results["po-lost"] != "lookup_failed" {
 		t.Errorf("replay during the outage: %+v", during)
@@ -302,6 +305,19 @@ func TestReplayAfterTheProviderRecoversSettlesWhatItCanAndASecondReplayChangesNo
 	}
 }
 
+// announced waits until the relay has published every outbox row, review
+// announcements included.
+func announced(t *testing.T, p *testpipeline.Pipeline) {
+	t.Helper()
+	p.Eventually(settle, "the outbox to be published", func() bool {
+		var n int
+		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
+}
+
 type replayResult struct {
 	results map[string]string
 	summary reconciler.ReplaySummary
@@ -309,8 +325,14 @@ type replayResult struct {
 
 func replay(t *testing.T, p *testpipeline.Pipeline, body string) replayResult {
 	t.Helper()
+	return replayAs(t, p, p.Operator, body)
+}
+
+// replayAs is replay by the operator whose token is token.
+func replayAs(t *testing.T, p *testpipeline.Pipeline, token, body string) replayResult {
+	t.Helper()
 	req, _ := http.NewRequest("POST", p.API.URL+"/v1/review/replay", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+p.Operator)
+	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

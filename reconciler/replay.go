@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,6 +62,11 @@ type reviewAnnouncement struct {
 // lookup) for every item still open, calling emit for each as it goes.
 // Items it can settle are settled; the rest are left for a person, and a
 // second replay changes nothing more.
+//
+// It reads only the subject of the tenant's id, and emits nothing of
+// another tenant even if an announcement of one were found there: an
+// item's operation id, key and reason are that tenant's business.
+// tenantName is kept for callers; subjects never use it.
 func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName string, opts ReplayOptions, emit func(ReplayItem)) (ReplaySummary, error) {
 	sum := ReplaySummary{DryRun: opts.DryRun}
 	reason := opts.Reason
@@ -69,34 +75,36 @@ func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName st
 	}
 	var items []reviewAnnouncement
 	seen := make(map[string]bool)
-	for _, owner := range []string{tenantName, "_"} {
-		subject := r.broker.ReviewSubject(owner, reason)
-		n, err := r.readReviewStream(ctx, subject, opts.Since, func(a reviewAnnouncement) {
-			id := a.Reason + "/" + a.Key
-			if a.OperationID != nil {
-				id = a.OperationID.String()
-			} else if a.EvidenceID != nil {
-				id = fmt.Sprintf("evidence/%d", *a.EvidenceID)
-			}
-			if !seen[id] {
-				seen[id] = true
-				items = append(items, a)
-			}
-		})
-		sum.Read += n
-		if err != nil {
-			return sum, err
+	n, err := r.readReviewStream(ctx, r.broker.ReviewSubject(tenant, reason), opts.Since, func(a reviewAnnouncement) {
+		id := a.Reason + "/" + a.Key
+		if a.OperationID != nil {
+			id = a.OperationID.String()
+		} else if a.EvidenceID != nil {
+			id = fmt.Sprintf("evidence/%d", *a.EvidenceID)
 		}
+		if !seen[id] {
+			seen[id] = true
+			items = append(items, a)
+		}
+	})
+	sum.Read += n
+	if err != nil {
+		return sum, err
 	}
-	sum.Items = len(items)
 	for _, a := range items {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
 		item, err := r.replayOne(ctx, tenant, a, opts.DryRun)
+		if errors.Is(err, errNotThisTenants) {
+			r.log.WarnContext(ctx, "review announcement of another tenant on this tenant's subject skipped",
+				"tenant", tenantName, "operation_id", a.OperationID, "evidence_id", a.EvidenceID)
+			continue
+		}
 		if err != nil {
 			return sum, err
 		}
+		sum.Items++
 		if item.Result != "already_closed" {
 			sum.Open++
 		}
@@ -142,18 +150,28 @@ func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since
 	}
 }
 
+// errNotThisTenants: an announcement names an operation or evidence that
+// is not the replaying tenant's.
+var errNotThisTenants = errors.New("not this tenant's review item")
+
 // replayOne re-runs reconciliation for one announced item.
 func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAnnouncement, dryRun bool) (ReplayItem, error) {
 	item := ReplayItem{OperationID: a.OperationID, EvidenceID: a.EvidenceID, Key: a.Key, Reason: a.Reason}
 	if a.OperationID == nil {
+		if a.EvidenceID == nil {
+			return item, errNotThisTenants
+		}
+		owned, err := r.store.UnmatchedOwnedBy(ctx, tenant, *a.EvidenceID)
+		if err != nil || !owned {
+			return item, cmp.Or(err, errNotThisTenants)
+		}
 		item.Key = a.Reference
 		item.Result, item.Detail = "left_for_a_person", "evidence that matches no operation is settled by an operator"
 		return item, nil
 	}
 	op, err := r.store.Get(ctx, tenant, *a.OperationID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		item.Result = "already_closed"
-		return item, nil
+		return item, errNotThisTenants
 	}
 	if err != nil {
 		return item, err

@@ -46,6 +46,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if e.badLease != "" {
 		return fmt.Errorf("LEASE_DURATION=%q is not a positive duration such as 30s", e.badLease)
 	}
+	if len(e.badDurations) > 0 {
+		return fmt.Errorf("%s: not a positive duration such as 30s", strings.Join(e.badDurations, ", "))
+	}
 	if *providersFlag == "" {
 		return errors.New("no providers config: set PROVIDERS_FILE or --providers (`make run` uses demo/providers.yaml)")
 	}
@@ -62,6 +65,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 
 	b, err := broker.Connect(ctx, broker.Config{
 		URL: e.NATSURL, DataDir: e.NATSDataDir, Prefix: e.StreamPrefix, Replicas: e.StreamReplicas, Logger: logger,
+		CredsFile: e.NATSCreds, User: e.NATSUser, Password: e.NATSPassword, NkeyFile: e.NATSNkey, CAFile: e.NATSCA,
 	})
 	if err != nil {
 		return err
@@ -72,7 +76,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	notifier := outbox.NewNotifier(pool, logger)
 	store := ledger.New(pool, ledger.Config{ReviewSubjectPrefix: b.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
 	metricsRegistry := metrics.New(pool, logger)
-	rec, err := reconciler.New(store, b, reconciler.Config{Registry: registry, Logger: logger})
+	rec, err := reconciler.New(store, b, reconciler.Config{Registry: registry, UnappliedAfter: e.EvidenceUnappliedAfter, Logger: logger})
 	if err != nil {
 		return err
 	}
