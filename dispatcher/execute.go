@@ -30,7 +30,17 @@ const (
 	// ReasonLookupUntrusted: the operation was sent to another provider
 	// account or environment than the one a lookup would ask now.
 	ReasonLookupUntrusted = "lookup_untrusted"
+	// ReasonRejectedAfterUnknown: the provider definitely refused a
+	// resend, but an earlier attempt's outcome was unknown and nothing
+	// has excluded its effect; the refusal says nothing about it (the
+	// resend may have been refused before its key was looked at).
+	ReasonRejectedAfterUnknown = "rejected_after_unknown"
 )
+
+// errNoTimeToCall is returned when the worker could not confirm its claim
+// quickly enough for a call to fit in the lease it got: nothing is called,
+// and the lease runs out into the sweeper's hands.
+var errNoTimeToCall = errors.New("dispatcher: could not confirm the claim in time for a call to fit in the lease")
 
 // Execute does what the ledger says the operation of dispatch message m
 // (from providerName's consumer) needs now: a first or retried create
@@ -39,7 +49,7 @@ const (
 // alone. It returns an error only when the ledger could not be read or
 // written.
 func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
-	pc, ok := d.cfg.Registry.Provider(providerName)
+	pc, ok := d.configs[providerName]
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
 	}
@@ -91,21 +101,27 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 }
 
 // claim takes the operation for this worker for one lease, unless a pause
-// covers it, and says whether it may still be sent. The claim records the
-// provider account and environment it is for: if the worker stops
-// reporting, its call may have reached them.
+// covers it, and says whether it may still be sent. The lease ends
+// LeaseDuration after the database's clock in the claiming statement; the
+// claimed operation carries that end. The claim records the provider
+// account and environment it is for: if the worker stops reporting, its
+// call may have reached them.
 func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (ledger.Operation, ledger.Lapse, error) {
-	return d.store.Claim(ctx, ledger.Change{
+	op, lapse, err := d.store.Claim(ctx, ledger.Change{
 		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
-		LeaseOwner: d.cfg.WorkerID, LeaseUntil: d.store.Now().Add(d.cfg.LeaseDuration),
+		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
 	})
+	if err == nil && d.afterClaim != nil {
+		d.afterClaim(op)
+	}
+	return op, lapse, err
 }
 
 // run works on an operation this worker has claimed from status from.
 func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from ledger.Status, lapse ledger.Lapse) error {
-	pc, ok := d.cfg.Registry.Provider(claimed.Provider)
+	pc, ok := d.configs[claimed.Provider]
 	if !ok {
 		// Cannot happen while dispatch subjects follow the operations'
 		// providers; if it does, the lease runs out and the sweeper takes
@@ -116,6 +132,7 @@ func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from led
 	w := &work{
 		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, stallAfterCall: d.stallAfterCall, onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
+		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown,
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)
@@ -146,12 +163,86 @@ type work struct {
 	// fencedIsEvidence: a worker that lost its lease keeps what it saw as
 	// an evidence event; a sweeper that lost a race has nothing to keep.
 	fencedIsEvidence bool
+
+	// owner is the lease owner of a worker's claim; margin is what a
+	// call's full timeout must leave of the lease (Config.CallMargin).
+	owner  string
+	margin time.Duration
+	// settling: the claim was taken from unknown, so an earlier attempt
+	// may have had an effect.
+	settling bool
+}
+
+// callSlot is a confirmed claim's room for one provider call.
+type callSlot struct {
+	// confirmed is the database's clock when it confirmed the claim: no
+	// call started after the confirmation reached the provider earlier.
+	confirmed time.Time
+	// asked is this process's clock (monotonic) when it asked: the
+	// database's clock at any later local instant t is at most
+	// confirmed + (t - asked).
+	asked time.Time
+}
+
+// dbLatest is the latest the database's clock can read at local instant t.
+func (s callSlot) dbLatest(t time.Time) time.Time { return s.confirmed.Add(t.Sub(s.asked)) }
+
+// confirm runs right before every provider call. It checks that the claim
+// is still this worker's (a superseded worker must never call), extends
+// the lease so that the call's full timeout plus the margin fits before it
+// ends on the database's clock (a provider keeps working after a client
+// gives up, so only the full timeout bounds when the call's effect can
+// land), and reads again whether the approval and the token still stand
+// (w.lapse). It returns ledger.ErrStale when the claim is no longer the
+// worker's.
+func (w *work) confirm(ctx context.Context) (callSlot, error) {
+	timeout := w.pc.Timeout.Duration
+	for range 3 {
+		asked := time.Now()
+		conf, err := w.store.ConfirmClaim(ctx, w.op.ID, w.op.Version, w.owner, timeout+w.margin)
+		if err != nil {
+			return callSlot{}, err
+		}
+		w.op.Version, w.op.LeaseExpiresAt, w.lapse = conf.Version, &conf.LeaseExpiresAt, conf.Lapse
+		slot := callSlot{confirmed: conf.Now, asked: asked}
+		// The confirmation's own round trip eats into the margin; half of
+		// it must be left when the call starts.
+		if !slot.dbLatest(time.Now()).Add(timeout + w.margin/2).After(conf.LeaseExpiresAt) {
+			return slot, nil
+		}
+		w.log.WarnContext(ctx, "claim confirmed too late for a call to fit in the lease; confirming again",
+			"lease_expires_at", conf.LeaseExpiresAt, "confirmed_at", conf.Now, "took", time.Since(asked))
+	}
+	return callSlot{}, errNoTimeToCall
+}
+
+// superseded reports (and logs) whether err says the claim is no longer
+// this worker's.
+func (w *work) superseded(ctx context.Context, err error, call string) bool {
+	if !errors.Is(err, ledger.ErrStale) {
+		return false
+	}
+	w.log.WarnContext(ctx, "claim superseded before the call; not calling the provider", "call", call, "version", w.op.Version)
+	return true
 }
 
 // create sends the operation with its original external key and records
-// the classified answer.
+// the classified answer. It first confirms the claim: a superseded worker
+// never calls, and an approval or token that lapsed meanwhile (even during
+// a lookup under the same claim) stops the call.
 func (w *work) create(ctx context.Context) error {
+	slot, err := w.confirm(ctx)
+	if w.superseded(ctx, err, "create") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if w.lapse != ledger.LapseNone {
+		return w.lapsed(ctx)
+	}
 	attempt := w.op.Attempts + 1
+	start := time.Now()
 	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
@@ -166,7 +257,11 @@ func (w *work) create(ctx context.Context) error {
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
 	c := ledger.Change{Kind: "attempt", Detail: evidence, Attempted: true}
 	if res.Sent {
-		c.SentAt = res.EndedAt
+		// The request may have reached the provider from the moment the
+		// claim was confirmed, and the provider may work on it until the
+		// call's full timeout has passed, whenever the client gave up.
+		c.SentFrom = slot.confirmed
+		c.SentAt = slot.dbLatest(start).Add(w.pc.Timeout.Duration)
 	}
 	now := w.store.Now()
 	switch res.Class {
@@ -174,6 +269,22 @@ func (w *work) create(ctx context.Context) error {
 		c.To, c.ProviderReference = ledger.StatusSucceeded, res.ProviderReference
 		return w.move(ctx, c)
 	case provider.ClassRejected:
+		if w.op.Attempts > 0 {
+			// A definite refusal of a resend proves nothing about an
+			// earlier attempt whose outcome was unknown (it may have been
+			// refused before its key was looked at): failed would tell the
+			// agent nothing happened while the effect may exist.
+			open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
+			if err != nil {
+				return err
+			}
+			if open {
+				evidence["why"] = "the provider refused a resend, but an earlier attempt's outcome is unknown and may have had the effect"
+				w.log.WarnContext(ctx, "resend refused after an unknown outcome; handing it to a person", "attempt", attempt, "http_status", res.HTTPStatus)
+				c.To, c.Review = ledger.StatusReview, w.review(ReasonRejectedAfterUnknown, now)
+				return w.move(ctx, c)
+			}
+		}
 		c.To = ledger.StatusFailed
 		return w.move(ctx, c)
 	case provider.ClassNotExecuted:
@@ -191,10 +302,24 @@ func (w *work) create(ctx context.Context) error {
 		w.op.Attempts = attempt
 		if !c.SentAt.IsZero() {
 			w.op.LastSentAt = &c.SentAt
-			w.op.FirstSentAt = firstSentPtr(w.op, c.SentAt)
+			w.op.FirstSentAt = firstSentPtr(w.op, c.SentFrom)
 		}
 		return w.unknown(ctx, c, now)
 	}
+}
+
+// lapsed ends a claim whose approval or token lapsed before a create: an
+// operation never sent with a possible effect is held (nothing happened);
+// one whose earlier attempt's outcome was unknown goes to a person, as the
+// lookup path does when the approval lapsed.
+func (w *work) lapsed(ctx context.Context) error {
+	if !w.settling {
+		w.log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", w.lapse)
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(w.lapse), Detail: map[string]any{"lapse": w.lapse}})
+	}
+	w.log.InfoContext(ctx, "not resent: approval or access lapsed while an earlier outcome is unsettled", "lapse", w.lapse)
+	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: string(w.lapse), Review: w.review(ReasonLapsedUnknown, w.store.Now()),
+		Detail: map[string]any{"lapse": w.lapse, "why": "the approval or its token lapsed before the resend, and an earlier attempt may have had the effect"}})
 }
 
 // unknown records an outcome that may have happened and schedules how it
@@ -273,7 +398,7 @@ func (w *work) settleUnknown(ctx context.Context) error {
 		w.log.InfoContext(ctx, "outcome unknown; resending with the same key inside the provider's idempotency window")
 		return w.create(ctx)
 	case stepLookup:
-		return w.lookup(ctx, now)
+		return w.lookup(ctx)
 	default:
 		reason, why := w.noWayToSettle(now)
 		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(reason, now),
@@ -283,7 +408,10 @@ func (w *work) settleUnknown(ctx context.Context) error {
 
 // lookup asks the provider whether the operation's effect exists, trusting
 // the answer only from the account and environment its requests went to.
-func (w *work) lookup(ctx context.Context, now time.Time) error {
+// The claim is confirmed first, like before a create; the answer is judged
+// as of the confirmation (the lookup ran no earlier).
+func (w *work) lookup(ctx context.Context) error {
+	now := w.store.Now()
 	here := ledger.Target{Account: w.pc.Account, Environment: w.pc.Environment}
 	foreign, err := w.store.ForeignTargets(ctx, w.op.ID, here)
 	if err != nil {
@@ -296,6 +424,14 @@ func (w *work) lookup(ctx context.Context, now time.Time) error {
 				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
 
+	slot, err := w.confirm(ctx)
+	if w.superseded(ctx, err, "lookup") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now = slot.confirmed
 	lr := w.p.Lookup(ctx, w.op.ExternalKey)
 	evidence := lookupEvidence(lr)
 	w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)

@@ -9,3 +9,7 @@ func (d *Dispatcher) SetCrashAfterCall(crash func(ledger.Operation) bool) { d.cr
 // SetStallAfterCall makes workers run stall between the provider call and
 // recording its answer.
 func (d *Dispatcher) SetStallAfterCall(stall func(ledger.Operation)) { d.stallAfterCall = stall }
+
+// SetAfterClaim makes workers run hold between a claim's statement and
+// the work done under it.
+func (d *Dispatcher) SetAfterClaim(hold func(ledger.Operation)) { d.afterClaim = hold }
