@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -75,7 +76,7 @@ func TestSupersededWorkerNeverCallsTheProvider(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{LookupLag: 0, Mode: mocksupplier.Ignore})
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
-	stale, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{Registry: p.Registry, LeaseDuration: p.Opts.Lease, WorkerID: "stale"})
+	stale, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{Registry: p.Registry, LeaseDuration: p.Opts.Lease, WorkerID: "stale", Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,9 @@ func TestSupersededWorkerNeverCallsTheProvider(t *testing.T) {
 		<-resume
 	})
 	done := make(chan error, 1)
-	go func() { done <- stale.Execute(context.Background(), "acme", ledger.Dispatch{OperationID: op.ID, Version: op.Version}) }()
+	go func() {
+		done <- stale.Execute(context.Background(), "acme", ledger.Dispatch{OperationID: op.ID, Version: op.Version})
+	}()
 	<-claimed
 	p.Start(1) // the sweeper expires the stale claim; another worker looks up and creates
 	p.WaitStatus(op, ledger.StatusSucceeded, settle)

@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestStuckOperationIsRepublishedWithADoublingBackoff(t *testing.T) {
 	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour})
 	const interval = time.Second
 	sweeper := dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
-		Registry: p.Registry, Interval: interval, StuckAfter: time.Minute,
+		Registry: p.Registry, Interval: interval, StuckAfter: time.Minute, Logger: slog.New(slog.DiscardHandler),
 	})
 	ctx := context.Background()
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
