@@ -57,9 +57,9 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 		// Every operation is created queued at version 1, so the message
 		// of a new operation can be claimed without reading it first: the
 		// claim's conditions say whether it is still so.
-		claimed, lapse, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
+		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
-			return d.run(ctx, claimed, ledger.StatusQueued, lapse)
+			return d.run(ctx, c, ledger.StatusQueued)
 		}
 		if !errors.Is(err, ledger.ErrStale) {
 			return err
@@ -88,7 +88,7 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 			"operation_id", op.ID, "provider", op.Provider, "subject_provider", pc.Name)
 		return nil
 	}
-	claimed, lapse, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
+	c, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
 	if errors.Is(err, ledger.ErrStale) {
 		// Another worker has it, it moved on, or its dispatch is paused
 		// (a resume re-publishes it).
@@ -97,7 +97,18 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
-	return d.run(ctx, claimed, op.Status, lapse)
+	return d.run(ctx, c, op.Status)
+}
+
+// claimed is a claim as its statement answered it.
+type claimed struct {
+	op    ledger.Operation // status dispatching; LeaseExpiresAt is on the database's clock
+	lapse ledger.Lapse
+	// slot is the claim's own room for a first call: the claiming
+	// statement is a conditional write on the version that also read the
+	// approval, so right after it no confirmation is needed if the call
+	// still fits in the lease.
+	slot callSlot
 }
 
 // claim takes the operation for this worker for one lease, unless a pause
@@ -106,21 +117,28 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 // claimed operation carries that end. The claim records the provider
 // account and environment it is for: if the worker stops reporting, its
 // call may have reached them.
-func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (ledger.Operation, ledger.Lapse, error) {
+func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (claimed, error) {
+	asked := time.Now()
 	op, lapse, err := d.store.Claim(ctx, ledger.Change{
 		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
 		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
 	})
-	if err == nil && d.afterClaim != nil {
+	if err != nil {
+		return claimed{}, err
+	}
+	if d.afterClaim != nil {
 		d.afterClaim(op)
 	}
-	return op, lapse, err
+	// The claim's updated_at is the database's clock in its transaction,
+	// which began after this worker asked.
+	return claimed{op: op, lapse: lapse, slot: callSlot{confirmed: op.UpdatedAt, asked: asked}}, nil
 }
 
 // run works on an operation this worker has claimed from status from.
-func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from ledger.Status, lapse ledger.Lapse) error {
+func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) error {
+	claimed, lapse := c.op, c.lapse
 	pc, ok := d.configs[claimed.Provider]
 	if !ok {
 		// Cannot happen while dispatch subjects follow the operations'
@@ -132,7 +150,7 @@ func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from led
 	w := &work{
 		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, stallAfterCall: d.stallAfterCall, onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
-		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown,
+		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)
@@ -171,6 +189,8 @@ type work struct {
 	// settling: the claim was taken from unknown, so an earlier attempt
 	// may have had an effect.
 	settling bool
+	// fresh, until the first call, is the claim's own slot (see claimed).
+	fresh *callSlot
 }
 
 // callSlot is a confirmed claim's room for one provider call.
@@ -186,6 +206,25 @@ type callSlot struct {
 
 // dbLatest is the latest the database's clock can read at local instant t.
 func (s callSlot) dbLatest(t time.Time) time.Time { return s.confirmed.Add(t.Sub(s.asked)) }
+
+// fits reports whether a call of timeout starting now, plus half the
+// margin, ends before leaseEnd on the database's clock.
+func (s callSlot) fits(timeout, margin time.Duration, leaseEnd time.Time) bool {
+	return !s.dbLatest(time.Now()).Add(timeout + margin/2).After(leaseEnd)
+}
+
+// startCall returns the slot for the call about to start: the claim's own
+// for the first call right after a claim, if the call still fits in the
+// lease it got; otherwise a new confirmation (see confirm).
+func (w *work) startCall(ctx context.Context) (callSlot, error) {
+	if fresh := w.fresh; fresh != nil {
+		w.fresh = nil
+		if w.op.LeaseExpiresAt != nil && fresh.fits(w.pc.Timeout.Duration, w.margin, *w.op.LeaseExpiresAt) {
+			return *fresh, nil
+		}
+	}
+	return w.confirm(ctx)
+}
 
 // confirm runs right before every provider call. It checks that the claim
 // is still this worker's (a superseded worker must never call), extends
@@ -207,7 +246,7 @@ func (w *work) confirm(ctx context.Context) (callSlot, error) {
 		slot := callSlot{confirmed: conf.Now, asked: asked}
 		// The confirmation's own round trip eats into the margin; half of
 		// it must be left when the call starts.
-		if !slot.dbLatest(time.Now()).Add(timeout + w.margin/2).After(conf.LeaseExpiresAt) {
+		if slot.fits(timeout, w.margin, conf.LeaseExpiresAt) {
 			return slot, nil
 		}
 		w.log.WarnContext(ctx, "claim confirmed too late for a call to fit in the lease; confirming again",
@@ -227,11 +266,11 @@ func (w *work) superseded(ctx context.Context, err error, call string) bool {
 }
 
 // create sends the operation with its original external key and records
-// the classified answer. It first confirms the claim: a superseded worker
-// never calls, and an approval or token that lapsed meanwhile (even during
-// a lookup under the same claim) stops the call.
+// the classified answer. It first confirms the claim (startCall): a
+// superseded worker never calls, and an approval or token that lapsed
+// meanwhile (even during a lookup under the same claim) stops the call.
 func (w *work) create(ctx context.Context) error {
-	slot, err := w.confirm(ctx)
+	slot, err := w.startCall(ctx)
 	if w.superseded(ctx, err, "create") {
 		return nil
 	}
@@ -424,7 +463,7 @@ func (w *work) lookup(ctx context.Context) error {
 				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
 
-	slot, err := w.confirm(ctx)
+	slot, err := w.startCall(ctx)
 	if w.superseded(ctx, err, "lookup") {
 		return nil
 	}
