@@ -297,10 +297,15 @@ func (w *work) create(ctx context.Context) error {
 	c := ledger.Change{Kind: "attempt", Detail: evidence, Attempted: true}
 	if res.Sent {
 		// The request may have reached the provider from the moment the
-		// claim was confirmed, and the provider may work on it until the
-		// call's full timeout has passed, whenever the client gave up.
+		// claim was confirmed. A definite answer ends the request at the
+		// provider; without one (a timeout, a lost response, a 5xx) the
+		// provider may work on it until the call's full timeout has
+		// passed, whenever the client gave up.
 		c.SentFrom = slot.confirmed
-		c.SentAt = slot.dbLatest(start).Add(w.pc.Timeout.Duration)
+		c.SentAt = slot.dbLatest(time.Now())
+		if deadline := slot.dbLatest(start).Add(w.pc.Timeout.Duration); res.Class == provider.ClassUnknown && deadline.After(c.SentAt) {
+			c.SentAt = deadline
+		}
 	}
 	now := w.store.Now()
 	switch res.Class {

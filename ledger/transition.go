@@ -43,9 +43,10 @@ type Change struct {
 	// Attempted counts one more provider attempt.
 	Attempted bool
 	// SentAt, when set, is the latest moment a request may still have
-	// been in flight at the provider (the call's deadline: its start plus
-	// the provider's full timeout; or the end of an expired lease); it
-	// sets last_sent_at. Lookups believe "absent" only visibility_lag
+	// been in flight at the provider (when its definite answer came; for
+	// an unknown outcome the call's deadline, its start plus the
+	// provider's full timeout; or the end of an expired lease); it sets
+	// last_sent_at. Lookups believe "absent" only visibility_lag
 	// after it.
 	SentAt time.Time
 	// SentFrom, when set, is the earliest moment the request may have
