@@ -38,7 +38,8 @@ WHERE o.id = $1`
 
 // CheckLapse tells whether operation id may still be sent: its approval
 // neither revoked nor expired, and the token that asked for it not revoked.
-// The dispatcher asks right before every provider call.
+// Workers learn the same in the statements that claim and confirm a claim
+// (Claim, ConfirmClaim), right before every provider call.
 func (s *Store) CheckLapse(ctx context.Context, db DBTX, id uuid.UUID) (Lapse, error) {
 	var lapse Lapse
 	if err := db.QueryRow(ctx, operationLapse, id, s.nowArg()).Scan(&lapse); err != nil {
@@ -272,18 +273,20 @@ func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, bas
 // (a sweeper that found the old lease expired) is fenced. clock_timestamp,
 // not now(): a shared batch's transaction may have started before the
 // worker asked, and the worker measures from when it asked.
-const operationConfirmClaim = `WITH upd AS (
+const operationConfirmClaim = `WITH clock AS (
+    SELECT coalesce($4::timestamptz, clock_timestamp()) AS now
+), upd AS (
     UPDATE operations SET
         version          = version + 1,
-        lease_expires_at = greatest(lease_expires_at,
-                                    coalesce($4::timestamptz, clock_timestamp()) + $5::bigint * interval '1 microsecond')
+        lease_expires_at = greatest(lease_expires_at, clock.now + $5::bigint * interval '1 microsecond')
+    FROM clock
     WHERE id = $1 AND version = $2 AND status = 'dispatching' AND lease_owner = $3
-    RETURNING version, lease_expires_at, approval_id, requested_by
+    RETURNING operations.version, operations.lease_expires_at, operations.approval_id, operations.requested_by, clock.now
 )
-SELECT u.version, u.lease_expires_at, coalesce($4::timestamptz, clock_timestamp()) AS now,
+SELECT u.version, u.lease_expires_at, u.now,
     CASE
         WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
-        WHEN a.expires_at <= coalesce($4::timestamptz, clock_timestamp()) THEN 'approval_expired'
+        WHEN a.expires_at <= u.now THEN 'approval_expired'
         WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
         ELSE ''
     END AS lapse
