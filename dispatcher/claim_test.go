@@ -119,8 +119,8 @@ func TestRefusedResendAfterAnUnknownOutcomeGoesToReviewNotFailed(t *testing.T) {
 		t.Errorf("orders %d, create requests %d; want 1 and 2", p.Orders(op), p.Creates(op))
 	}
 	status, out := p.Do("GET", "/v1/operations/"+op.ID.String(), p.Agent, "")
-	if summary, _ := out["summary"].(string); status != http.StatusOK || strings.Contains(summary, "nothing happened") {
-		t.Errorf("agent told %d %q: must not say nothing happened", status, summary)
+	if summary, _ := out["summary"].(string); status != http.StatusOK || strings.Contains(summary, "nothing happened") || !strings.Contains(summary, "do not repeat") {
+		t.Errorf("agent told %d %q: must not say nothing happened, must say not to repeat it", status, summary)
 	}
 	events, err := p.Store.Events(context.Background(), p.TenantID, op.ID)
 	if err != nil {
@@ -153,5 +153,20 @@ func TestRevokeDuringALookupStopsTheResend(t *testing.T) {
 	}
 	if p.Orders(op) != 0 || p.Creates(op) != 1 {
 		t.Errorf("orders %d, create requests %d; want 0 and 1 (no resend); history:\n%s", p.Orders(op), p.Creates(op), p.History(op))
+	}
+}
+
+// An attempt without a definite answer may still be worked on at the
+// provider until the call's full timeout has passed, however early the
+// client saw the connection drop.
+func TestUnknownAttemptCountsTheCallDeadlineAsTheLastSend(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit}) // EOF at once
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	got := p.WaitStatus(op, ledger.StatusReview, settle)
+	if got.FirstSentAt == nil || got.LastSentAt == nil || got.LastSentAt.Sub(*got.FirstSentAt) < p.Opts.Timeout {
+		t.Errorf("first send %v, last send %v: want the last send at least the timeout %s after the first", got.FirstSentAt, got.LastSentAt, p.Opts.Timeout)
 	}
 }

@@ -80,3 +80,29 @@ func TestStuckOperationIsRepublishedWithADoublingBackoff(t *testing.T) {
 		t.Errorf("status %s, want queued", got.Status)
 	}
 }
+
+// A claim whose lease expired may have had a call in flight until the
+// lease ended, not until the sweeper happened to look: lookups count the
+// visibility lag from the lease end.
+func TestExpiredLeaseCountsTheLeaseEndAsTheLastSend(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: 0, Mode: mocksupplier.Ignore})
+	sweeper := dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
+		Registry: p.Registry, Logger: slog.New(slog.DiscardHandler),
+	})
+	ctx := context.Background()
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	claimed, _, err := p.Store.Claim(ctx, ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching,
+		Kind: "claimed", Actor: "worker:gone", LeaseOwner: "gone", LeaseUntil: p.Clock.Now().Add(2 * time.Second)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Clock.Advance(time.Hour) // the sweeper looks long after the lease ended
+	if err := sweeper.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := p.Get(op)
+	if got.Status != ledger.StatusUnknown || got.LastSentAt == nil || !got.LastSentAt.Equal(*claimed.LeaseExpiresAt) {
+		t.Errorf("status %s, last send %v; want unknown, last send at the lease end %s", got.Status, got.LastSentAt, claimed.LeaseExpiresAt)
+	}
+}
