@@ -170,3 +170,17 @@ func TestUnknownAttemptCountsTheCallDeadlineAsTheLastSend(t *testing.T) {
 		t.Errorf("first send %v, last send %v: want the last send at least the timeout %s after the first", got.FirstSentAt, got.LastSentAt, p.Opts.Timeout)
 	}
 }
+
+// A lease that cannot hold a call's full timeout plus the margin could
+// never make a call safely: the dispatcher refuses to start with it.
+func TestLeaseTooShortForATimeoutAndItsMarginIsRefused(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: 0, Mode: mocksupplier.Ignore})
+	_, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{Registry: p.Registry, LeaseDuration: p.Opts.Timeout + 50*time.Millisecond})
+	if err == nil || !strings.Contains(err.Error(), "plus the call margin") {
+		t.Errorf("New = %v, want an error naming the timeout, the margin and the lease", err)
+	}
+	if _, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{Registry: p.Registry, LeaseDuration: 2 * p.Opts.Timeout}); err != nil {
+		t.Errorf("New with room for a call: %v", err)
+	}
+}
