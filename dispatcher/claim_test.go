@@ -51,7 +51,6 @@ func TestDelayBeforeTheClaimReturnsStillMakesOneOrder(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{LookupLag: 0, Mode: mocksupplier.Ignore, Lease: claimLease, Timeout: claimTimeout})
 	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.CommitLate, MS: int((claimTimeout - 200*time.Millisecond).Milliseconds())})
-	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	var delayed atomic.Bool
 	ds := p.Start(2)
 	for _, d := range ds {
@@ -63,8 +62,12 @@ func TestDelayBeforeTheClaimReturnsStillMakesOneOrder(t *testing.T) {
 			}
 		})
 	}
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`) // after the hooks are set
 	p.WaitStatus(op, ledger.StatusSucceeded, 30*time.Second)
 	p.StopAll()
+	if !delayed.Load() {
+		t.Fatal("no claim was delayed")
+	}
 	if got := p.Orders(op); got != 1 {
 		t.Errorf("orders %d, want 1; history:\n%s", got, p.History(op))
 	}

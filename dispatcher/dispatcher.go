@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -62,14 +63,15 @@ type Dispatcher struct {
 	// crashAfterCall, set by tests, makes a worker stop dead right after
 	// the provider call, as a killed process would: nothing recorded,
 	// nothing acknowledged.
-	crashAfterCall func(ledger.Operation) bool
+	crashAfterCall atomic.Pointer[func(ledger.Operation) bool]
 	// stallAfterCall, set by tests, holds a worker between the provider
 	// call and recording its answer, as a stalled process would.
-	stallAfterCall func(ledger.Operation)
+	stallAfterCall atomic.Pointer[func(ledger.Operation)]
 	// afterClaim, set by tests, holds a worker between its claim's
 	// statement and its use of the claim, as a slow shared commit, a
-	// network delay or a paused process would.
-	afterClaim func(ledger.Operation)
+	// network delay or a paused process would. The test hooks are atomic:
+	// tests set them while workers run.
+	afterClaim atomic.Pointer[func(ledger.Operation)]
 
 	// configs are the provider contracts with the timeouts calls really
 	// get (see provider.Config.DispatchTimeout).

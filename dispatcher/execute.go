@@ -128,8 +128,8 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 	if err != nil {
 		return claimed{}, err
 	}
-	if d.afterClaim != nil {
-		d.afterClaim(op)
+	if hold := d.afterClaim.Load(); hold != nil {
+		(*hold)(op)
 	}
 	// The claim's updated_at is the database's clock in its transaction,
 	// which began after this worker asked.
@@ -148,7 +148,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 	}
 	log := d.log.With("operation_id", claimed.ID, "tenant", claimed.Tenant, "provider", claimed.Provider, "action", claimed.Action)
 	w := &work{
-		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, stallAfterCall: d.stallAfterCall, onAttempt: d.cfg.OnAttempt,
+		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
 	}
@@ -626,6 +626,15 @@ func (w *work) exhausted(attempts int, sentAt, now time.Time) bool {
 		start = *w.op.RetrySince
 	}
 	return w.pc.Retry.Exhausted(attempts-w.op.RetryBase, start, now)
+}
+
+// deref is the hook p points to, or nil.
+func deref[F any](p *F) F {
+	var zero F
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 func firstSentPtr(op ledger.Operation, sentAt time.Time) *time.Time {
