@@ -313,21 +313,20 @@ func (w *work) create(ctx context.Context) error {
 		c.To, c.ProviderReference = ledger.StatusSucceeded, res.ProviderReference
 		return w.move(ctx, c)
 	case provider.ClassRejected:
-		if w.op.Attempts > 0 {
-			// A definite refusal of a resend proves nothing about an
-			// earlier attempt whose outcome was unknown (it may have been
-			// refused before its key was looked at): failed would tell the
-			// agent nothing happened while the effect may exist.
-			open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
-			if err != nil {
-				return err
-			}
-			if open {
-				evidence["why"] = "the provider refused a resend, but an earlier attempt's outcome is unknown and may have had the effect"
-				w.log.WarnContext(ctx, "resend refused after an unknown outcome; handing it to a person", "attempt", attempt, "http_status", res.HTTPStatus)
-				c.To, c.Review = ledger.StatusReview, w.review(ReasonRejectedAfterUnknown, now)
-				return w.move(ctx, c)
-			}
+		// A definite refusal of a resend proves nothing about an earlier
+		// attempt whose outcome was unknown, recorded or not (a lease that
+		// expired counts no attempt): the resend may have been refused
+		// before its key was looked at. Failed would tell the agent nothing
+		// happened while the effect may exist.
+		open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
+		if err != nil {
+			return err
+		}
+		if open {
+			evidence["why"] = "the provider refused a resend, but an earlier attempt's outcome is unknown and may have had the effect"
+			w.log.WarnContext(ctx, "resend refused after an unknown outcome; handing it to a person", "attempt", attempt, "http_status", res.HTTPStatus)
+			c.To, c.Review = ledger.StatusReview, w.review(ReasonRejectedAfterUnknown, now)
+			return w.move(ctx, c)
 		}
 		c.To = ledger.StatusFailed
 		return w.move(ctx, c)
