@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,8 +34,15 @@ type Config struct {
 	Concurrency int
 	// LeaseDuration is how long a claim lasts; a worker that has not
 	// recorded its result by then is fenced. It must exceed every
-	// provider's timeout. Default 30s.
+	// provider's timeout plus CallMargin, so that a call can fit in a
+	// fresh lease. Default 30s.
 	LeaseDuration time.Duration
+	// CallMargin is what a call's full timeout must leave of the lease,
+	// on the database's clock, before the call may start: time to send
+	// the request after the claim was confirmed and to record the answer.
+	// Right before every call the worker extends its lease to cover it
+	// (see work.confirm). Default min(1s, LeaseDuration/10).
+	CallMargin time.Duration
 	// WorkerID names this process in leases and events. Default
 	// "<hostname>-<pid>-<random>".
 	WorkerID string
@@ -55,10 +63,19 @@ type Dispatcher struct {
 	// crashAfterCall, set by tests, makes a worker stop dead right after
 	// the provider call, as a killed process would: nothing recorded,
 	// nothing acknowledged.
-	crashAfterCall func(ledger.Operation) bool
+	crashAfterCall atomic.Pointer[func(ledger.Operation) bool]
 	// stallAfterCall, set by tests, holds a worker between the provider
 	// call and recording its answer, as a stalled process would.
-	stallAfterCall func(ledger.Operation)
+	stallAfterCall atomic.Pointer[func(ledger.Operation)]
+	// afterClaim, set by tests, holds a worker between its claim's
+	// statement and its use of the claim, as a slow shared commit, a
+	// network delay or a paused process would. The test hooks are atomic:
+	// tests set them while workers run.
+	afterClaim atomic.Pointer[func(ledger.Operation)]
+
+	// configs are the provider contracts with the timeouts calls really
+	// get (see provider.Config.DispatchTimeout).
+	configs map[string]*provider.Config
 
 	svc      startstop.Service
 	handlers sync.WaitGroup
@@ -71,6 +88,10 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 	}
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, 16)
 	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, 30*time.Second)
+	cfg.CallMargin = cmp.Or(cfg.CallMargin, min(time.Second, cfg.LeaseDuration/10))
+	if cfg.LeaseDuration <= 0 || cfg.CallMargin <= 0 {
+		return nil, fmt.Errorf("dispatcher: LeaseDuration %s and CallMargin %s must be positive", cfg.LeaseDuration, cfg.CallMargin)
+	}
 	if cfg.WorkerID == "" {
 		host, _ := os.Hostname()
 		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "worker"), os.Getpid(), uuid.NewString()[:8])
@@ -79,19 +100,28 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		store: store, broker: b, cfg: cfg,
 		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "dispatcher", "worker", cfg.WorkerID),
 		providers: make(map[string]provider.Provider),
+		configs:   make(map[string]*provider.Config),
 	}
 	for _, pc := range cfg.Registry.Providers() {
 		// A call must end within its lease: an explicit timeout that does
-		// not is refused, a default one is shortened to fit.
+		// not is refused, a default one is min(10s, lease/2). The worker
+		// starts a call only when its full timeout plus the margin fits
+		// before the lease ends (extending the lease if needed), so a
+		// lease too short for that could never make a call.
 		timeout, err := pc.DispatchTimeout(cfg.LeaseDuration)
 		if err != nil {
 			return nil, fmt.Errorf("dispatcher: %w", err)
+		}
+		if timeout+cfg.CallMargin >= cfg.LeaseDuration {
+			return nil, fmt.Errorf("dispatcher: provider %q: timeout %s plus the call margin %s must be shorter than LEASE_DURATION %s; lower the timeout or raise LEASE_DURATION",
+				pc.Name, timeout, cfg.CallMargin, cfg.LeaseDuration)
 		}
 		if timeout != pc.Timeout.Duration {
 			fitted := *pc // the registry's config is shared: change a copy
 			fitted.Timeout = provider.Duration{Duration: timeout}
 			pc = &fitted
 		}
+		d.configs[pc.Name] = pc
 		if p, ok := cfg.Providers[pc.Name]; ok {
 			d.providers[pc.Name] = p
 		} else {

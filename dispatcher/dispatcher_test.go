@@ -80,7 +80,7 @@ func TestLostResponseWithoutKeyOrLookupGoesToReview(t *testing.T) {
 
 func TestWorkerKilledAfterTheCallIsSettledByLookupNotASecondCreate(t *testing.T) {
 	t.Parallel()
-	p := testpipeline.New(t, testpipeline.Options{LookupLag: 300 * time.Millisecond, Mode: mocksupplier.Ignore, Lease: 1100 * time.Millisecond})
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: 300 * time.Millisecond, Mode: mocksupplier.Ignore, Lease: 1500 * time.Millisecond})
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	var killed atomic.Bool
 	ds := p.Start(1)
@@ -361,7 +361,7 @@ func TestLookupIsNotTrustedInAnotherAccountThanTheSend(t *testing.T) {
 
 func TestSuccessSeenByAFencedWorkerSettlesTheOperation(t *testing.T) {
 	t.Parallel()
-	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, Lease: 1100 * time.Millisecond})
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, Lease: 1500 * time.Millisecond})
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	ds := p.Start(1)
 	var stalled atomic.Bool

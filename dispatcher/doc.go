@@ -10,6 +10,18 @@
 // provider call; a worker whose lease expired is fenced, and what it saw is
 // kept as evidence only.
 //
+// No call outlives its claim. The lease end is the database's clock plus
+// the lease, set by the claiming statement. Right before every create and
+// every lookup the worker confirms, in one conditional statement, that the
+// claim is still its own (version, owner, still dispatching), extends the
+// lease so that the provider's full timeout plus a margin fits before it
+// ends, and reads again whether the approval and the token stand. A worker
+// must never call the provider without that confirmation, and never after
+// it failed: a superseded worker stops. The "last send" lookups wait the
+// visibility lag after is the latest moment a call may still have been in
+// flight (the call's deadline, or the end of an expired lease). See
+// docs/dispatch-lease.md.
+//
 // Every call carries the operation's original external key. An outcome that
 // may have happened (timeout, reset, 5xx, an expired lease) is unknown and
 // is never resent blindly: a provider with an idempotency contract is asked
@@ -21,6 +33,7 @@
 // reaches the reconciler as evidence.
 //
 // Retry and lookup schedules are outbox rows with a due time, so a restart
-// neither loses nor hurries them. The LeaseSweeper moves expired claims to
-// unknown and re-publishes operations whose message never arrived.
+// neither loses nor hurries them. The LeaseSweeper moves claims whose lease
+// is still expired to unknown and re-publishes operations whose message
+// never arrived, backing off per operation.
 package dispatcher

@@ -30,7 +30,17 @@ const (
 	// ReasonLookupUntrusted: the operation was sent to another provider
 	// account or environment than the one a lookup would ask now.
 	ReasonLookupUntrusted = "lookup_untrusted"
+	// ReasonRejectedAfterUnknown: the provider definitely refused a
+	// resend, but an earlier attempt's outcome was unknown and nothing
+	// has excluded its effect; the refusal says nothing about it (the
+	// resend may have been refused before its key was looked at).
+	ReasonRejectedAfterUnknown = "rejected_after_unknown"
 )
+
+// errNoTimeToCall is returned when the worker could not confirm its claim
+// quickly enough for a call to fit in the lease it got: nothing is called,
+// and the lease runs out into the sweeper's hands.
+var errNoTimeToCall = errors.New("dispatcher: could not confirm the claim in time for a call to fit in the lease")
 
 // Execute does what the ledger says the operation of dispatch message m
 // (from providerName's consumer) needs now: a first or retried create
@@ -39,7 +49,7 @@ const (
 // alone. It returns an error only when the ledger could not be read or
 // written.
 func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
-	pc, ok := d.cfg.Registry.Provider(providerName)
+	pc, ok := d.configs[providerName]
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
 	}
@@ -47,9 +57,9 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 		// Every operation is created queued at version 1, so the message
 		// of a new operation can be claimed without reading it first: the
 		// claim's conditions say whether it is still so.
-		claimed, lapse, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
+		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
-			return d.run(ctx, claimed, ledger.StatusQueued, lapse)
+			return d.run(ctx, c, ledger.StatusQueued)
 		}
 		if !errors.Is(err, ledger.ErrStale) {
 			return err
@@ -78,7 +88,7 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 			"operation_id", op.ID, "provider", op.Provider, "subject_provider", pc.Name)
 		return nil
 	}
-	claimed, lapse, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
+	c, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
 	if errors.Is(err, ledger.ErrStale) {
 		// Another worker has it, it moved on, or its dispatch is paused
 		// (a resume re-publishes it).
@@ -87,25 +97,49 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
-	return d.run(ctx, claimed, op.Status, lapse)
+	return d.run(ctx, c, op.Status)
+}
+
+// claimed is a claim as its statement answered it.
+type claimed struct {
+	op    ledger.Operation // status dispatching; LeaseExpiresAt is on the database's clock
+	lapse ledger.Lapse
+	// slot is the claim's own room for a first call: the claiming
+	// statement is a conditional write on the version that also read the
+	// approval, so right after it no confirmation is needed if the call
+	// still fits in the lease.
+	slot callSlot
 }
 
 // claim takes the operation for this worker for one lease, unless a pause
-// covers it, and says whether it may still be sent. The claim records the
-// provider account and environment it is for: if the worker stops
-// reporting, its call may have reached them.
-func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (ledger.Operation, ledger.Lapse, error) {
-	return d.store.Claim(ctx, ledger.Change{
+// covers it, and says whether it may still be sent. The lease ends
+// LeaseDuration after the database's clock in the claiming statement; the
+// claimed operation carries that end. The claim records the provider
+// account and environment it is for: if the worker stops reporting, its
+// call may have reached them.
+func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (claimed, error) {
+	asked := time.Now()
+	op, lapse, err := d.store.Claim(ctx, ledger.Change{
 		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
-		LeaseOwner: d.cfg.WorkerID, LeaseUntil: d.store.Now().Add(d.cfg.LeaseDuration),
+		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
 	})
+	if err != nil {
+		return claimed{}, err
+	}
+	if hold := d.afterClaim.Load(); hold != nil {
+		(*hold)(op)
+	}
+	// The claim's updated_at is the database's clock in its transaction,
+	// which began after this worker asked.
+	return claimed{op: op, lapse: lapse, slot: callSlot{confirmed: op.UpdatedAt, asked: asked}}, nil
 }
 
 // run works on an operation this worker has claimed from status from.
-func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from ledger.Status, lapse ledger.Lapse) error {
-	pc, ok := d.cfg.Registry.Provider(claimed.Provider)
+func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) error {
+	claimed, lapse := c.op, c.lapse
+	pc, ok := d.configs[claimed.Provider]
 	if !ok {
 		// Cannot happen while dispatch subjects follow the operations'
 		// providers; if it does, the lease runs out and the sweeper takes
@@ -114,8 +148,9 @@ func (d *Dispatcher) run(ctx context.Context, claimed ledger.Operation, from led
 	}
 	log := d.log.With("operation_id", claimed.ID, "tenant", claimed.Tenant, "provider", claimed.Provider, "action", claimed.Action)
 	w := &work{
-		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: d.crashAfterCall, stallAfterCall: d.stallAfterCall, onAttempt: d.cfg.OnAttempt,
+		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
+		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)
@@ -146,12 +181,107 @@ type work struct {
 	// fencedIsEvidence: a worker that lost its lease keeps what it saw as
 	// an evidence event; a sweeper that lost a race has nothing to keep.
 	fencedIsEvidence bool
+
+	// owner is the lease owner of a worker's claim; margin is what a
+	// call's full timeout must leave of the lease (Config.CallMargin).
+	owner  string
+	margin time.Duration
+	// settling: the claim was taken from unknown, so an earlier attempt
+	// may have had an effect.
+	settling bool
+	// fresh, until the first call, is the claim's own slot (see claimed).
+	fresh *callSlot
+}
+
+// callSlot is a confirmed claim's room for one provider call.
+type callSlot struct {
+	// confirmed is the database's clock when it confirmed the claim: no
+	// call started after the confirmation reached the provider earlier.
+	confirmed time.Time
+	// asked is this process's clock (monotonic) when it asked: the
+	// database's clock at any later local instant t is at most
+	// confirmed + (t - asked).
+	asked time.Time
+}
+
+// dbLatest is the latest the database's clock can read at local instant t.
+func (s callSlot) dbLatest(t time.Time) time.Time { return s.confirmed.Add(t.Sub(s.asked)) }
+
+// fits reports whether a call of timeout starting now, plus half the
+// margin, ends before leaseEnd on the database's clock.
+func (s callSlot) fits(timeout, margin time.Duration, leaseEnd time.Time) bool {
+	return !s.dbLatest(time.Now()).Add(timeout + margin/2).After(leaseEnd)
+}
+
+// startCall returns the slot for the call about to start: the claim's own
+// for the first call right after a claim, if the call still fits in the
+// lease it got; otherwise a new confirmation (see confirm).
+func (w *work) startCall(ctx context.Context) (callSlot, error) {
+	if fresh := w.fresh; fresh != nil {
+		w.fresh = nil
+		if w.op.LeaseExpiresAt != nil && fresh.fits(w.pc.Timeout.Duration, w.margin, *w.op.LeaseExpiresAt) {
+			return *fresh, nil
+		}
+	}
+	return w.confirm(ctx)
+}
+
+// confirm runs right before every provider call. It checks that the claim
+// is still this worker's (a superseded worker must never call), extends
+// the lease so that the call's full timeout plus the margin fits before it
+// ends on the database's clock (a provider keeps working after a client
+// gives up, so only the full timeout bounds when the call's effect can
+// land), and reads again whether the approval and the token still stand
+// (w.lapse). It returns ledger.ErrStale when the claim is no longer the
+// worker's.
+func (w *work) confirm(ctx context.Context) (callSlot, error) {
+	timeout := w.pc.Timeout.Duration
+	for range 3 {
+		asked := time.Now()
+		conf, err := w.store.ConfirmClaim(ctx, w.op.ID, w.op.Version, w.owner, timeout+w.margin)
+		if err != nil {
+			return callSlot{}, err
+		}
+		w.op.Version, w.op.LeaseExpiresAt, w.lapse = conf.Version, &conf.LeaseExpiresAt, conf.Lapse
+		slot := callSlot{confirmed: conf.Now, asked: asked}
+		// The confirmation's own round trip eats into the margin; half of
+		// it must be left when the call starts.
+		if slot.fits(timeout, w.margin, conf.LeaseExpiresAt) {
+			return slot, nil
+		}
+		w.log.WarnContext(ctx, "claim confirmed too late for a call to fit in the lease; confirming again",
+			"lease_expires_at", conf.LeaseExpiresAt, "confirmed_at", conf.Now, "took", time.Since(asked))
+	}
+	return callSlot{}, errNoTimeToCall
+}
+
+// superseded reports (and logs) whether err says the claim is no longer
+// this worker's.
+func (w *work) superseded(ctx context.Context, err error, call string) bool {
+	if !errors.Is(err, ledger.ErrStale) {
+		return false
+	}
+	w.log.WarnContext(ctx, "claim superseded before the call; not calling the provider", "call", call, "version", w.op.Version)
+	return true
 }
 
 // create sends the operation with its original external key and records
-// the classified answer.
+// the classified answer. It first confirms the claim (startCall): a
+// superseded worker never calls, and an approval or token that lapsed
+// meanwhile (even during a lookup under the same claim) stops the call.
 func (w *work) create(ctx context.Context) error {
+	slot, err := w.startCall(ctx)
+	if w.superseded(ctx, err, "create") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if w.lapse != ledger.LapseNone {
+		return w.lapsed(ctx)
+	}
 	attempt := w.op.Attempts + 1
+	start := time.Now()
 	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
@@ -166,7 +296,16 @@ func (w *work) create(ctx context.Context) error {
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
 	c := ledger.Change{Kind: "attempt", Detail: evidence, Attempted: true}
 	if res.Sent {
-		c.SentAt = res.EndedAt
+		// The request may have reached the provider from the moment the
+		// claim was confirmed. A definite answer ends the request at the
+		// provider; without one (a timeout, a lost response, a 5xx) the
+		// provider may work on it until the call's full timeout has
+		// passed, whenever the client gave up.
+		c.SentFrom = slot.confirmed
+		c.SentAt = slot.dbLatest(time.Now())
+		if deadline := slot.dbLatest(start).Add(w.pc.Timeout.Duration); res.Class == provider.ClassUnknown && deadline.After(c.SentAt) {
+			c.SentAt = deadline
+		}
 	}
 	now := w.store.Now()
 	switch res.Class {
@@ -174,6 +313,21 @@ func (w *work) create(ctx context.Context) error {
 		c.To, c.ProviderReference = ledger.StatusSucceeded, res.ProviderReference
 		return w.move(ctx, c)
 	case provider.ClassRejected:
+		// A definite refusal of a resend proves nothing about an earlier
+		// attempt whose outcome was unknown, recorded or not (a lease that
+		// expired counts no attempt): the resend may have been refused
+		// before its key was looked at. Failed would tell the agent nothing
+		// happened while the effect may exist.
+		open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
+		if err != nil {
+			return err
+		}
+		if open {
+			evidence["why"] = "the provider refused a resend, but an earlier attempt's outcome is unknown and may have had the effect"
+			w.log.WarnContext(ctx, "resend refused after an unknown outcome; handing it to a person", "attempt", attempt, "http_status", res.HTTPStatus)
+			c.To, c.Review = ledger.StatusReview, w.review(ReasonRejectedAfterUnknown, now)
+			return w.move(ctx, c)
+		}
 		c.To = ledger.StatusFailed
 		return w.move(ctx, c)
 	case provider.ClassNotExecuted:
@@ -191,10 +345,24 @@ func (w *work) create(ctx context.Context) error {
 		w.op.Attempts = attempt
 		if !c.SentAt.IsZero() {
 			w.op.LastSentAt = &c.SentAt
-			w.op.FirstSentAt = firstSentPtr(w.op, c.SentAt)
+			w.op.FirstSentAt = firstSentPtr(w.op, c.SentFrom)
 		}
 		return w.unknown(ctx, c, now)
 	}
+}
+
+// lapsed ends a claim whose approval or token lapsed before a create: an
+// operation never sent with a possible effect is held (nothing happened);
+// one whose earlier attempt's outcome was unknown goes to a person, as the
+// lookup path does when the approval lapsed.
+func (w *work) lapsed(ctx context.Context) error {
+	if !w.settling {
+		w.log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", w.lapse)
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(w.lapse), Detail: map[string]any{"lapse": w.lapse}})
+	}
+	w.log.InfoContext(ctx, "not resent: approval or access lapsed while an earlier outcome is unsettled", "lapse", w.lapse)
+	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: string(w.lapse), Review: w.review(ReasonLapsedUnknown, w.store.Now()),
+		Detail: map[string]any{"lapse": w.lapse, "why": "the approval or its token lapsed before the resend, and an earlier attempt may have had the effect"}})
 }
 
 // unknown records an outcome that may have happened and schedules how it
@@ -273,7 +441,7 @@ func (w *work) settleUnknown(ctx context.Context) error {
 		w.log.InfoContext(ctx, "outcome unknown; resending with the same key inside the provider's idempotency window")
 		return w.create(ctx)
 	case stepLookup:
-		return w.lookup(ctx, now)
+		return w.lookup(ctx)
 	default:
 		reason, why := w.noWayToSettle(now)
 		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "needs_review", Review: w.review(reason, now),
@@ -283,7 +451,10 @@ func (w *work) settleUnknown(ctx context.Context) error {
 
 // lookup asks the provider whether the operation's effect exists, trusting
 // the answer only from the account and environment its requests went to.
-func (w *work) lookup(ctx context.Context, now time.Time) error {
+// The claim is confirmed first, like before a create; the answer is judged
+// as of the confirmation (the lookup ran no earlier).
+func (w *work) lookup(ctx context.Context) error {
+	now := w.store.Now()
 	here := ledger.Target{Account: w.pc.Account, Environment: w.pc.Environment}
 	foreign, err := w.store.ForeignTargets(ctx, w.op.ID, here)
 	if err != nil {
@@ -296,6 +467,14 @@ func (w *work) lookup(ctx context.Context, now time.Time) error {
 				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
 
+	slot, err := w.startCall(ctx)
+	if w.superseded(ctx, err, "lookup") {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	now = slot.confirmed
 	lr := w.p.Lookup(ctx, w.op.ExternalKey)
 	evidence := lookupEvidence(lr)
 	w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)
@@ -446,6 +625,15 @@ func (w *work) exhausted(attempts int, sentAt, now time.Time) bool {
 		start = *w.op.RetrySince
 	}
 	return w.pc.Retry.Exhausted(attempts-w.op.RetryBase, start, now)
+}
+
+// deref is the hook p points to, or nil.
+func deref[F any](p *F) F {
+	var zero F
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 func firstSentPtr(op ledger.Operation, sentAt time.Time) *time.Time {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
@@ -25,6 +27,10 @@ type SweeperConfig struct {
 	// than JetStream's default duplicate window, and than a healthy
 	// backlog.
 	StuckAfter time.Duration
+	// MaxRedispatchBackoff caps how long a stuck operation waits between
+	// re-publishes: the first waits Interval doubled, each next one twice
+	// as long. Default 5m.
+	MaxRedispatchBackoff time.Duration
 	// Batch bounds the operations handled per sweep. Default 500.
 	Batch    int
 	WorkerID string
@@ -49,6 +55,7 @@ type LeaseSweeper struct {
 func NewLeaseSweeper(store *ledger.Store, b *broker.Broker, cfg SweeperConfig) *LeaseSweeper {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
 	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, 5*time.Minute)
+	cfg.MaxRedispatchBackoff = cmp.Or(cfg.MaxRedispatchBackoff, 5*time.Minute)
 	cfg.Batch = cmp.Or(cfg.Batch, 500)
 	cfg.WorkerID = cmp.Or(cfg.WorkerID, "sweeper")
 	return &LeaseSweeper{store: store, broker: b, cfg: cfg,
@@ -88,17 +95,36 @@ func (s *LeaseSweeper) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
+	return s.redispatch(ctx)
+}
+
+// redispatch publishes again the dispatch message of operations that
+// waited too long for one. An operation that stays stuck (its new message
+// is lost or dropped too) is not re-published every sweep: each
+// re-publish is recorded, and the next waits twice as long as the last,
+// from Interval up to MaxRedispatchBackoff.
+func (s *LeaseSweeper) redispatch(ctx context.Context) error {
 	now := s.store.Now()
-	stuck, err := s.store.Stuck(ctx, now.Add(-s.cfg.StuckAfter), s.cfg.Batch)
+	var stuck []ledger.Operation
+	err := pgx.BeginFunc(ctx, s.store.Pool(), func(tx pgx.Tx) error {
+		var err error
+		stuck, err = s.store.Redispatch(ctx, tx, now.Add(-s.cfg.StuckAfter), s.cfg.Interval, s.cfg.MaxRedispatchBackoff, s.cfg.Batch, "sweeper:"+s.cfg.WorkerID)
+		if err != nil {
+			return err
+		}
+		for _, op := range stuck {
+			if err := outbox.Insert(ctx, tx, ledger.RedispatchOutbox(s.broker.DispatchSubject(op.Provider), op.ID, op.Version, now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return err
 	}
 	for _, op := range stuck {
-		s.log.WarnContext(ctx, "dispatch message never arrived; publishing it again",
+		s.log.WarnContext(ctx, "dispatch message never arrived; published it again",
 			"operation_id", op.ID, "tenant", op.Tenant, "status", op.Status)
-		if err := outbox.Insert(ctx, s.store.Pool(), ledger.RedispatchOutbox(s.broker.DispatchSubject(op.Provider), op.ID, op.Version, now)); err != nil {
-			return err
-		}
 	}
 	if len(stuck) > 0 {
 		s.store.OutboxCommitted()
@@ -108,7 +134,12 @@ func (s *LeaseSweeper) Sweep(ctx context.Context) error {
 
 // expire moves an operation whose claim lapsed to unknown: the worker may
 // have called the provider, so the next step is a lookup (or a resend under
-// an idempotency key, or a person), never a blind create.
+// an idempotency key, or a person), never a blind create. A call under the
+// claim may have been in flight until the lease ended (a worker starts a
+// call only if its full timeout fits in the lease), so the lease end, not
+// the sweeper's clock, is the "last send" that lookups wait visibility_lag
+// after; and the change applies only if the lease is still expired in the
+// same statement, so a worker that has just extended it keeps it.
 func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
 	pc, ok := s.cfg.Registry.Provider(op.Provider)
 	if !ok {
@@ -122,11 +153,18 @@ func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
 	if err != nil {
 		return err
 	}
-	op.LastSentAt = &now
-	op.FirstSentAt = firstSentPtr(op, now)
+	lastSent := now
+	if op.LeaseExpiresAt != nil {
+		lastSent = *op.LeaseExpiresAt
+	}
+	// The claim began when the operation last changed (confirmations do
+	// not touch updated_at): no call under it reached the provider before.
+	claimedAt := op.UpdatedAt
+	op.LastSentAt = &lastSent
+	op.FirstSentAt = firstSentPtr(op, claimedAt)
 	w := &work{store: s.store, broker: s.broker, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, op: op, pc: pc, lapse: lapse}
 	c := ledger.Change{
-		To: ledger.StatusUnknown, Kind: "lease_expired", SentAt: now,
+		To: ledger.StatusUnknown, Kind: "lease_expired", SentAt: lastSent, SentFrom: claimedAt, OnlyIfLeaseExpired: true,
 		Detail: map[string]any{"lease_owner": op.LeaseOwner, "lease_expires_at": op.LeaseExpiresAt},
 	}
 	return w.unknown(ctx, c, now)

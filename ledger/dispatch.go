@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,7 +38,8 @@ WHERE o.id = $1`
 
 // CheckLapse tells whether operation id may still be sent: its approval
 // neither revoked nor expired, and the token that asked for it not revoked.
-// The dispatcher asks right before every provider call.
+// Workers learn the same in the statements that claim and confirm a claim
+// (Claim, ConfirmClaim), right before every provider call.
 func (s *Store) CheckLapse(ctx context.Context, db DBTX, id uuid.UUID) (Lapse, error) {
 	var lapse Lapse
 	if err := db.QueryRow(ctx, operationLapse, id, s.nowArg()).Scan(&lapse); err != nil {
@@ -242,18 +244,43 @@ WHERE o.status = 'dispatching' AND o.lease_expires_at < coalesce($1::timestamptz
 ORDER BY o.lease_expires_at
 LIMIT $2`
 
-	// operationsStuck are operations waiting for a dispatch message that
-	// should have arrived long ago (a message lost by JetStream, or never
-	// delivered): queued and not updated since before, or due since
-	// before, the cutoff, with no message of theirs waiting in the outbox,
-	// and not paused.
-	operationsStuck = `SELECT ` + operationColumns + `
-FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE ((o.status = 'queued' AND o.updated_at < $1)
-    OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < $1))
-  AND ` + waitsForMessage + `
-ORDER BY o.updated_at
-LIMIT $2`
+	// operationsRedispatch finds operations waiting for a dispatch message
+	// that should have arrived long ago (a message lost by JetStream, or
+	// never delivered): queued and not updated since before, or due since
+	// before, the cutoff $1, with no message of theirs waiting in the
+	// outbox, and not paused. It takes only those whose last re-publish
+	// (redispatched_at) is older than their backoff: base $3 doubled per
+	// re-publish since the operation last changed, capped at $4. It
+	// records the re-publish on the operation and as an event, in the same
+	// statement, so two sweepers never re-publish one operation twice.
+	operationsRedispatch = `WITH due AS (
+    SELECT o.id FROM operations o
+    WHERE ((o.status = 'queued' AND o.updated_at < $1)
+        OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < $1))
+      AND ` + waitsForMessage + `
+      AND (o.redispatched_at IS NULL OR o.redispatched_at < o.updated_at
+           OR o.redispatched_at <= coalesce($2::timestamptz, now())
+                - least($3::bigint * interval '1 microsecond' * power(2, least(o.redispatches, 30))::float8, $4::bigint * interval '1 microsecond'))
+    ORDER BY o.updated_at
+    LIMIT $5
+    FOR UPDATE OF o SKIP LOCKED
+), upd AS (
+    UPDATE operations o SET
+        redispatches    = CASE WHEN o.redispatched_at IS NULL OR o.redispatched_at < o.updated_at
+                               THEN 1 ELSE o.redispatches + 1 END,
+        redispatched_at = coalesce($2::timestamptz, now())
+    FROM due WHERE o.id = due.id
+    RETURNING o.*
+), ev AS (
+    INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
+    SELECT id, tenant_id, redispatched_at, 'redispatched', status, status, $6,
+           jsonb_build_object('redispatches', redispatches,
+               'next_not_before', redispatched_at + least($3::bigint * interval '1 microsecond' * power(2, least(redispatches, 30))::float8,
+                                                          $4::bigint * interval '1 microsecond'))
+    FROM upd
+)
+SELECT ` + operationColumns + `
+FROM upd o JOIN tenants t ON t.id = o.tenant_id`
 )
 
 // LeaseExpired returns up to limit operations whose dispatch lease has
@@ -267,13 +294,116 @@ func (s *Store) LeaseExpired(ctx context.Context, limit int) ([]Operation, error
 	return ops, nil
 }
 
-// Stuck returns up to limit operations that have waited since before cutoff
-// for a dispatch message that never came.
-func (s *Store) Stuck(ctx context.Context, cutoff time.Time, limit int) ([]Operation, error) {
-	rows, _ := s.pool.Query(ctx, operationsStuck, cutoff, limit)
+// Redispatch finds up to limit operations that have waited since before
+// cutoff for a dispatch message that never came, and records on each that
+// it is re-published now (an event "redispatched"); the caller writes the
+// messages to the outbox in the same transaction tx. An operation that
+// stays stuck is found again only after its backoff: base, doubled per
+// re-publish since it last changed, at most maxBackoff.
+func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, base, maxBackoff time.Duration, limit int, actor string) ([]Operation, error) {
+	rows, _ := tx.Query(ctx, operationsRedispatch, cutoff, s.nowArg(), base.Microseconds(), maxBackoff.Microseconds(), limit, actor)
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("find stuck operations: %w", err)
 	}
 	return ops, nil
+}
+
+// operationConfirmClaim is the check a worker makes right before every
+// provider call: the claim is still its own (same version, owner and
+// status: nobody expired, settled or re-claimed it), its lease now lasts
+// at least $5 microseconds past the database's clock (the call's full
+// timeout plus a margin), and the approval and the requesting token still
+// stand. The version bumps, so any writer holding the version read before
+// (a sweeper that found the old lease expired) is fenced. clock_timestamp,
+// not now(): a shared batch's transaction may have started before the
+// worker asked, and the worker measures from when it asked.
+const operationConfirmClaim = `WITH clock AS (
+    SELECT coalesce($4::timestamptz, clock_timestamp()) AS now
+), upd AS (
+    UPDATE operations SET
+        version          = version + 1,
+        lease_expires_at = greatest(lease_expires_at, clock.now + $5::bigint * interval '1 microsecond')
+    FROM clock
+    WHERE id = $1 AND version = $2 AND status = 'dispatching' AND lease_owner = $3
+    RETURNING operations.version, operations.lease_expires_at, operations.approval_id, operations.requested_by, clock.now
+)
+SELECT u.version, u.lease_expires_at, u.now,
+    CASE
+        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
+        WHEN a.expires_at <= u.now THEN 'approval_expired'
+        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
+        ELSE ''
+    END AS lapse
+FROM upd u
+JOIN approvals a ON a.id = u.approval_id
+JOIN api_tokens k ON k.id = u.requested_by`
+
+// Confirmation is a worker's claim as the database confirmed it right
+// before a provider call.
+type Confirmation struct {
+	// Version is the claim's new version; every later write of the worker
+	// is conditional on it.
+	Version int64 `db:"version"`
+	// LeaseExpiresAt is the lease end, on the database's clock.
+	LeaseExpiresAt time.Time `db:"lease_expires_at"`
+	// Now is the database's clock when it confirmed.
+	Now time.Time `db:"now"`
+	// Lapse says whether the approval or the token lapsed meanwhile.
+	Lapse Lapse `db:"lapse"`
+}
+
+// ConfirmClaim confirms that operation id, claimed by owner at version,
+// is still that worker's claim, extends its lease to at least the
+// database's now plus hold, and tells whether it may still be sent. It
+// returns ErrStale when the claim is no longer the worker's: then the
+// worker must not call the provider. Concurrent confirmations share round
+// trips and commits (see Record).
+func (s *Store) ConfirmClaim(ctx context.Context, id uuid.UUID, version int64, owner string, hold time.Duration) (Confirmation, error) {
+	var (
+		conf       Confirmation
+		confirmErr error
+	)
+	err := s.group.do(ctx, id, func(b *pgx.Batch) {
+		b.Queue(operationConfirmClaim, id, version, owner, s.nowArg(), hold.Microseconds()).Query(func(rows pgx.Rows) error {
+			c, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Confirmation])
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				confirmErr = fmt.Errorf("%w: claim of %s at version %d by %s is no longer held", ErrStale, id, version, owner)
+				return nil
+			case err != nil:
+				return fmt.Errorf("confirm claim of %s: %w", id, err)
+			}
+			conf, confirmErr = c, nil
+			return nil
+		})
+	})
+	if err != nil {
+		return Confirmation{}, err
+	}
+	return conf, confirmErr
+}
+
+// operationOutcomeOpen holds when an earlier attempt of operation $1 may
+// have had an effect that nothing has settled since: the latest event
+// that says an effect may exist (an attempt whose outcome was unknown, an
+// expired lease, a late result a fenced worker saw) comes after the
+// latest lookup that confirmed absence. It reads the history the way the
+// reconciler's judgement does.
+const operationOutcomeOpen = `SELECT
+    coalesce(max(seq) FILTER (WHERE (kind = 'attempt' AND detail->>'class' IN ('unknown', 'succeeded'))
+                                 OR kind IN ('lease_expired', 'stale_result', 'lookup_found')
+                                 OR (kind = 'evidence' AND detail->>'status' = 'succeeded')), 0)
+  > coalesce(max(seq) FILTER (WHERE kind IN ('lookup_absent_confirmed', 'replay_lookup_absent')), 0)
+FROM operation_events WHERE operation_id = $1`
+
+// OutcomeOpen reports whether an earlier attempt of operation id may have
+// had an effect that no lookup has since excluded: then a refusal of a
+// later attempt says nothing about whether the effect exists.
+func (s *Store) OutcomeOpen(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
+	var open bool
+	if err := db.QueryRow(ctx, operationOutcomeOpen, id).Scan(&open); err != nil {
+		return false, fmt.Errorf("read outcome history of %s: %w", id, err)
+	}
+	return open, nil
 }

@@ -22,20 +22,38 @@ type Change struct {
 	Actor  string // who or what: "worker:<id>", "operator:<token name>", "system"
 	Detail any    // evidence, stored as JSON
 
-	// LeaseOwner and LeaseUntil are required when To is dispatching and
-	// cleared otherwise.
+	// LeaseOwner and a lease end (LeaseFor, or LeaseUntil) are required
+	// when To is dispatching and cleared otherwise.
 	LeaseOwner string
+	// LeaseFor makes the lease end the database's clock plus LeaseFor,
+	// taken in the statement that claims: a worker's own clock, or the
+	// time its claim waited for a shared commit, never lengthens a lease.
+	// The claim's RETURNING gives the end the worker must keep to.
+	LeaseFor time.Duration
+	// LeaseUntil is an absolute lease end, for callers that have one.
 	LeaseUntil time.Time
+	// OnlyIfLeaseExpired makes the change apply only while the claim's
+	// lease has expired, judged in the same statement: a sweeper never
+	// takes an operation away from a worker that has just extended its
+	// lease.
+	OnlyIfLeaseExpired bool
 	// NextAttemptAt schedules the next attempt (retry_wait) or lookup
 	// (unknown); zero clears it.
 	NextAttemptAt time.Time
 	// Attempted counts one more provider attempt.
 	Attempted bool
-	// SentAt, when set, is when a request may last have reached the
-	// provider (the end of the attempt, or when a lease was found
-	// expired); it sets last_sent_at and, the first time, first_sent_at.
-	// Lookups believe "absent" only visibility_lag after it.
+	// SentAt, when set, is the latest moment a request may still have
+	// been in flight at the provider (when its definite answer came; for
+	// an unknown outcome the call's deadline, its start plus the
+	// provider's full timeout; or the end of an expired lease); it sets
+	// last_sent_at. Lookups believe "absent" only visibility_lag
+	// after it.
 	SentAt time.Time
+	// SentFrom, when set, is the earliest moment the request may have
+	// reached the provider (the call's start, or the claim); the first
+	// time anything is sent it sets first_sent_at, from which the
+	// provider's idempotency retention counts. Zero means SentAt.
+	SentFrom time.Time
 	// UnlessPaused makes the change (a claim) fail as ErrStale while a
 	// dispatch pause matches the operation; the check is in the same
 	// statement, so a pause takes effect at once.
@@ -65,10 +83,11 @@ const operationTransition = `WITH upd AS (
         version            = version + 1,
         updated_at         = coalesce($5::timestamptz, now()),
         lease_owner        = CASE WHEN $4 = 'dispatching' THEN $6 END,
-        lease_expires_at   = CASE WHEN $4 = 'dispatching' THEN $7::timestamptz END,
+        lease_expires_at   = CASE WHEN $4 = 'dispatching'
+                                  THEN coalesce($7::timestamptz, coalesce($5::timestamptz, now()) + $22::bigint * interval '1 microsecond') END,
         next_attempt_at    = $8,
         attempts           = attempts + CASE WHEN $9 THEN 1 ELSE 0 END,
-        first_sent_at      = coalesce(first_sent_at, $18::timestamptz),
+        first_sent_at      = coalesce(first_sent_at, CASE WHEN $18::timestamptz IS NOT NULL THEN coalesce($24::timestamptz, $18::timestamptz) END),
         last_sent_at       = coalesce($18::timestamptz, last_sent_at),
         provider_reference = coalesce($10, provider_reference),
         review_reason      = CASE WHEN $4 = 'review' THEN $11 END,
@@ -78,6 +97,7 @@ const operationTransition = `WITH upd AS (
         retry_since        = CASE WHEN $21 THEN coalesce($5::timestamptz, now()) ELSE retry_since END,
         flags              = CASE WHEN $14::text IS NULL OR $14 = ANY (flags) THEN flags ELSE flags || $14::text END
     WHERE id = $1 AND version = $2 AND status = $3
+      AND NOT ($23::boolean AND lease_expires_at >= coalesce($5::timestamptz, now()))
       AND NOT ($19 AND EXISTS (
           SELECT 1 FROM dispatch_pauses p
           WHERE p.tenant_id = operations.tenant_id
@@ -193,7 +213,7 @@ func (s *Store) transitionArgs(c Change) ([]any, error) {
 	if !c.From.CanMoveTo(c.To) {
 		return nil, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
 	}
-	if c.To == StatusDispatching && (c.LeaseOwner == "" || c.LeaseUntil.IsZero()) {
+	if c.To == StatusDispatching && (c.LeaseOwner == "" || (c.LeaseUntil.IsZero() && c.LeaseFor <= 0)) {
 		return nil, fmt.Errorf("transition to dispatching needs a lease owner and expiry")
 	}
 	if c.To == StatusReview && (c.Review == nil || c.Review.Reason == "" || c.Review.Owner == "") {
@@ -216,6 +236,7 @@ func (s *Store) transitionArgs(c Change) ([]any, error) {
 		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Attempted,
 		nullString(c.ProviderReference), reason, owner, deadline, nullString(c.Flag),
 		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused, s.reviewSubject, c.ResetRetryBudget,
+		c.LeaseFor.Microseconds(), c.OnlyIfLeaseExpired, nullTime(c.SentFrom),
 	}, nil
 }
 

@@ -16,9 +16,11 @@ import (
 // configView is the body of POST /admin/config (every field optional) and the answer of both
 // config endpoints. The secret is accepted but never echoed.
 type configView struct {
-	Idempotency Mode         `json:"idempotency"`
-	LookupLagMS int64        `json:"lookup_lag_ms"`
-	Webhook     *webhookView `json:"webhook"`
+	Idempotency Mode  `json:"idempotency"`
+	LookupLagMS int64 `json:"lookup_lag_ms"`
+	// LookupDelayMS holds every lookup's answer (see Server.SetLookupDelay).
+	LookupDelayMS int64        `json:"lookup_delay_ms"`
+	Webhook       *webhookView `json:"webhook"`
 }
 
 type webhookView struct {
@@ -29,7 +31,7 @@ type webhookView struct {
 }
 
 func (s *Server) configLocked() configView {
-	v := configView{Idempotency: s.mode, LookupLagMS: s.lag.Milliseconds()}
+	v := configView{Idempotency: s.mode, LookupLagMS: s.lag.Milliseconds(), LookupDelayMS: s.lookupDelay.Milliseconds()}
 	if s.webhook != nil {
 		v.Webhook = &webhookView{URL: s.webhook.URL, SecretSet: s.webhook.Secret != "", DelayMS: s.webhook.Delay.Milliseconds()}
 	}
@@ -54,6 +56,7 @@ func (s *Server) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	var (
 		mode    *Mode
 		lag     *time.Duration
+		delay   *time.Duration
 		webhook **WebhookConfig
 	)
 	for name, raw := range fields {
@@ -80,6 +83,14 @@ func (s *Server) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 			}
 			d := time.Duration(ms) * time.Millisecond
 			lag = &d
+		case "lookup_delay_ms":
+			var ms int64
+			if err := json.Unmarshal(raw, &ms); err != nil || ms < 0 {
+				writeError(w, http.StatusBadRequest, "bad_config", "lookup_delay_ms must be a non-negative integer")
+				return
+			}
+			d := time.Duration(ms) * time.Millisecond
+			delay = &d
 		case "webhook":
 			wh, err := parseWebhook(raw)
 			if err != nil {
@@ -98,6 +109,9 @@ func (s *Server) handleSetConfig(w http.ResponseWriter, r *http.Request) {
 	}
 	if lag != nil {
 		s.lag = *lag
+	}
+	if delay != nil {
+		s.lookupDelay = *delay
 	}
 	if webhook != nil {
 		s.webhook = *webhook

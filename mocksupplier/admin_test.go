@@ -240,3 +240,20 @@ func TestHealthz(t *testing.T) {
 		t.Errorf("GET /healthz: status %d", r.status)
 	}
 }
+
+func TestAdminConfigSetsTheLookupDelay(t *testing.T) {
+	t.Parallel()
+	f := setup(t, mocksupplier.Config{})
+	r := f.must(t, http.MethodPost, "/admin/config", "", `{"lookup_delay_ms":150}`)
+	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"lookup_delay_ms":150`) {
+		t.Fatalf("set lookup delay: %d %s", r.status, r.body)
+	}
+	start := time.Now()
+	f.lookup(t, "po-1")
+	if took := time.Since(start); took < 150*time.Millisecond {
+		t.Errorf("lookup answered after %s, want at least 150ms", took)
+	}
+	if r := f.must(t, http.MethodPost, "/admin/config", "", `{"lookup_delay_ms":-1}`); r.status != http.StatusBadRequest {
+		t.Errorf("negative delay: %d, want 400", r.status)
+	}
+}

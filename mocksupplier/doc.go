@@ -14,7 +14,10 @@
 //     the lookup lag (eventual consistency of a search index); GET /v1/orders/{id} is consistent.
 //   - Faults, queued for the whole run or per reference and consumed one per create request: a
 //     response lost after commit (the connection is closed with no answer), a 500 after commit,
-//     503 or 429 with Retry-After before commit, 422 before commit, or a delay after commit.
+//     503 or 429 with Retry-After before commit, 422 before commit, a delay after commit, a
+//     commit that lands late whether or not the client still waits, a stall that creates
+//     nothing, or a 401 before the Idempotency-Key is looked at (rotated credentials).
+//   - Slow lookups (SetLookupDelay) answer with the orders visible when the request arrived.
 //   - Signed webhooks (Webhook-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>),
 //     sent late and retried on non-2xx answers.
 //

@@ -24,6 +24,20 @@ const (
 	Delay FaultKind = "delay"
 	// RateLimit429 creates nothing and answers 429 with Retry-After.
 	RateLimit429 FaultKind = "rate_limit_429"
+	// CommitLate waits Fault.MS milliseconds, then creates the order whether or not the client
+	// is still waiting (a real API keeps processing after its client gives up), then answers
+	// 201 if anyone listens: a client whose timeout is shorter has an unknown outcome whose
+	// order appears only later.
+	CommitLate FaultKind = "commit_late"
+	// StallBeforeCommit waits Fault.MS milliseconds (or until the client gives up) and creates
+	// nothing, then answers 503: a client that times out has an unknown outcome that had no
+	// effect.
+	StallBeforeCommit FaultKind = "stall_before_commit"
+	// Unauthorized401 refuses the request with 401 before its Idempotency-Key is looked at, as an
+	// API does after its credentials were rotated: even a repeat of a request whose order exists
+	// gets a definite refusal that says nothing about that order. Unlike the other faults it is
+	// taken before the key is checked, so it applies to repeats too.
+	Unauthorized401 FaultKind = "unauthorized_401"
 )
 
 // Fault is one queued misbehaviour, consumed by one create request.
@@ -38,7 +52,7 @@ type Fault struct {
 // beforeCommit reports whether the fault refuses the request before any order is created.
 func (f Fault) beforeCommit() bool {
 	switch f.Kind {
-	case UnavailableBeforeCommit, Reject422, RateLimit429:
+	case UnavailableBeforeCommit, Reject422, RateLimit429, StallBeforeCommit, Unauthorized401:
 		return true
 	}
 	return false
@@ -46,7 +60,8 @@ func (f Fault) beforeCommit() bool {
 
 func (f Fault) validate() error {
 	switch f.Kind {
-	case DropAfterCommit, Error500AfterCommit, UnavailableBeforeCommit, Reject422, Delay, RateLimit429:
+	case DropAfterCommit, Error500AfterCommit, UnavailableBeforeCommit, Reject422, Delay, RateLimit429,
+		CommitLate, StallBeforeCommit, Unauthorized401:
 	default:
 		return fmt.Errorf("unknown fault kind %q", f.Kind)
 	}
@@ -89,6 +104,20 @@ func (s *Server) SetFaults(reference string, faults ...Fault) {
 		return
 	}
 	s.faults[reference] = q
+}
+
+// popAuthFaultLocked takes the next fault for reference if it is Unauthorized401, which applies
+// before the Idempotency-Key is looked at. s.mu must be held.
+func (s *Server) popAuthFaultLocked(reference string) bool {
+	q := s.faults[reference]
+	if len(q) == 0 {
+		q = s.runFaults
+	}
+	if len(q) == 0 || q[0].Kind != Unauthorized401 {
+		return false
+	}
+	s.popFaultLocked(reference)
+	return true
 }
 
 // popFaultLocked takes the next fault for reference, if any. s.mu must be held.

@@ -2,6 +2,7 @@ package mocksupplier_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -265,4 +266,86 @@ func TestSetFaultsPanicsOnUnknownKind(t *testing.T) {
 		}
 	}()
 	sup.SetFaults("po-1", mocksupplier.Fault{Kind: "explode"})
+}
+
+func TestCommitLateCreatesTheOrderAfterTheClientGaveUp(t *testing.T) {
+	t.Parallel()
+	f := setup(t, mocksupplier.Config{})
+	f.sup.SetFaults("po-1", mocksupplier.Fault{Kind: mocksupplier.CommitLate, MS: 300})
+	impatient := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 50 * time.Millisecond}
+
+	if _, err := f.do(impatient, http.MethodPost, "/v1/orders", "key-1", `{"client_reference":"po-1"}`); err == nil {
+		t.Fatal("client got an answer, want its timeout")
+	}
+	if got := f.sup.Orders("po-1"); got != 0 {
+		t.Fatalf("Orders(po-1) = %d right after the timeout, want 0 (not committed yet)", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.sup.Orders("po-1") != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the late order never appeared")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestStallBeforeCommitCreatesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t, mocksupplier.Config{})
+	f.sup.SetFaults("po-1", mocksupplier.Fault{Kind: mocksupplier.StallBeforeCommit, MS: 50})
+
+	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
+
+	if r.status != http.StatusServiceUnavailable || f.sup.Orders("po-1") != 0 {
+		t.Errorf("status %d, orders %d; want 503 and 0", r.status, f.sup.Orders("po-1"))
+	}
+	if again := f.create(t, "key-1", `{"client_reference":"po-1"}`); again.status != http.StatusCreated || again.replayed() {
+		t.Errorf("retry: status %d replayed %v, want a fresh 201 (the key was released)", again.status, again.replayed())
+	}
+}
+
+func TestUnauthorizedRefusesARepeatBeforeItsKeyIsLookedAt(t *testing.T) {
+	t.Parallel()
+	f := setup(t, mocksupplier.Config{})
+	f.sup.SetFaults("po-1", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit}, mocksupplier.Fault{Kind: mocksupplier.Unauthorized401})
+	if _, err := f.do(f.client, http.MethodPost, "/v1/orders", "key-1", `{"client_reference":"po-1"}`); err == nil {
+		t.Fatal("first request got an answer, want it lost")
+	}
+
+	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
+
+	if r.status != http.StatusUnauthorized || r.replayed() {
+		t.Errorf("repeat: status %d replayed %v, want a plain 401", r.status, r.replayed())
+	}
+	if got := f.sup.Orders("po-1"); got != 1 {
+		t.Errorf("Orders(po-1) = %d, want 1: the refusal says nothing about the first order", got)
+	}
+}
+
+func TestSlowLookupAnswersWithTheOrdersOfWhenItArrived(t *testing.T) {
+	t.Parallel()
+	f := setup(t, mocksupplier.Config{})
+	f.sup.SetLookupDelay(300 * time.Millisecond)
+	type answer struct {
+		r   reply
+		err error
+	}
+	done := make(chan answer)
+	go func() {
+		r, err := f.do(f.client, http.MethodGet, "/v1/orders?client_reference=po-1", "", "")
+		done <- answer{r, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.sup.LookupRequests("po-1")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("lookup never arrived")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.create(t, "key-1", `{"client_reference":"po-1"}`)
+
+	a := <-done
+	if a.err != nil || a.r.status != http.StatusOK || strings.TrimSpace(string(a.r.body)) != "[]" {
+		t.Errorf("lookup = %v %d %s, want []: the order came after the lookup arrived", a.err, a.r.status, a.r.body)
+	}
 }

@@ -2,6 +2,7 @@ package mocksupplier
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
@@ -115,6 +116,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	s.requests[ref] = append(s.requests[ref], s.now())
+	if s.popAuthFaultLocked(ref) {
+		s.mu.Unlock()
+		s.log.InfoContext(ctx, "fault injected", "fault", string(Unauthorized401), "client_reference", ref)
+		writeError(w, http.StatusUnauthorized, "unauthorized", "invalid API credentials")
+		return
+	}
 	var entry *keyEntry
 	if s.mode == Honour && key != "" {
 		if prev, found := s.keys[key]; found {
@@ -134,8 +141,13 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	if faulty && fault.beforeCommit() {
 		// Nothing was executed, so nothing is stored under the key: a retry with the same key
 		// runs afresh, as Stripe does for rate limits and refusals.
+		if fault.Kind == StallBeforeCommit {
+			wait(ctx, fault.MS)
+		}
 		s.releaseKey(key, entry)
 		switch fault.Kind {
+		case StallBeforeCommit:
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "supplier stalled and created nothing")
 		case UnavailableBeforeCommit:
 			w.Header().Set("Retry-After", strconv.Itoa(fault.retryAfter()))
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "supplier temporarily unavailable")
@@ -148,6 +160,11 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if faulty && fault.Kind == CommitLate {
+		// Not bound to the request's context: the order is created even after the client has
+		// given up.
+		time.Sleep(time.Duration(fault.MS) * time.Millisecond)
+	}
 	order := s.commit(ref, params)
 	s.log.DebugContext(ctx, "order created", "order_id", order.ID, "client_reference", ref)
 	status, resp := http.StatusCreated, mustJSON(order)
@@ -172,6 +189,16 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRaw(w, status, resp)
+}
+
+// wait waits ms milliseconds or until ctx ends.
+func wait(ctx context.Context, ms int) {
+	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // commit creates and indexes the order and schedules its webhook.
@@ -211,8 +238,11 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	cutoff := s.now().Add(-s.lag)
 	candidates := s.orders.all
 	if q.Has("client_reference") {
-		candidates = s.orders.byRef[q.Get("client_reference")]
+		ref := q.Get("client_reference")
+		candidates = s.orders.byRef[ref]
+		s.lookups[ref] = append(s.lookups[ref], s.now())
 	}
+	delay := s.lookupDelay
 	visible := make([]*Order, 0, len(candidates))
 	for _, o := range candidates {
 		if !o.CreatedAt.After(cutoff) {
@@ -220,6 +250,11 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.mu.Unlock()
+	if delay > 0 {
+		// The answer is the state when the request arrived, delivered late: orders created
+		// meanwhile are not in it.
+		wait(r.Context(), int(delay.Milliseconds()))
+	}
 	writeJSON(w, http.StatusOK, visible)
 }
 

@@ -56,20 +56,23 @@ type Server struct {
 	mux     *http.ServeMux
 	client  *http.Client // webhook deliveries
 
-	mu         sync.Mutex
-	mode       Mode
-	lag        time.Duration
-	webhook    *WebhookConfig
-	orders     orderStore
-	keys       map[string]*keyEntry
-	faults     map[string][]Fault // per reference
-	runFaults  []Fault
-	requests   map[string][]time.Time
-	deliveries []Delivery
-	gen        uint64        // bumped by Reset; deliveries of older generations are not recorded
-	stop       chan struct{} // closed by Reset and Close to stop pending deliveries
-	closed     bool
-	hooks      sync.WaitGroup
+	mu        sync.Mutex
+	mode      Mode
+	lag       time.Duration
+	webhook   *WebhookConfig
+	orders    orderStore
+	keys      map[string]*keyEntry
+	faults    map[string][]Fault // per reference
+	runFaults []Fault
+	requests  map[string][]time.Time
+	lookups   map[string][]time.Time
+	// lookupDelay holds every answer to a lookup by reference.
+	lookupDelay time.Duration
+	deliveries  []Delivery
+	gen         uint64        // bumped by Reset; deliveries of older generations are not recorded
+	stop        chan struct{} // closed by Reset and Close to stop pending deliveries
+	closed      bool
+	hooks       sync.WaitGroup
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -148,6 +151,22 @@ func (s *Server) SetLookupLag(d time.Duration) {
 	s.mu.Unlock()
 }
 
+// SetLookupDelay makes every lookup by reference answer d late, with the orders visible when it
+// arrived: a slow search API whose answer may be stale by the time it is read.
+func (s *Server) SetLookupDelay(d time.Duration) {
+	s.mu.Lock()
+	s.lookupDelay = d
+	s.mu.Unlock()
+}
+
+// LookupRequests returns when each lookup by reference (GET /v1/orders?client_reference=…)
+// arrived, oldest first.
+func (s *Server) LookupRequests(reference string) []time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]time.Time(nil), s.lookups[reference]...)
+}
+
 // SetWebhook sets where order.created events go for orders created from now on; nil turns
 // webhooks off. Deliveries already scheduled keep the settings they were scheduled with.
 func (s *Server) SetWebhook(wh *WebhookConfig) {
@@ -205,6 +224,8 @@ func (s *Server) resetLocked() {
 	s.faults = make(map[string][]Fault)
 	s.runFaults = nil
 	s.requests = make(map[string][]time.Time)
+	s.lookups = make(map[string][]time.Time)
+	s.lookupDelay = 0
 	s.deliveries = nil
 	s.gen++
 	if !s.closed {

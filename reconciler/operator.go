@@ -365,9 +365,9 @@ func (r *Reconciler) ResolveEvidence(ctx context.Context, tenant uuid.UUID, acto
 }
 
 // Retry sends operation id again with the same external key, when that is
-// safe: it failed with no effect, or it waits in review and either no
-// attempt can have had an effect or a lookup confirmed absence; and its
-// approval still stands. The retry gets a fresh retry budget.
+// safe: it failed or waits in review, and either no attempt can have had an
+// effect or a lookup confirmed absence since; and its approval still
+// stands. The retry gets a fresh retry budget.
 func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, id uuid.UUID, note string) (ledger.Operation, error) {
 	op, err := r.store.Get(ctx, tenant, id)
 	if err != nil {
@@ -383,18 +383,20 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 	if lapse != ledger.LapseNone {
 		return op, fmt.Errorf("%w: the approval no longer stands (%s)", ErrRetryNotAllowed, lapse)
 	}
-	if op.Status == ledger.StatusReview {
-		events, err := r.store.Events(ctx, tenant, op.ID)
-		if err != nil {
-			return op, err
-		}
-		j := judge(events)
-		if j.EffectConfirmed || op.ProviderReference != nil {
-			return op, fmt.Errorf("%w: the provider confirmed an effect of this operation; it is never sent again", ErrRetryNotAllowed)
-		}
-		if j.MayHaveHadEffect && !j.AbsenceConfirmed {
-			return op, fmt.Errorf("%w: an earlier attempt may have had an effect and no lookup confirmed its absence", ErrRetryNotAllowed)
-		}
+	// A failed operation is judged like a review item: a definite refusal
+	// after an attempt whose outcome was unknown says nothing about that
+	// attempt's effect (operations recorded failed that way before the
+	// dispatcher sent them to review must not be sent again blindly).
+	events, err := r.store.Events(ctx, tenant, op.ID)
+	if err != nil {
+		return op, err
+	}
+	j := judge(events)
+	if j.EffectConfirmed || op.ProviderReference != nil {
+		return op, fmt.Errorf("%w: the provider confirmed an effect of this operation; it is never sent again", ErrRetryNotAllowed)
+	}
+	if j.MayHaveHadEffect && !j.AbsenceConfirmed {
+		return op, fmt.Errorf("%w: an earlier attempt may have had an effect and no lookup confirmed its absence", ErrRetryNotAllowed)
 	}
 	var out ledger.Operation
 	err = pgx.BeginFunc(ctx, r.store.Pool(), func(tx pgx.Tx) error {

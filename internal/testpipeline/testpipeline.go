@@ -58,6 +58,7 @@ type Options struct {
 	MaxAttempts  int           // default 5
 	MaxElapsed   time.Duration // default 30s
 	Lease        time.Duration // default 2s
+	Timeout      time.Duration // the providers' timeout; default 1s
 	// ProviderTenant sets the provider's tenant (owner of unmatched
 	// evidence); default the pipeline's tenant.
 	ProviderTenant string
@@ -118,6 +119,9 @@ func New(t *testing.T, opts Options) *Pipeline {
 	}
 	if opts.Lease == 0 {
 		opts.Lease = 2 * time.Second
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = time.Second
 	}
 	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: "Acme Corp."}
 	if p.Pool == nil {
@@ -196,7 +200,7 @@ func (p *Pipeline) registry(baseURL, otherURL string) *provider.Registry {
 }
 
 func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
-	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: 1s\n", name, baseURL)
+	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: %s\n", name, baseURL, p.Opts.Timeout)
 	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
 	if p.Opts.Idempotency {
 		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")

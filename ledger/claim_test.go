@@ -1,0 +1,122 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/ledger"
+)
+
+func TestClaimLeaseEndsOnTheDatabaseClock(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := f.approve(t, `{"sku":"A-1"}`, 1)
+	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, lapse, err := f.store.Claim(context.Background(), ledger.Change{
+		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
+		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: time.Minute,
+	})
+	if err != nil || lapse != ledger.LapseNone {
+		t.Fatal(err, lapse)
+	}
+	var dbNow time.Time
+	if err := f.pool.QueryRow(context.Background(), `SELECT now()`).Scan(&dbNow); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimed.LeaseExpiresAt.Sub(claimed.UpdatedAt); got != time.Minute {
+		t.Errorf("lease = %s after the claim's database time, want 1m", got)
+	}
+	if skew := dbNow.Sub(claimed.UpdatedAt); skew < 0 || skew > 5*time.Second {
+		t.Errorf("claim stamped %s, database clock %s", claimed.UpdatedAt, dbNow)
+	}
+}
+
+func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := f.approve(t, `{"sku":"A-1"}`, 1)
+	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	claimed, _, err := f.store.Claim(ctx, ledger.Change{
+		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
+		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: 10 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "b", time.Minute); !errors.Is(err, ledger.ErrStale) {
+		t.Errorf("another owner's confirmation: err = %v, want ErrStale", err)
+	}
+	if _, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version-1, "a", time.Minute); !errors.Is(err, ledger.ErrStale) {
+		t.Errorf("an older version's confirmation: err = %v, want ErrStale", err)
+	}
+	conf, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "a", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conf.Version != claimed.Version+1 || conf.LeaseExpiresAt.Before(conf.Now.Add(time.Minute)) || conf.Lapse != ledger.LapseNone {
+		t.Errorf("confirmation %+v: want version %d, lease to at least now+1m, no lapse", conf, claimed.Version+1)
+	}
+	// A sweeper that read the claim before is fenced by the version; one
+	// that read it after, by the lease that is not expired.
+	for _, version := range []int64{claimed.Version, conf.Version} {
+		_, err := f.store.Transition(ctx, f.pool, ledger.Change{
+			ID: op.ID, From: ledger.StatusDispatching, Version: version, To: ledger.StatusUnknown,
+			Kind: "lease_expired", Actor: "sweeper:test", OnlyIfLeaseExpired: true, SentAt: time.Now(),
+		})
+		if !errors.Is(err, ledger.ErrStale) {
+			t.Errorf("expiry at version %d: err = %v, want ErrStale", version, err)
+		}
+	}
+	// A shorter hold never shortens the lease; a revoke is seen at once.
+	if _, _, err := f.store.RevokeApproval(ctx, f.tenant, a.ID, "approver:test"); err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.store.ConfirmClaim(ctx, op.ID, conf.Version, "a", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.LeaseExpiresAt.Equal(conf.LeaseExpiresAt) || again.Lapse != ledger.LapseApprovalRevoked {
+		t.Errorf("confirmation %+v: want lease %s kept and lapse %s", again, conf.LeaseExpiresAt, ledger.LapseApprovalRevoked)
+	}
+}
+
+func TestOutcomeOpenUntilALookupConfirmsAbsence(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	a := f.approve(t, `{"sku":"A-1"}`, 1)
+	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	steps := []struct {
+		kind   string
+		detail map[string]any
+		open   bool
+	}{
+		{"attempt", map[string]any{"class": "not_executed"}, false},
+		{"attempt", map[string]any{"class": "unknown"}, true},
+		{"lookup_absent_too_early", map[string]any{"lookup": "absent"}, true},
+		{"lookup_absent_confirmed", map[string]any{"lookup": "absent"}, false},
+		{"attempt", map[string]any{"class": "rejected"}, false},
+		{"lease_expired", map[string]any{}, true},
+	}
+	for i, s := range steps {
+		if err := f.store.AppendEvent(ctx, f.pool, op.ID, s.kind, "worker:test", s.detail); err != nil {
+			t.Fatal(err)
+		}
+		open, err := f.store.OutcomeOpen(ctx, f.pool, op.ID)
+		if err != nil || open != s.open {
+			t.Errorf("after %d %s %v: open = %v (%v), want %v", i, s.kind, s.detail, open, err, s.open)
+		}
+	}
+}
