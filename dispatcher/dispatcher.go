@@ -217,7 +217,10 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	var m ledger.Dispatch
 	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.OperationID == uuid.Nil {
 		d.log.ErrorContext(ctx, "malformed dispatch message dropped", "subject", msg.Subject(), "err", err)
-		_ = msg.TermWithReason("malformed dispatch message")
+		// Term, not TermWithReason: nats-server 2.9 (the oldest supported)
+		// ignores a "+TERM" with a reason and redelivers the message
+		// forever. The reason is in the log line.
+		_ = msg.Term()
 		return
 	}
 	err := d.Execute(ctx, providerName, m)
@@ -226,7 +229,7 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		return // a dead worker acknowledges nothing
 	case errors.Is(err, ledger.ErrNotFound):
 		d.log.ErrorContext(ctx, "dispatch message names no operation", "operation_id", m.OperationID)
-		_ = msg.TermWithReason("no such operation")
+		_ = msg.Term()
 	case err != nil:
 		// Postgres or the provider config failed us: try again later.
 		// Nothing is lost: the operation's state is in the ledger.
