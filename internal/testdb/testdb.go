@@ -128,6 +128,17 @@ func createFromTemplate(ctx context.Context, admin *pgx.Conn, name, tmpl string)
 	return err
 }
 
+// keepTemplates is how many templates of other migrations survive, so
+// that a few checkouts (branches, worktrees) can test side by side on one
+// server without dropping each other's template mid-run.
+const keepTemplates = 4
+
+// staleTemplates lists the templates other than $1, except the $2 newest
+// (by creation order: a database's oid grows with each CREATE DATABASE).
+const staleTemplates = `SELECT datname FROM pg_database
+WHERE datname LIKE 'actledger\_tmpl\_%' AND datname <> $1
+ORDER BY oid DESC OFFSET $2`
+
 // ensureTemplate creates and migrates the template database for the current
 // migrations unless it exists. An advisory lock keeps parallel test
 // binaries from building it twice.
@@ -154,8 +165,10 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
 		return "", fmt.Errorf("look up template: %w", err)
 	}
-	// Templates of older migrations are of no use to anyone: drop them.
-	stale, err := admin.Query(ctx, `SELECT datname FROM pg_database WHERE datname LIKE 'actledger\_tmpl\_%' AND datname <> $1`, name)
+	// Templates of older migrations are of no use to this tree, but
+	// another checkout with other migrations may be testing against the
+	// same server right now: keep the newest few, drop the rest.
+	stale, err := admin.Query(ctx, staleTemplates, name, keepTemplates)
 	if err != nil {
 		return "", fmt.Errorf("list stale templates: %w", err)
 	}
