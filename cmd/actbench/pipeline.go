@@ -21,6 +21,7 @@ import (
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/relay"
 )
 
 // The one action and provider every pipeline configures.
@@ -95,7 +96,7 @@ type pipeline struct {
 	db       *database
 	broker   *broker.Broker
 	store    *ledger.Store
-	relay    *outbox.Relay
+	relay    *relay.Relay
 	running  []interface{ Stop() }
 	server   *http.Server
 	client   *http.Client
@@ -172,7 +173,11 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 // startRelay starts an outbox relay configured as `actledger serve`
 // configures it (default batches, LISTEN/NOTIFY and a 1 s poll).
 func (p *pipeline) startRelay(ctx context.Context) error {
-	p.relay = outbox.NewRelay(p.db.pool, p.broker.JetStream(), outbox.Config{Logger: quiet()})
+	r, err := relay.New(p.db.pool, p.broker.JetStream(), relay.Config{Logger: quiet()})
+	if err != nil {
+		return err
+	}
+	p.relay = r
 	return p.start(ctx, p.relay)
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/relay"
 )
 
 // The one intention both runs of the demo carry out.
@@ -338,7 +339,11 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	p.workers = []startStopper{notifier, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}), d}
+	r, err := relay.New(pool, b.JetStream(), relay.Config{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	p.workers = []startStopper{notifier, r, d}
 	for _, w := range p.workers {
 		if err := w.Start(ctx); err != nil {
 			return nil, err

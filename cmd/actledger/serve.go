@@ -21,6 +21,7 @@ import (
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/relay"
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
@@ -82,7 +83,11 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	}
 	components := []startStopper{notifier}
 	if slices.Contains(roles, "relay") {
-		components = append(components, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}))
+		r, err := relay.New(pool, b.JetStream(), relay.Config{Logger: logger})
+		if err != nil {
+			return err
+		}
+		components = append(components, r)
 	}
 	if slices.Contains(roles, "dispatcher") {
 		d, err := dispatcher.New(store, b, dispatcher.Config{

@@ -33,6 +33,7 @@ import (
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/relay"
 )
 
 // Action is the action every pipeline configures, on provider "acme".
@@ -247,7 +248,11 @@ func (p *Pipeline) TokenFor(tenant string, role auth.Role) string {
 // reconciler.
 func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 	p.t.Helper()
-	p.start(outbox.NewRelay(p.Pool, p.Broker.JetStream(), outbox.Config{PollInterval: 100 * time.Millisecond, Logger: quiet()}))
+	r, err := relay.New(p.Pool, p.Broker.JetStream(), relay.Config{PollInterval: 100 * time.Millisecond, Logger: quiet()})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.start(r)
 	var ds []*dispatcher.Dispatcher
 	for i := range dispatchers {
 		d, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{
