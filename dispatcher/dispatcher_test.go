@@ -105,7 +105,7 @@ func TestDuplicatedMessagesAndRacingWorkersMakeOneCall(t *testing.T) {
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	// Two more copies of the dispatch message, past JetStream's dedup.
 	for i := range 2 {
-		m := ledger.RedispatchOutbox(p.Broker.DispatchSubject("acme"), op.ID, op.Version, time.Now().Add(time.Duration(i)))
+		m := ledger.DispatchMessage{Subject: p.Broker.DispatchSubject("acme"), OperationID: op.ID, Version: op.Version, RepublishedAt: time.Now().Add(time.Duration(i))}.Outbox()
 		if err := outbox.Insert(context.Background(), p.Pool, m); err != nil {
 			t.Fatal(err)
 		}

@@ -562,7 +562,9 @@ func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Chang
 			op = next
 		}
 		if (op.Status == ledger.StatusRetryWait || op.Status == ledger.StatusUnknown) && op.NextAttemptAt != nil {
-			msg := ledger.DispatchOutbox(w.broker.DispatchSubject(op.Provider), op.ID, op.Version, *op.NextAttemptAt)
+			msg := ledger.DispatchMessage{
+				Subject: w.broker.DispatchSubject(op.Provider), OperationID: op.ID, Version: op.Version, DeliverAfter: *op.NextAttemptAt,
+			}.Outbox()
 			scheduled = true
 			return outbox.Insert(ctx, tx, msg)
 		}

@@ -113,7 +113,8 @@ func (s *LeaseSweeper) redispatch(ctx context.Context) error {
 			return err
 		}
 		for _, op := range stuck {
-			if err := outbox.Insert(ctx, tx, ledger.RedispatchOutbox(s.broker.DispatchSubject(op.Provider), op.ID, op.Version, now)); err != nil {
+			msg := ledger.DispatchMessage{Subject: s.broker.DispatchSubject(op.Provider), OperationID: op.ID, Version: op.Version, RepublishedAt: now}
+			if err := outbox.Insert(ctx, tx, msg.Outbox()); err != nil {
 				return err
 			}
 		}

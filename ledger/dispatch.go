@@ -62,7 +62,7 @@ type Pause struct {
 // message will move.
 const waitsForMessage = `NOT EXISTS (
       SELECT 1 FROM outbox b
-      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
+      WHERE b.published_at IS NULL AND b.msg_id LIKE '` + dispatchMsgIDPrefix + `' || o.id::text || '.%')
   AND NOT EXISTS (
       SELECT 1 FROM dispatch_pauses p
       WHERE p.tenant_id = o.tenant_id
@@ -136,11 +136,11 @@ const DefaultResumeBatch = 500
 // before next_attempt_at as early, and the operation would then wait for
 // the stuck sweeper.
 func (r Requeue) Message(subject string, at time.Time) outbox.Message {
-	m := RedispatchOutbox(subject, r.ID, r.Version, at)
+	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at}
 	if r.NextAttemptAt != nil {
 		m.DeliverAfter = *r.NextAttemptAt
 	}
-	return m
+	return m.Outbox()
 }
 
 // ResumeDispatch removes every pause of tenant that lies within the scope

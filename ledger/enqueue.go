@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -24,36 +23,6 @@ type EnqueueRequest struct {
 	Provider   string // the provider the action maps to
 	Params     []byte // any JSON object; canonicalised here
 	ApprovalID uuid.UUID
-}
-
-// Dispatch is the message the outbox carries for an operation that is ready
-// to be sent. The dispatcher reads everything else from the ledger.
-type Dispatch struct {
-	OperationID uuid.UUID `json:"operation_id"`
-	Version     int64     `json:"version"`
-}
-
-// DispatchMsgID is the Nats-Msg-Id of the dispatch message for an operation
-// at version: republishing the same row is deduplicated, while a later
-// deliberate re-publish (at a newer version) is not.
-func DispatchMsgID(id uuid.UUID, version int64) string {
-	return fmt.Sprintf("dispatch.%s.%d", id, version)
-}
-
-// DispatchOutbox is the outbox message that hands operation id at version
-// to a dispatcher, at due (zero: now).
-func DispatchOutbox(subject string, id uuid.UUID, version int64, due time.Time) outbox.Message {
-	payload, _ := json.Marshal(Dispatch{OperationID: id, Version: version})
-	return outbox.Message{Subject: subject, MsgID: DispatchMsgID(id, version), Payload: payload, DeliverAfter: due}
-}
-
-// RedispatchOutbox is DispatchOutbox for a deliberate re-publish of the same
-// version (a resume, a sweep of a lost message): its Nats-Msg-Id is new, so
-// JetStream's duplicate window does not swallow it.
-func RedispatchOutbox(subject string, id uuid.UUID, version int64, at time.Time) outbox.Message {
-	m := DispatchOutbox(subject, id, version, time.Time{})
-	m.MsgID = fmt.Sprintf("%s.r%d", m.MsgID, at.UnixNano())
-	return m
 }
 
 // ExternalKey is the stable key sent to the provider for operation id, in
@@ -144,7 +113,7 @@ func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall
 	id := uuid.Must(uuid.NewV7())
 	return &enqueueCall{
 		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
-		msg: DispatchOutbox(subject, id, 1, time.Time{}), now: s.nowArg(),
+		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1}.Outbox(), now: s.nowArg(),
 	}, nil
 }
 

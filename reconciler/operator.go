@@ -408,7 +408,7 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 			return err
 		}
 		out = next
-		return outbox.Insert(ctx, tx, ledger.DispatchOutbox(r.broker.DispatchSubject(next.Provider), next.ID, next.Version, time.Time{}))
+		return outbox.Insert(ctx, tx, ledger.DispatchMessage{Subject: r.broker.DispatchSubject(next.Provider), OperationID: next.ID, Version: next.Version}.Outbox())
 	})
 	if err == nil {
 		r.store.OutboxCommitted()
