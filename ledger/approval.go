@@ -64,7 +64,7 @@ const (
 
 	approvalInsert = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
     policy_version, approver_token_id, expires_at, max_uses, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
+VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver, @expires_at, @max_uses, coalesce(@now::timestamptz, now()))
 RETURNING ` + approvalColumns
 
 	approvalRevoke = `UPDATE approvals SET revoked_at = coalesce(revoked_at, coalesce($3::timestamptz, now()))
@@ -81,8 +81,11 @@ func (s *Store) CreateApproval(ctx context.Context, a NewApproval) (Approval, er
 	if a.MaxUses == 0 {
 		a.MaxUses = 1
 	}
-	rows, _ := s.pool.Query(ctx, approvalInsert, uuid.Must(uuid.NewV7()), a.TenantID, a.Action,
-		canonical, fingerprint, a.PolicyVersion, a.ApproverTokenID, a.ExpiresAt, a.MaxUses, s.nowArg())
+	rows, _ := s.pool.Query(ctx, approvalInsert, pgx.StrictNamedArgs{
+		"id": uuid.Must(uuid.NewV7()), "tenant": a.TenantID, "action": a.Action,
+		"params": canonical, "fingerprint": fingerprint, "policy_version": a.PolicyVersion,
+		"approver": a.ApproverTokenID, "expires_at": a.ExpiresAt, "max_uses": a.MaxUses, "now": s.nowArg(),
+	})
 	approval, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
 	if err != nil {
 		return Approval{}, fmt.Errorf("create approval: %w", err)

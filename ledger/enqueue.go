@@ -35,7 +35,10 @@ func ExternalKey(id uuid.UUID) string {
 // operationEnqueue runs schema/004_enqueue.sql's enqueue_operation: the
 // whole enqueue transaction in one round trip.
 const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operation(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+    p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
+    p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
+    p_external_key => @external_key, p_now => @now, p_actor => @actor,
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload)`
 
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
@@ -59,7 +62,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	// their unique key keeps two shared transactions from deadlocking on it.
 	order := uuid.NewSHA1(c.req.TenantID, []byte(c.req.Action+"\x00"+c.req.Key))
 	err = s.group.do(ctx, order, func(b *pgx.Batch) {
-		b.Queue(operationEnqueue, c.args()...).QueryRow(c.scan)
+		b.Queue(operationEnqueue, c.args()).QueryRow(c.scan)
 	})
 	op, replayed, err = s.finishEnqueue(ctx, s.pool, c, err)
 	if err == nil && !replayed {
@@ -78,7 +81,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, su
 	if err != nil {
 		return Operation{}, false, err
 	}
-	err = c.scan(tx.QueryRow(ctx, operationEnqueue, c.args()...))
+	err = c.scan(tx.QueryRow(ctx, operationEnqueue, c.args()))
 	return s.finishEnqueue(ctx, tx, c, err)
 }
 
@@ -117,10 +120,13 @@ func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall
 	}, nil
 }
 
-func (c *enqueueCall) args() []any {
-	return []any{c.id, c.req.TenantID, c.req.Action, c.req.Key, c.req.Provider,
-		c.canonical, c.fingerprint, c.req.ApprovalID, c.req.TokenID, ExternalKey(c.id), c.now,
-		c.req.Actor, c.msg.Subject, c.msg.MsgID, c.msg.Payload}
+func (c *enqueueCall) args() pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{
+		"id": c.id, "tenant": c.req.TenantID, "action": c.req.Action, "key": c.req.Key, "provider": c.req.Provider,
+		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
+		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
+		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload,
+	}
 }
 
 // scan keeps the call's results; it may run twice (a failed shared batch

@@ -195,7 +195,7 @@ const (
 	// for the first to commit or roll back, so exactly one of them stores.
 	webhookEventInsert = `INSERT INTO webhook_events (provider, event_id, type, reference, provider_reference,
     status, payload, received_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))
+VALUES (@provider, @event_id, @type, @reference, @provider_reference, @status, @payload, coalesce(@now::timestamptz, now()))
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id`
 
@@ -223,8 +223,10 @@ WHERE id = $1`
 func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject string) (stored bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var id int64
-		err := tx.QueryRow(ctx, webhookEventInsert, ev.Provider, ev.EventID, ev.Type, ev.Reference,
-			ev.ProviderReference, ev.Status, []byte(ev.Payload), s.nowArg()).Scan(&id)
+		err := tx.QueryRow(ctx, webhookEventInsert, pgx.StrictNamedArgs{
+			"provider": ev.Provider, "event_id": ev.EventID, "type": ev.Type, "reference": ev.Reference,
+			"provider_reference": ev.ProviderReference, "status": ev.Status, "payload": []byte(ev.Payload), "now": s.nowArg(),
+		}).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
