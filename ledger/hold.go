@@ -64,7 +64,7 @@ func (s *Store) HoldUnsentByToken(ctx context.Context, tx pgx.Tx, token uuid.UUI
 
 // holdUnsent holds the operations query finds with arg, with an event of
 // kind.
-func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any, kind, actor string) ([]Operation, error) {
+func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any, kind EventKind, actor string) ([]Operation, error) {
 	type target struct {
 		ID      uuid.UUID `db:"id"`
 		Status  Status    `db:"status"`

@@ -134,15 +134,12 @@ type Unmatched struct {
 	Source            string          `db:"source"`
 	Reference         string          `db:"reference"`
 	ProviderReference *string         `db:"provider_reference"`
-	Status            string          `db:"status"`
+	Status            EvidenceStatus  `db:"status"`
 	Detail            json.RawMessage `db:"detail"`
 	Owner             string          `db:"owner"`
 	Deadline          time.Time       `db:"deadline"`
 	CreatedAt         time.Time       `db:"created_at"`
 }
-
-// ReasonUnmatchedEvidence is the review reason of unmatched evidence.
-const ReasonUnmatchedEvidence = "unmatched_evidence"
 
 const (
 	unmatchedColumns = `id, tenant_id, provider, source, reference, provider_reference, status, detail, owner, deadline, created_at`
@@ -215,7 +212,7 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 			token = u.TenantID.String()
 		}
 		return outbox.Insert(ctx, tx, outbox.Message{
-			Subject: s.reviewSubject + "." + token + "." + ReasonUnmatchedEvidence,
+			Subject: s.reviewSubject + "." + token + "." + string(ReasonUnmatchedEvidence),
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})

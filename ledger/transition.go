@@ -18,9 +18,9 @@ type Change struct {
 	Version int64
 	To      Status
 
-	Kind   string // event kind, e.g. "claimed", "provider_answered", "approval_revoked"
-	Actor  string // who or what: "worker:<id>", "operator:<token name>", "system"
-	Detail any    // evidence, stored as JSON
+	Kind   EventKind // event kind, e.g. "claimed", "provider_answered", "approval_revoked"
+	Actor  string    // who or what: "worker:<id>", "operator:<token name>", "system"
+	Detail any       // evidence, stored as JSON
 
 	// LeaseOwner and a lease end (LeaseFor, or LeaseUntil) are required
 	// when To is dispatching and cleared otherwise.
@@ -72,7 +72,7 @@ type Change struct {
 
 // Review says why an operation needs a person, who owns it and by when.
 type Review struct {
-	Reason   string
+	Reason   ReviewReason
 	Owner    string
 	Deadline time.Time
 }
@@ -223,7 +223,8 @@ func (s *Store) transitionArgs(c Change) (pgx.StrictNamedArgs, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reason, owner *string
+	var reason *ReviewReason
+	var owner *string
 	var deadline *time.Time
 	if c.Review != nil {
 		reason, owner = &c.Review.Reason, &c.Review.Owner

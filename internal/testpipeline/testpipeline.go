@@ -406,7 +406,7 @@ func (p *Pipeline) Kinds(op ledger.Operation) []string {
 	}
 	kinds := make([]string, len(events))
 	for i, e := range events {
-		kinds[i] = e.Kind
+		kinds[i] = string(e.Kind)
 	}
 	return kinds
 }
