@@ -77,7 +77,7 @@ type Dispatcher struct {
 	// get (see provider.Config.DispatchTimeout).
 	configs map[string]*provider.Config
 
-	svc      startstop.Service
+	svc      startstop.Loop
 	handlers sync.WaitGroup
 }
 

@@ -47,7 +47,7 @@ type LeaseSweeper struct {
 	cfg    SweeperConfig
 	log    *slog.Logger
 
-	svc startstop.Service
+	svc startstop.Loop
 }
 
 // NewLeaseSweeper returns a sweeper; several may run at once (their

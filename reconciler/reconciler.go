@@ -66,7 +66,7 @@ type Reconciler struct {
 	log       *slog.Logger
 	providers map[string]provider.Provider
 
-	svc startstop.Service
+	svc startstop.Loop
 }
 
 // New returns a reconciler. Start consumes evidence; the operator methods
