@@ -34,12 +34,6 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if err != nil {
 		return err
 	}
-	if e.badLease != "" {
-		return fmt.Errorf("LEASE_DURATION=%q is not a positive duration such as 30s", e.badLease)
-	}
-	if len(e.badDurations) > 0 {
-		return fmt.Errorf("%s: not a positive duration such as 30s", strings.Join(e.badDurations, ", "))
-	}
 	if *providersFlag == "" {
 		return errors.New("no providers config: set PROVIDERS_FILE or --providers (`make run` uses demo/providers.yaml)")
 	}
