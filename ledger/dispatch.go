@@ -348,6 +348,8 @@ FROM upd u
 JOIN approvals a ON a.id = u.approval_id
 JOIN api_tokens k ON k.id = u.requested_by`
 
+var confirmClaimStmt = mustNamed(operationConfirmClaim)
+
 // Confirmation is a worker's claim as the database confirmed it right
 // before a provider call.
 type Confirmation struct {
@@ -373,10 +375,14 @@ func (s *Store) ConfirmClaim(ctx context.Context, id uuid.UUID, version int64, o
 		conf       Confirmation
 		confirmErr error
 	)
-	err := s.group.do(ctx, id, func(b *pgx.Batch) {
-		b.Queue(operationConfirmClaim, pgx.StrictNamedArgs{
-			"id": id, "version": version, "owner": owner, "now": s.nowArg(), "hold_us": hold.Microseconds(),
-		}).Query(func(rows pgx.Rows) error {
+	args, err := confirmClaimStmt.args(pgx.StrictNamedArgs{
+		"id": id, "version": version, "owner": owner, "now": s.nowArg(), "hold_us": hold.Microseconds(),
+	})
+	if err != nil {
+		return Confirmation{}, err
+	}
+	err = s.group.do(ctx, id, func(b *pgx.Batch) {
+		b.Queue(confirmClaimStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 			c, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Confirmation])
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):

@@ -62,7 +62,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	// their unique key keeps two shared transactions from deadlocking on it.
 	order := uuid.NewSHA1(c.req.TenantID, []byte(c.req.Action+"\x00"+c.req.Key))
 	err = s.group.do(ctx, order, func(b *pgx.Batch) {
-		b.Queue(operationEnqueue, c.args()).QueryRow(c.scan)
+		b.Queue(enqueueStmt.SQL, c.args...).QueryRow(c.scan)
 	})
 	op, replayed, err = s.finishEnqueue(ctx, s.pool, c, err)
 	if err == nil && !replayed {
@@ -81,7 +81,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, su
 	if err != nil {
 		return Operation{}, false, err
 	}
-	err = c.scan(tx.QueryRow(ctx, operationEnqueue, c.args()))
+	err = c.scan(tx.QueryRow(ctx, enqueueStmt.SQL, c.args...))
 	return s.finishEnqueue(ctx, tx, c, err)
 }
 
@@ -93,6 +93,7 @@ type enqueueCall struct {
 	fingerprint string
 	msg         outbox.Message
 	now         *time.Time
+	args        []any // enqueueStmt's
 
 	created   bool
 	createdAt *time.Time
@@ -114,19 +115,27 @@ func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall
 		req.Actor = "token:" + req.TokenID.String()
 	}
 	id := uuid.Must(uuid.NewV7())
-	return &enqueueCall{
+	c := &enqueueCall{
 		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
 		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1}.Outbox(), now: s.nowArg(),
-	}, nil
+	}
+	if c.args, err = c.namedArgs(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-func (c *enqueueCall) args() pgx.StrictNamedArgs {
-	return pgx.StrictNamedArgs{
+var enqueueStmt = mustNamed(operationEnqueue)
+
+// namedArgs are operationEnqueue's arguments; an error means the statement
+// and this list disagree.
+func (c *enqueueCall) namedArgs() ([]any, error) {
+	return enqueueStmt.args(pgx.StrictNamedArgs{
 		"id": c.id, "tenant": c.req.TenantID, "action": c.req.Action, "key": c.req.Key, "provider": c.req.Provider,
 		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
 		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
 		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload,
-	}
+	})
 }
 
 // scan keeps the call's results; it may run twice (a failed shared batch

@@ -123,6 +123,8 @@ const operationTransition = `WITH upd AS (
 SELECT ` + operationColumns + `
 FROM upd o JOIN tenants t ON t.id = o.tenant_id`
 
+var transitionStmt = mustNamed(operationTransition)
+
 // Transition applies c with a conditional update on the operation's version
 // and status and appends its event in the same statement. It returns the
 // operation as it is after the change, ErrBadTransition if the table
@@ -133,7 +135,7 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 	if err != nil {
 		return Operation{}, err
 	}
-	rows, _ := db.Query(ctx, operationTransition, args)
+	rows, _ := db.Query(ctx, transitionStmt.SQL, args...)
 	return collectTransition(rows, c)
 }
 
@@ -155,7 +157,7 @@ func (s *Store) Claim(ctx context.Context, c Change) (Operation, Lapse, error) {
 		claimErr error
 	)
 	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
-		b.Queue(operationTransition, args).Query(func(rows pgx.Rows) error {
+		b.Queue(transitionStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 			op, claimErr = collectTransition(rows, c)
 			return unlessStale(claimErr)
 		})
@@ -187,7 +189,7 @@ func (s *Store) Record(ctx context.Context, c Change) (Operation, error) {
 		recordErr error
 	)
 	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
-		b.Queue(operationTransition, args).Query(func(rows pgx.Rows) error {
+		b.Queue(transitionStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 			op, recordErr = collectTransition(rows, c)
 			return unlessStale(recordErr)
 		})
@@ -209,7 +211,7 @@ func unlessStale(err error) error {
 
 // transitionArgs checks c against the transition table and the rules of
 // its target state, and returns operationTransition's arguments.
-func (s *Store) transitionArgs(c Change) (pgx.StrictNamedArgs, error) {
+func (s *Store) transitionArgs(c Change) ([]any, error) {
 	if !c.From.CanMoveTo(c.To) {
 		return nil, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
 	}
@@ -232,7 +234,7 @@ func (s *Store) transitionArgs(c Change) (pgx.StrictNamedArgs, error) {
 			deadline = &c.Review.Deadline
 		}
 	}
-	return pgx.StrictNamedArgs{
+	return transitionStmt.args(pgx.StrictNamedArgs{
 		"id": c.ID, "version": c.Version, "from": c.From, "to": c.To, "now": s.nowArg(),
 		"lease_owner": nullString(c.LeaseOwner), "lease_until": nullTime(c.LeaseUntil), "lease_for_us": c.LeaseFor.Microseconds(),
 		"only_if_lease_expired": c.OnlyIfLeaseExpired, "unless_paused": c.UnlessPaused,
@@ -240,9 +242,8 @@ func (s *Store) transitionArgs(c Change) (pgx.StrictNamedArgs, error) {
 		"sent_at": nullTime(c.SentAt), "sent_from": nullTime(c.SentFrom),
 		"provider_reference": nullString(c.ProviderReference), "flag": nullString(c.Flag),
 		"review_reason": reason, "review_owner": owner, "review_deadline": deadline, "review_subject": s.reviewSubject,
-		"reset_retry_budget": c.ResetRetryBudget,
-		"kind":               c.Kind, "actor": c.Actor, "detail": detail,
-	}, nil
+		"reset_retry_budget": c.ResetRetryBudget, "kind": c.Kind, "actor": c.Actor, "detail": detail,
+	})
 }
 
 // collectTransition reads operationTransition's result: the operation
