@@ -92,7 +92,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		if err != nil {
 			return err
 		}
-		components = append(components, d, dispatcher.NewLeaseSweeper(store, b, dispatcher.SweeperConfig{Registry: registry, Logger: logger}))
+		components = append(components, d, dispatcher.NewLeaseSweeper(store, b, dispatcher.SweeperConfig{
+			Registry: registry, OnRequestsExpired: metricsRegistry.ApprovalRequestsExpired, Logger: logger,
+		}))
 	}
 	if slices.Contains(roles, "reconciler") {
 		components = append(components, rec)
@@ -120,11 +122,13 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		actions[a] = cfg.Name
 	}
 	handler := api.New(api.Config{
-		Ledger:          store,
-		Tokens:          auth.New(pool, store),
-		Actions:         actions,
-		DispatchSubject: b.DispatchSubject,
-		EvidenceSubject: b.EvidenceSubject,
+		Ledger:             store,
+		Tokens:             auth.New(pool, store),
+		Actions:            actions,
+		Registry:           registry,
+		OnApprovalDecision: metricsRegistry.ApprovalDecision,
+		DispatchSubject:    b.DispatchSubject,
+		EvidenceSubject:    b.EvidenceSubject,
 		WebhookSecrets: func(name string) ([][]byte, bool) {
 			pc, ok := registry.Provider(name)
 			if !ok {
