@@ -427,3 +427,45 @@ func TestParamsViolatingTheSchemaAreRefusedBeforeAnythingIsStored(t *testing.T) 
 		t.Errorf("valid proposal = %d %v, want 202", status, out)
 	}
 }
+
+func TestApprovalRequestsArePagedOldestFirst(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	var want []string
+	for i := range 5 {
+		_, out := p.Propose(fmt.Sprint("po-page-", i), fmt.Sprintf(`{"sku":"A-1","qty":%d}`, i+1))
+		want = append(want, out["id"].(string))
+		p.Clock.Advance(time.Millisecond)
+	}
+	var got []string
+	path := "/v1/approval-requests?limit=2"
+	for pages := 0; path != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("pages do not end")
+		}
+		status, out := p.Do("GET", path, p.Approver, "")
+		if status != http.StatusOK {
+			t.Fatalf("%s = %d %v", path, status, out)
+		}
+		items, _ := out["items"].([]any)
+		if len(items) > 2 {
+			t.Fatalf("page of %d items, limit 2", len(items))
+		}
+		for _, it := range items {
+			got = append(got, it.(map[string]any)["operation_id"].(string))
+		}
+		path = ""
+		if next, ok := out["next_cursor"].(string); ok {
+			path = "/v1/approval-requests?limit=2&cursor=" + next
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pages list %v, want oldest first %v", got, want)
+	}
+	if status, _ := p.Do("GET", "/v1/approval-requests?limit=501", p.Approver, ""); status != http.StatusBadRequest {
+		t.Errorf("limit 501 = %d, want 400", status)
+	}
+	if status, out := p.Do("GET", "/v1/approval-requests", p.TokenFor("Other Corp.", auth.RoleApprover), ""); status != http.StatusOK || len(out["items"].([]any)) != 0 {
+		t.Errorf("another tenant's approver sees %d %v, want no items", status, out)
+	}
+}
