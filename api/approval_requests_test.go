@@ -434,7 +434,7 @@ func TestApprovalRequestsArePagedOldestFirst(t *testing.T) {
 	var want []string
 	for i := range 5 {
 		_, out := p.Propose(fmt.Sprint("po-page-", i), fmt.Sprintf(`{"sku":"A-1","qty":%d}`, i+1))
-		want = append(want, out["id"].(string))
+		want = append(want, p.Operation(out).ID.String())
 		p.Clock.Advance(time.Millisecond)
 	}
 	var got []string

@@ -347,8 +347,11 @@ func (p *Pipeline) Propose(key, params string) (int, map[string]any) {
 // Operation reads the operation an answer's body names.
 func (p *Pipeline) Operation(out map[string]any) ledger.Operation {
 	p.t.Helper()
-	id, _ := out["id"].(string)
-	op, err := p.Store.Get(context.Background(), p.TenantID, uuid.MustParse(id))
+	id, err := uuid.Parse(fmt.Sprint(out["id"]))
+	if err != nil {
+		p.t.Fatalf("the answer names no operation: %v", out)
+	}
+	op, err := p.Store.Get(context.Background(), p.TenantID, id)
 	if err != nil {
 		p.t.Fatal(err)
 	}
