@@ -1,8 +1,9 @@
 // Package testpipeline assembles the whole actledger pipeline for a test:
 // a fresh database, unique streams on the real NATS server, the mock
-// supplier, the HTTP API (with webhooks and the operator endpoints), the
-// relay, dispatchers, the lease sweeper and the reconciler. Tests drive it
-// through the real path and count orders at the supplier.
+// supplier, and the process app.Build wires for `actledger serve` (the HTTP
+// API with webhooks and the operator endpoints, the relay, dispatchers, the
+// lease sweeper and the reconciler). Tests drive it through the real path
+// and count orders at the supplier.
 package testpipeline
 
 import (
@@ -26,6 +27,8 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/app"
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
@@ -105,9 +108,8 @@ type Pipeline struct {
 	Agent, Approver, Operator string
 	agent, approver           auth.Principal
 
-	providers map[string]provider.Provider
-	notifier  *outbox.Notifier
-	running   []interface{ Stop() }
+	app     *app.App
+	running []startstop.Service
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -134,12 +136,6 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if p.Broker == nil {
 		p.Broker = testnats.New(t)
 	}
-	p.notifier = outbox.NewNotifier(p.Pool, quiet())
-	if err := p.notifier.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.notifier.Stop)
-	p.Store = ledger.New(p.Pool, ledger.Config{Now: p.Clock.Now, ReviewSubjectPrefix: p.Broker.ReviewSubjectPrefix(), OutboxCommitted: p.notifier.Signal})
 	lag := max(opts.LookupLag, 0)
 	p.Supplier = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
 	supplierSrv := httptest.NewServer(p.Supplier)
@@ -150,38 +146,39 @@ func New(t *testing.T, opts Options) *Pipeline {
 	t.Cleanup(func() { otherSrv.Close(); p.Other.Close() })
 
 	p.Registry = p.registry(supplierSrv.URL, otherSrv.URL)
-	p.providers = make(map[string]provider.Provider)
-	for _, pc := range p.Registry.Providers() {
-		p.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
-	}
+	var providers map[string]provider.Provider
 	if opts.Providers != nil {
-		p.providers["acme"] = opts.Providers(p.providers["acme"])
+		acme, _ := p.Registry.Provider("acme")
+		providers = map[string]provider.Provider{"acme": opts.Providers(provider.NewHTTP(acme, provider.HTTPOptions{}))}
 	}
 	var err error
-	p.Reconciler, err = reconciler.New(p.Store, p.Broker, reconciler.Config{Registry: p.Registry, Providers: p.providers, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	tokens := auth.New(p.Pool, p.Store)
-	p.Agent, p.agent = p.token(tokens, auth.RoleAgent)
-	p.Approver, p.approver = p.token(tokens, auth.RoleApprover)
-	p.Operator, _ = p.token(tokens, auth.RoleOperator)
-	p.TenantID = p.agent.TenantID
-
-	handler := api.New(api.Config{
-		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme", OtherAction: "beta"},
-		Registry:        p.Registry,
-		DispatchSubject: p.Broker.DispatchSubject, EvidenceSubject: p.Broker.EvidenceSubject,
-		WebhookSecrets: func(name string) ([][]byte, bool) {
+	p.app, err = app.Build(context.Background(), app.Config{
+		Pool: p.Pool, Broker: p.Broker, Registry: p.Registry, Providers: providers, Now: p.Clock.Now,
+		// Dispatchers are added by Start, fresh each time, as a new
+		// process's would be.
+		Roles:      app.Roles{API: true, Relay: true, Sweeper: true, Reconciler: true},
+		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
+		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
+		Relay:      outbox.Config{PollInterval: 100 * time.Millisecond},
+		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
 			if name != "acme" {
 				return nil, false
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
-		},
-		Reconciler: p.Reconciler, Logger: quiet(),
+		}},
+		Logger: quiet(),
 	})
-	p.API = httptest.NewServer(handler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Store, p.Reconciler = p.app.Store, p.app.Reconciler
+
+	p.Agent, p.agent = p.token(p.app.Tokens, auth.RoleAgent)
+	p.Approver, p.approver = p.token(p.app.Tokens, auth.RoleApprover)
+	p.Operator, _ = p.token(p.app.Tokens, auth.RoleOperator)
+	p.TenantID = p.agent.TenantID
+
+	p.API = httptest.NewServer(p.app.Handler)
 	t.Cleanup(p.API.Close)
 	if opts.Webhooks {
 		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
@@ -252,46 +249,34 @@ func (p *Pipeline) TokenFor(tenant string, role auth.Role) string {
 	return c.Secret
 }
 
-// Start runs the relay, n dispatchers, the lease sweeper and the
-// reconciler.
+// Start runs the relay, the lease sweeper, the reconciler and n fresh
+// dispatchers (with nothing in memory from an earlier Start).
 func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 	p.t.Helper()
-	p.start(outbox.NewRelay(p.Pool, p.Broker.JetStream(), outbox.Config{PollInterval: 100 * time.Millisecond, Logger: quiet()}))
+	p.start(p.app)
 	var ds []*dispatcher.Dispatcher
 	for i := range dispatchers {
-		d, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{
-			Registry: p.Registry, Providers: p.providers, LeaseDuration: p.Opts.Lease,
-			WorkerID: fmt.Sprintf("w%d", i), Concurrency: 4, Logger: quiet(),
-		})
+		d, err := p.app.NewDispatcher(fmt.Sprintf("w%d", i))
 		if err != nil {
 			p.t.Fatal(err)
 		}
 		ds = append(ds, d)
 		p.start(d)
 	}
-	p.start(dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
-		Registry: p.Registry, Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second, Logger: quiet(),
-	}))
-	p.start(p.Reconciler)
 	return ds
 }
 
-func (p *Pipeline) start(c interface {
-	Start(context.Context) error
-	Stop()
-}) {
+func (p *Pipeline) start(s startstop.Service) {
 	p.t.Helper()
-	if err := c.Start(context.Background()); err != nil {
+	if err := s.Start(context.Background()); err != nil {
 		p.t.Fatal(err)
 	}
-	p.running = append(p.running, c)
+	p.running = append(p.running, s)
 }
 
 // StopAll stops everything Start started, newest first.
 func (p *Pipeline) StopAll() {
-	for i := len(p.running) - 1; i >= 0; i-- {
-		p.running[i].Stop()
-	}
+	startstop.StopAll(p.running...)
 	p.running = nil
 }
 
