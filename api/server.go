@@ -14,6 +14,8 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/metrics"
+	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
 
@@ -28,6 +30,14 @@ type Config struct {
 	// Actions maps each known action to its provider; an action not in it
 	// answers 422.
 	Actions map[string]string
+	// Registry, when set, holds the actions' contracts (params schema,
+	// approval policy) and the providers' accounts. Nil: any params
+	// object is accepted and every proposal waits for a person, with the
+	// default TTLs.
+	Registry *provider.Registry
+	// OnApprovalDecision, when set, is told of every decided approval
+	// request (for metrics).
+	OnApprovalDecision func(outcome metrics.ApprovalOutcome)
 	// DispatchSubject returns the outbox subject for an operation of
 	// provider. Required.
 	DispatchSubject func(provider string) string
@@ -114,6 +124,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}", s.authed(s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/approval-requests", s.authed(s.listApprovalRequests, auth.RoleApprover))
+	s.mux.Handle("POST /v1/operations/{id}/approve", s.authed(s.approveOperation, auth.RoleApprover))
+	s.mux.Handle("POST /v1/operations/{id}/deny", s.authed(s.denyOperation, auth.RoleApprover))
 	s.mux.Handle("POST /v1/dispatch/pause", s.authed(s.pauseDispatch, auth.RoleOperator))
 	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
 	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))
