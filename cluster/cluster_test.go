@@ -1,0 +1,129 @@
+package cluster_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/internal/testcluster"
+)
+
+// TestStreamLeaderKilledUnderLoadLosesNothing kills (SIGKILL) the node
+// leading the dispatch stream while 2,000 operations flow through two
+// dispatchers: the API accepts every one, each ends succeeded with exactly
+// one order at the supplier, and all settle within the sweeper's bound of
+// the load's end. The killed node comes back and catches up.
+func TestStreamLeaderKilledUnderLoadLosesNothing(t *testing.T) {
+	const n, rate = 2000, 250
+	c := testcluster.New(t)
+	p, b := clusterPipeline(t, c)
+	l := newLoad(p, "leader", n)
+
+	wait := l.start(t, rate)
+	l.waitAccepted(t, n/4, time.Minute)
+	leader := c.StreamLeader(b.OpsStream(), 10*time.Second)
+	c.Kill(leader)
+	t.Logf("killed %s, the leader of %s, after %d accepted", leader.Name, b.OpsStream(), l.accepted.Load())
+	wait()
+	loadEnd := time.Now()
+
+	waitAllSucceeded(t, p.Pool, n, stuckAfter+90*time.Second)
+	t.Logf("all %d succeeded %s after the load ended; slowest operation %s", n, time.Since(loadEnd).Round(time.Millisecond), maxLatency(t, p.Pool))
+	checkOneOrderEach(t, p.Pool, p.Supplier, n)
+
+	c.Start(leader)
+	info := c.WaitCurrent(b.OpsStream(), time.Minute)
+	if info.State.Msgs < n {
+		t.Fatalf("%s holds %d messages after the restart, want at least %d", b.OpsStream(), info.State.Msgs, n)
+	}
+}
+
+// TestNodeRestartedWithWipedStoreReReplicates restarts one node with an
+// empty store directory: the cluster copies the streams back to it, and
+// with another original node then killed, the wiped node keeps the quorum
+// and nothing published before is lost.
+func TestNodeRestartedWithWipedStoreReReplicates(t *testing.T) {
+	const batch = 150
+	c := testcluster.New(t)
+	p, b := clusterPipeline(t, c)
+
+	newLoad(p, "before", batch).start(t, 200)()
+	waitAllSucceeded(t, p.Pool, batch, time.Minute)
+	before := c.WaitCurrent(b.OpsStream(), time.Minute).State.Msgs
+
+	// The leader is the hardest node to lose: its stream must elect anew.
+	wiped := c.StreamLeader(b.OpsStream(), 10*time.Second)
+	c.Kill(wiped)
+	c.Wipe(wiped)
+	newLoad(p, "down", batch).start(t, 200)()
+	waitAllSucceeded(t, p.Pool, 2*batch, time.Minute)
+	c.Start(wiped)
+	for _, s := range []string{b.OpsStream(), b.EvidenceStream(), b.ReviewStream()} {
+		c.WaitCurrent(s, time.Minute)
+	}
+	t.Logf("%s came back empty and is current on every stream", wiped.Name)
+
+	// Kill an original node: the quorum is now the wiped node and one
+	// original, so the stream works only if the wiped node holds its log.
+	var other *testcluster.Node
+	for _, nd := range c.Nodes {
+		if nd != wiped {
+			other = nd
+			break
+		}
+	}
+	c.Kill(other)
+	newLoad(p, "after", batch).start(t, 200)()
+	waitAllSucceeded(t, p.Pool, 3*batch, time.Minute)
+	checkOneOrderEach(t, p.Pool, p.Supplier, 3*batch)
+	info, err := c.StreamInfo(b.OpsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs < before+2*batch {
+		t.Fatalf("%s holds %d messages, want at least %d (%d before the wipe + %d since)", b.OpsStream(), info.State.Msgs, before+2*batch, before, 2*batch)
+	}
+}
+
+// TestWholeClusterDownAPIKeepsAccepting kills every node for 10 s while
+// agents keep submitting: the API answers 201 to each (the operation and
+// its outbox row are one Postgres transaction; NATS is not on that path),
+// /readyz answers 503 naming nats, the outbox holds the dispatch messages,
+// and once the cluster is back every operation completes with one order.
+func TestWholeClusterDownAPIKeepsAccepting(t *testing.T) {
+	const before, during = 100, 200
+	c := testcluster.New(t)
+	p, _ := clusterPipeline(t, c)
+
+	newLoad(p, "up", before).start(t, 200)()
+	waitAllSucceeded(t, p.Pool, before, time.Minute)
+
+	down := newLoad(p, "down", during)
+	for _, nd := range c.Nodes {
+		c.Kill(nd)
+	}
+	outage := time.Now()
+	// during requests over 10 s.
+	down.start(t, during/10)()
+	if status, out := p.Do("GET", "/readyz", "", ""); status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with the whole cluster down: %d %v, want 503", status, out)
+	} else {
+		t.Logf("/readyz with the whole cluster down: %d %v", status, out)
+	}
+	if n := unpublished(t, p.Pool); n < during {
+		t.Fatalf("%d outbox rows wait to be published while NATS is down, want at least %d", n, during)
+	}
+	t.Logf("NATS down %s: API accepted %d of %d; %d outbox rows wait", time.Since(outage).Round(time.Millisecond), down.accepted.Load(), during, unpublished(t, p.Pool))
+
+	for _, nd := range c.Nodes {
+		c.Start(nd)
+	}
+	back := time.Now()
+	c.WaitReady(time.Minute)
+	waitAllSucceeded(t, p.Pool, before+during, stuckAfter+90*time.Second)
+	t.Logf("all %d succeeded %s after the cluster came back", before+during, time.Since(back).Round(time.Millisecond))
+	checkOneOrderEach(t, p.Pool, p.Supplier, before+during)
+	if n := unpublished(t, p.Pool); n != 0 {
+		t.Fatalf("%d outbox rows still unpublished", n)
+	}
+}

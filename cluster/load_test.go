@@ -1,0 +1,254 @@
+package cluster_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/testcluster"
+	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+)
+
+// stuckAfter is the lease sweeper's bound in testpipeline: an operation
+// whose dispatch message never came is published again after it.
+const stuckAfter = 10 * time.Second
+
+// clusterBroker connects a broker to every node of c, with the streams at
+// 3 replicas under a fresh prefix.
+func clusterBroker(t *testing.T, c *testcluster.Cluster) *broker.Broker {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	b, err := broker.Connect(ctx, broker.Config{
+		URL: c.URLs(), Prefix: testnats.Prefix(), Replicas: testcluster.Size,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatalf("connect to the cluster: %v", err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// clusterPipeline is a pipeline with every role on the cluster, against an
+// honest supplier (keys honoured, lookup without lag).
+func clusterPipeline(t *testing.T, c *testcluster.Cluster) (*testpipeline.Pipeline, *broker.Broker) {
+	t.Helper()
+	b := clusterBroker(t, c)
+	p := testpipeline.New(t, testpipeline.Options{
+		Idempotency: true, Mode: mocksupplier.Honour, Broker: b,
+		Lease: 3 * time.Second, Timeout: time.Second, MaxElapsed: 2 * time.Minute, MaxAttempts: 20,
+	})
+	p.Start(2)
+	return p, b
+}
+
+// load is a batch of approved requests, sent open-loop at a fixed rate
+// (the send times do not wait for the answers).
+type load struct {
+	url, token string
+	bodies     []string
+	accepted   atomic.Int64
+	mu         sync.Mutex
+	refused    []string // non-201 answers and transport errors
+}
+
+// newLoad approves n operations (keys prefix-0..n-1) and prepares their
+// requests.
+func newLoad(p *testpipeline.Pipeline, prefix string, n int) *load {
+	l := &load{url: p.API.URL + "/v1/operations", token: p.Agent}
+	for i := range n {
+		params := fmt.Sprintf(`{"sku":"%s-%d","qty":1}`, prefix, i)
+		a := p.Approve(params, time.Hour)
+		l.bodies = append(l.bodies, fmt.Sprintf(`{"action":%q,"key":"%s-%d","params":%s,"approval_id":%q}`,
+			testpipeline.Action, prefix, i, params, a.ID))
+	}
+	return l
+}
+
+// run sends every request, perSecond of them a second, and returns when
+// every answer is in.
+func (l *load) run(perSecond int) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	tick := time.NewTicker(time.Second / time.Duration(perSecond))
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	for _, body := range l.bodies {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := l.send(client, body); err != nil {
+				l.mu.Lock()
+				l.refused = append(l.refused, err.Error())
+				l.mu.Unlock()
+				return
+			}
+			l.accepted.Add(1)
+		}()
+	}
+	wg.Wait()
+}
+
+func (l *load) send(client *http.Client, body string) error {
+	req, err := http.NewRequest("POST", l.url, bytes.NewBufferString(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+l.token)
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	raw, _ := io.ReadAll(res.Body)
+	if res.StatusCode != http.StatusCreated {
+		return fmt.Errorf("%d %s", res.StatusCode, raw)
+	}
+	return nil
+}
+
+// start runs the load in the background; the returned wait blocks until it
+// is done and fails t on any refused request.
+func (l *load) start(t *testing.T, perSecond int) (wait func()) {
+	done := make(chan struct{})
+	go func() { defer close(done); l.run(perSecond) }()
+	return func() {
+		t.Helper()
+		<-done
+		if len(l.refused) > 0 {
+			t.Fatalf("%d of %d requests were not accepted; first: %s", len(l.refused), len(l.bodies), l.refused[0])
+		}
+	}
+}
+
+// waitAccepted waits until n requests were accepted.
+func (l *load) waitAccepted(t *testing.T, n int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for l.accepted.Load() < int64(n) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d requests accepted after %s, want %d", l.accepted.Load(), timeout, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// statusCounts counts the database's operations by status.
+func statusCounts(t *testing.T, pool *pgxpool.Pool) map[ledger.Status]int {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT status, count(*) FROM operations GROUP BY status`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts := map[ledger.Status]int{}
+	for rows.Next() {
+		var s ledger.Status
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		counts[s] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return counts
+}
+
+// waitAllSucceeded waits until the database holds want operations, all
+// succeeded, and fails with the counts by status if that takes longer than
+// timeout.
+func waitAllSucceeded(t *testing.T, pool *pgxpool.Pool, want int, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		counts := statusCounts(t, pool)
+		if counts[ledger.StatusSucceeded] == want && len(counts) == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s: operations by status %v, want %d succeeded", timeout, counts, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// externalKeys lists every operation's external key.
+func externalKeys(t *testing.T, pool *pgxpool.Pool) []string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT external_key FROM operations`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// checkOneOrderEach fails t unless every operation has exactly one order
+// at the supplier.
+func checkOneOrderEach(t *testing.T, pool *pgxpool.Pool, s *mocksupplier.Server, want int) {
+	t.Helper()
+	keys := externalKeys(t, pool)
+	if len(keys) != want {
+		t.Fatalf("%d operations in the ledger, want %d", len(keys), want)
+	}
+	bad := 0
+	for _, k := range keys {
+		if n := s.Orders(k); n != 1 {
+			if bad < 5 {
+				t.Errorf("operation %s has %d orders at the supplier, want 1", k, n)
+			}
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d operations do not have exactly one order", bad, len(keys))
+	}
+}
+
+// maxLatency is the longest time from acceptance to the last change among
+// the operations (for the log: how long the slowest one took).
+func maxLatency(t *testing.T, pool *pgxpool.Pool) time.Duration {
+	t.Helper()
+	var ms int64
+	err := pool.QueryRow(context.Background(),
+		`SELECT (COALESCE(max(extract(epoch FROM updated_at - created_at)), 0) * 1000)::bigint FROM operations`).Scan(&ms)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// unpublished counts outbox rows not yet published.
+func unpublished(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
