@@ -1,0 +1,256 @@
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/testcluster"
+	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+)
+
+// buildActledger builds cmd/actledger into a temporary directory.
+func buildActledger(t *testing.T) string {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	root := filepath.Dir(filepath.Dir(file))
+	bin := filepath.Join(t.TempDir(), "actledger")
+	cmd := exec.Command("go", "build", "-o", bin, "./cmd/actledger")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/actledger: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// holdingGate sits between one actledger process and the shared supplier.
+// While holding, it passes each create request on (the order is made) and
+// then keeps the answer until the caller goes away: the process is
+// mid-call, its order exists, and it has not heard so.
+type holdingGate struct {
+	supplier *mocksupplier.Server
+	mu       sync.Mutex
+	holding  bool
+	held     []string // references whose answers were withheld
+}
+
+func (g *holdingGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	hold := g.holding && r.Method == http.MethodPost
+	g.mu.Unlock()
+	if !hold {
+		g.supplier.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	g.supplier.ServeHTTP(rec, r)
+	g.mu.Lock()
+	g.held = append(g.held, r.Header.Get("Idempotency-Key"))
+	g.mu.Unlock()
+	<-r.Context().Done()
+}
+
+func (g *holdingGate) heldKeys() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.held)
+}
+
+// providersYAML is the providers file of one process: provider acme at
+// baseURL, keys honoured, lookups without lag.
+func providersYAML(baseURL, tenant string) string {
+	return fmt.Sprintf(`providers:
+  acme:
+    base_url: %s
+    account: acct_test
+    environment: test
+    timeout: 1s
+    create: {method: POST, path: /v1/orders}
+    reference_param: client_reference
+    reference_field: id
+    idempotency: {header: Idempotency-Key, retention: 24h}
+    lookup: {path: "/v1/orders?client_reference={reference}", visibility_lag: 0s}
+    retry: {max_attempts: 20, initial: 50ms, max: 200ms, max_elapsed: 2m}
+    tenant: %q
+    review: {owner: supply-ops, deadline: 4h}
+actions:
+  %s: {provider: acme}
+`, baseURL, tenant, testpipeline.Action)
+}
+
+// serveProcess is one `actledger serve` with every role.
+type serveProcess struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	url  string
+	log  string
+}
+
+func startServe(t *testing.T, bin, name, dbURL, natsURLs, prefix, supplierURL, tenant string) *serveProcess {
+	t.Helper()
+	dir := t.TempDir()
+	providers := filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(providers, []byte(providersYAML(supplierURL, tenant)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	logFile, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve")
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+dbURL, "NATS_URL="+natsURLs, "STREAM_PREFIX="+prefix,
+		fmt.Sprintf("STREAM_REPLICAS=%d", testcluster.Size), "LISTEN_ADDR="+addr,
+		"PROVIDERS_FILE="+providers, "LEASE_DURATION=3s", "DISPATCH_CONCURRENCY=4", "LOG_LEVEL=info")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sp := &serveProcess{name: name, cmd: cmd, done: make(chan struct{}), url: "http://" + addr, log: logFile.Name()}
+	go func() { _ = cmd.Wait(); logFile.Close(); close(sp.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-sp.done
+		if t.Failed() {
+			b, _ := os.ReadFile(sp.log)
+			t.Logf("%s log:\n%s", name, b)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		res, err := http.Get(sp.url + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return sp
+			}
+		}
+		select {
+		case <-sp.done:
+			b, _ := os.ReadFile(sp.log)
+			t.Fatalf("%s exited at start:\n%s", name, b)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready after 60s (last: %v)", name, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (sp *serveProcess) kill() {
+	_ = sp.cmd.Process.Signal(syscall.SIGKILL)
+	<-sp.done
+}
+
+// TestActledgerKilledMidCallOtherSettles runs two `actledger serve`
+// processes with every role on the cluster and one supplier. Process A's
+// calls reach the supplier, which makes the orders, but A never hears the
+// answers: it is killed (SIGKILL) with those calls in flight and their
+// leases held. Process B, still running, settles A's operations on its own
+// (the lease expires, the lookup or the idempotent resend finds the order)
+// along with the rest: every operation succeeds with exactly one order.
+func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
+	const n = 200
+	const tenant = "Acme Corp."
+	bin := buildActledger(t)
+	c := testcluster.New(t)
+	pool, dbURL := testdb.NewWithURL(t)
+	prefix := testnats.Prefix()
+
+	supplier := mocksupplier.New(mocksupplier.Config{})
+	t.Cleanup(supplier.Close)
+	gateA := &holdingGate{supplier: supplier, holding: true}
+	srvA := httptest.NewServer(gateA)
+	t.Cleanup(srvA.Close)
+	srvB := httptest.NewServer(supplier)
+	t.Cleanup(srvB.Close)
+
+	a := startServe(t, bin, "A", dbURL, c.URLs(), prefix, srvA.URL, tenant)
+	b := startServe(t, bin, "B", dbURL, c.URLs(), prefix, srvB.URL, tenant)
+
+	store := ledger.New(pool, ledger.Config{})
+	tokens := auth.New(pool, store)
+	ctx := context.Background()
+	agent, err := tokens.Create(ctx, tenant, auth.RoleAgent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approverTok, err := tokens.Create(ctx, tenant, auth.RoleApprover, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, err := tokens.Authenticate(ctx, approverTok.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &load{url: b.url + "/v1/operations", token: agent.Secret}
+	for i := range n {
+		params := fmt.Sprintf(`{"sku":"kill-%d","qty":1}`, i)
+		ap, err := store.CreateApproval(ctx, ledger.NewApproval{
+			TenantID: approver.TenantID, ApproverTokenID: approver.TokenID, Action: testpipeline.Action,
+			Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.bodies = append(l.bodies, fmt.Sprintf(`{"action":%q,"key":"kill-%d","params":%s,"approval_id":%q}`,
+			testpipeline.Action, i, params, ap.ID))
+	}
+
+	wait := l.start(t, 100)
+	// A has calls in flight whose orders exist: kill it there.
+	deadline := time.Now().Add(time.Minute)
+	for len(gateA.heldKeys()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("process A made %d calls in a minute, want 2 in flight", len(gateA.heldKeys()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.kill()
+	held := gateA.heldKeys()
+	t.Logf("killed A with %d calls in flight (orders made, answers withheld) after %d accepted", len(held), l.accepted.Load())
+	wait()
+
+	waitAllSucceeded(t, pool, n, time.Minute)
+	checkOneOrderEach(t, pool, supplier, n)
+	// A's operations were settled by B through the lease's expiry, not by
+	// a second order.
+	for _, key := range held {
+		var kinds []string
+		err := pool.QueryRow(ctx, `SELECT array_agg(e.kind ORDER BY e.seq) FROM operation_events e
+			JOIN operations o ON o.id = e.operation_id WHERE o.external_key = $1`, key).Scan(&kinds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(kinds, string(ledger.EventLeaseExpired)) {
+			t.Errorf("operation %s, held by A when it died, settled without its lease expiring: %v", key, kinds)
+		}
+		if n := supplier.Orders(key); n != 1 {
+			t.Errorf("operation %s has %d orders, want 1", key, n)
+		}
+	}
+}
