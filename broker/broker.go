@@ -35,6 +35,16 @@ import (
 // jetstream client API it uses (named consumers, pull batches) needs 2.9.
 const MinServerVersion = "2.9.0"
 
+// PullExpiry is how long a consumer's pull request lives. The JetStream
+// client sends heartbeats at half of it and pulls again after two missed
+// ones, so it bounds how long a consumer stays silent after its pull was
+// lost: when the whole cluster restarts, the pull sent on reconnect reaches
+// a server whose consumer has no leader yet and is dropped, and with the
+// client's default of 30 s the dispatchers sat idle for half a minute
+// after NATS was back (cluster.TestWholeClusterDownAPIKeepsAccepting). An
+// idle consumer pays one pull request per PullExpiry.
+const PullExpiry = 5 * time.Second
+
 // Defaults of Config, applied by Connect to the zero fields.
 const (
 	DefaultDataDir    = "./data/nats"

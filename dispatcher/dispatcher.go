@@ -208,7 +208,7 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 	log := d.log.With("provider", providerName)
 	slots := make(chan struct{}, d.cfg.Concurrency)
 	for runCtx.Err() == nil {
-		iter, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.Concurrency))
+		iter, err := cons.Messages(jetstream.PullMaxMessages(d.cfg.Concurrency), jetstream.PullExpiry(broker.PullExpiry))
 		if err != nil {
 			log.WarnContext(runCtx, "cannot pull dispatch messages; retrying", "err", err)
 			sleep(runCtx, time.Second)

@@ -135,7 +135,7 @@ func (r *Reconciler) Start(ctx context.Context) error {
 			r.sweepLoop(runCtx)
 		}()
 		defer func() { <-swept }()
-		cc, err := cons.Consume(func(msg jetstream.Msg) { r.handle(context.WithoutCancel(runCtx), msg) })
+		cc, err := cons.Consume(func(msg jetstream.Msg) { r.handle(context.WithoutCancel(runCtx), msg) }, jetstream.PullExpiry(broker.PullExpiry))
 		if err != nil {
 			r.log.ErrorContext(runCtx, "cannot consume evidence", "err", err)
 			<-runCtx.Done()
