@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"

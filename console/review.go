@@ -55,16 +55,16 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request, p auth.Principa
 }
 
 // reviewPage reads the reconciler's pages. Without a filter it is one
-// page; with one, whole pages are read until limit items match or the
-// queue ends, so a filtered page holds at least limit items unless it is
-// the last (and fewer than 2×limit).
+// page; with one, whole pages of MaxPageSize are read until limit items
+// match or the queue ends, so a filtered page holds at least limit items
+// unless it is the last (and fewer than limit+MaxPageSize).
 func (c *Console) reviewPage(r *http.Request, p auth.Principal, after *reconciler.ReviewCursor, limit int, reason, owner string) ([]reconciler.ReviewItem, *reconciler.ReviewCursor, error) {
 	if reason == "" && owner == "" {
 		return c.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, after, limit)
 	}
 	var out []reconciler.ReviewItem
 	for {
-		items, next, err := c.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, after, limit)
+		items, next, err := c.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, after, MaxPageSize)
 		if err != nil {
 			return nil, nil, err
 		}
