@@ -130,7 +130,8 @@ type App struct {
 	// Reconciler serves the operator's review methods; it consumes
 	// evidence only with Roles.Reconciler.
 	Reconciler *reconciler.Reconciler
-	// Handler is the HTTP API; nil without Roles.API.
+	// Handler is the HTTP API, with the web console under /console/;
+	// nil without Roles.API.
 	Handler http.Handler
 	// Relay is nil without Roles.Relay.
 	Relay *relay.Relay
