@@ -132,10 +132,14 @@ func TestBrowserApproveThenResolveTwo(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	ctx := browser(t)
-	p.Start(1)
-
+	// The review items are made before the dispatcher runs: it would
+	// claim a queued operation before the test moves it to review.
+	a := inReview(t, p, "po-5001", ledger.ReasonOutcomeUnknown, "ops-eu")
+	b := inReview(t, p, "po-5002", ledger.ReasonRetriesExhausted, "ops-eu")
+	c := inReview(t, p, "po-5003", ledger.ReasonLookupFailing, "ops-us")
 	op := propose(t, p, "po-4711", `{"sku":"A-1","qty":25,"ship_to":"Lyon <warehouse 3>"}`)
 	propose(t, p, "po-4712", `{"sku":"B-7","qty":3}`)
+	p.Start(1)
 
 	signInWith(t, ctx, p, p.Approver, "#op-"+op.ID.String())
 	screenshot(t, ctx, "console-approvals.png")
@@ -151,9 +155,6 @@ func TestBrowserApproveThenResolveTwo(t *testing.T) {
 		t.Fatalf("the supplier holds %d orders for %s, want exactly 1", n, op.Key)
 	}
 
-	a := inReview(t, p, "po-5001", ledger.ReasonOutcomeUnknown, "ops-eu")
-	b := inReview(t, p, "po-5002", ledger.ReasonRetriesExhausted, "ops-eu")
-	c := inReview(t, p, "po-5003", ledger.ReasonLookupFailing, "ops-us")
 	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#token")))
 	signInWith(t, ctx, p, p.Operator, "table.queue")
 	step(t, ctx, "select two and fill the form",

@@ -110,7 +110,8 @@ func propose(t *testing.T, p *testpipeline.Pipeline, key, params string) ledger.
 }
 
 // inReview enqueues an operation and moves it to review with reason and
-// owner.
+// owner. Call it before the pipeline's dispatcher starts: a running one may
+// claim the operation first.
 func inReview(t *testing.T, p *testpipeline.Pipeline, key string, reason ledger.ReviewReason, owner string) ledger.Operation {
 	t.Helper()
 	op := p.Enqueue(key, `{"sku":"A-1","qty":1}`)

@@ -142,6 +142,8 @@ func TestReviewBatchShowsEachItemsResult(t *testing.T) {
 func TestOperationPageShowsTheTimelineAttemptsAndCompensation(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
+	// Made before the dispatcher runs, which would claim it while queued.
+	review := inReview(t, p, "po-undo", ledger.ReasonEvidenceMismatch, "ops")
 	p.Start(1)
 	op := p.Enqueue("po-done", `{"sku":"A-1","qty":4}`)
 	op = p.WaitStatus(op, ledger.StatusSucceeded, 15*time.Second)
@@ -160,7 +162,6 @@ func TestOperationPageShowsTheTimelineAttemptsAndCompensation(t *testing.T) {
 	}
 
 	// A resolution with a compensation links both ways.
-	review := inReview(t, p, "po-undo", ledger.ReasonEvidenceMismatch, "ops")
 	status, out := p.Do("POST", "/v1/approvals", p.Approver, `{"action":"`+testpipeline.OtherAction+`","params":{"undo":"po-undo"},"ttl_seconds":600,"policy_version":"p1"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("approval: %d %v", status, out)
