@@ -12,6 +12,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
 
@@ -23,6 +24,11 @@ type Config struct {
 	// Actions maps each known action to its provider; an action not in it
 	// answers 422.
 	Actions map[string]string
+	// Targets maps each provider to the account and environment its
+	// config names. Every approval is bound to its action's target as it
+	// is granted, and an operation whose action later points elsewhere is
+	// held before any call. Required.
+	Targets map[string]ledger.Target
 	// DispatchSubject returns the outbox subject for an operation of
 	// provider. Required.
 	DispatchSubject func(provider string) string
@@ -41,6 +47,10 @@ type Config struct {
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler
+	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
+	// changes (ledger.Watcher, started by the caller). Without one a wait
+	// is answered when it runs out.
+	Watcher OperationWatcher
 	// Metrics serves /metrics; nil serves nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody (1 MiB).
@@ -51,22 +61,42 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
+// TargetsOf returns Config.Targets for the providers of a registry: each
+// provider's account and environment as its config names them.
+func TargetsOf(providers []*provider.Config) map[string]ledger.Target {
+	out := make(map[string]ledger.Target, len(providers))
+	for _, pc := range providers {
+		out[pc.Name] = ledger.Target{Account: pc.Account, Environment: pc.Environment}
+	}
+	return out
+}
+
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+	// draining is closed by Drain: long polls stop waiting.
+	draining  chan struct{}
+	drainOnce sync.Once
+}
+
+// Drain makes every long poll in progress, and every later one, answer at
+// once (304 when nothing changed), so a shutdown is not held for their
+// waits. Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.draining) })
 }
 
 // New returns a Server; it panics if a required field is missing, since
 // that is a wiring bug.
 func New(cfg Config) *Server {
-	if cfg.Ledger == nil || cfg.Tokens == nil || cfg.DispatchSubject == nil {
-		panic("api: Config needs Ledger, Tokens and DispatchSubject")
+	if cfg.Ledger == nil || cfg.Tokens == nil || cfg.DispatchSubject == nil || cfg.Targets == nil {
+		panic("api: Config needs Ledger, Tokens, DispatchSubject and Targets")
 	}
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 10*time.Second)
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s
 }
@@ -83,7 +113,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/approvals/{id}/revoke", s.authed(s.revokeApproval, auth.RoleApprover))
 	s.mux.Handle("POST /v1/operations", s.authed(s.createOperation, auth.RoleAgent))
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
-	s.mux.Handle("GET /v1/operations/{id}", s.authed(s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/operations/{id}", s.authedFor(waitBudget, s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("POST /v1/dispatch/pause", s.authed(s.pauseDispatch, auth.RoleOperator))
 	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
@@ -112,12 +142,23 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal
 // authed checks the bearer token (401) and the role (403) before h runs:
 // the contract's first two checks, in that order.
 func (s *Server) authed(h authedHandler, roles ...auth.Role) http.Handler {
+	return s.authedFor(nil, h, roles...)
+}
+
+// authedFor is authed for a route that may take longer than
+// Config.RequestTimeout by what extra says of the request (a long poll's
+// wait); nil means no longer.
+func (s *Server) authedFor(extra func(*http.Request) time.Duration, h authedHandler, roles ...auth.Role) http.Handler {
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = string(r)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		timeout := s.cfg.RequestTimeout
+		if extra != nil {
+			timeout += extra(r)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
 		secret, ok := bearer(r)

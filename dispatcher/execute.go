@@ -124,7 +124,7 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
 		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
-	})
+	}, targetOf(pc))
 	if err != nil {
 		return claimed{}, err
 	}
@@ -160,6 +160,12 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(lapse), Detail: map[string]any{"lapse": lapse}})
 	}
 	return w.create(ctx)
+}
+
+// targetOf is where pc's calls create effects: an approval granted for
+// another account or environment does not let the worker call.
+func targetOf(pc *provider.Config) ledger.Target {
+	return ledger.Target{Account: pc.Account, Environment: pc.Environment}
 }
 
 func (d *Dispatcher) actor() string { return "worker:" + d.cfg.WorkerID }
@@ -238,7 +244,7 @@ func (w *work) confirm(ctx context.Context) (callSlot, error) {
 	timeout := w.pc.Timeout.Duration
 	for range 3 {
 		asked := time.Now()
-		conf, err := w.store.ConfirmClaim(ctx, w.op.ID, w.op.Version, w.owner, timeout+w.margin)
+		conf, err := w.store.ConfirmClaim(ctx, w.op.ID, w.op.Version, w.owner, timeout+w.margin, targetOf(w.pc))
 		if err != nil {
 			return callSlot{}, err
 		}

@@ -347,7 +347,7 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 	}
 	handler := api.New(api.Config{
 		Ledger: p.store, Tokens: tokens, Actions: map[string]string{demoAction: demoProvider},
-		DispatchSubject: b.DispatchSubject, Logger: logger,
+		Targets: api.TargetsOf(registry.Providers()), DispatchSubject: b.DispatchSubject, Logger: logger,
 	})
 	url, stopAPI, err := serveLoopback(ctx, handler, logger)
 	if err != nil {

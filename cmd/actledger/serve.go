@@ -97,6 +97,11 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if slices.Contains(roles, "reconciler") {
 		components = append(components, rec)
 	}
+	// One LISTEN connection wakes every long-polling reader of this process.
+	watcher := ledger.NewWatcher(pool, logger)
+	if slices.Contains(roles, "api") {
+		components = append(components, watcher)
+	}
 	for _, c := range components {
 		if err := c.Start(ctx); err != nil {
 			return err
@@ -123,6 +128,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Ledger:          store,
 		Tokens:          auth.New(pool, store),
 		Actions:         actions,
+		Targets:         api.TargetsOf(registry.Providers()),
 		DispatchSubject: b.DispatchSubject,
 		EvidenceSubject: b.EvidenceSubject,
 		WebhookSecrets: func(name string) ([][]byte, bool) {
@@ -133,6 +139,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			return pc.WebhookSecretsFrom(e.Getenv), true
 		},
 		Reconciler: rec,
+		Watcher:    watcher,
 		ReadyChecks: []api.ReadyCheck{
 			{Name: "postgres", Check: pool.Ping},
 			{Name: "nats", Check: b.Ping},
@@ -152,6 +159,11 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, logger *sl
 		return fmt.Errorf("listen on %s (LISTEN_ADDR): %w", addr, err)
 	}
 	srv := api.NewHTTPServer(h, api.HTTPLimits{})
+	if d, ok := h.(interface{ Drain() }); ok {
+		// Long polls answer at once when shutting down, instead of
+		// holding the shutdown for their wait.
+		srv.RegisterOnShutdown(d.Drain)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("actledger running", "roles", roles, "listen", ln.Addr().String())

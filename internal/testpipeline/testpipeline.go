@@ -42,6 +42,10 @@ const Action = "supplier.create_order"
 // pipeline also configures, with its own supplier (Pipeline.Other).
 const OtherAction = "ticket.open"
 
+// DefaultTarget is every provider's account and environment until
+// Retarget changes them.
+var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
+
 // WebhookSecret signs the mock supplier's webhooks.
 const WebhookSecret = "whsec-test"
 
@@ -94,16 +98,22 @@ type Pipeline struct {
 	Other      *mocksupplier.Server
 	Registry   *provider.Registry
 	Reconciler *reconciler.Reconciler
-	API        *httptest.Server
-	Tenant     string
-	TenantID   uuid.UUID
+	// Watcher wakes the API's long polls; it runs from New on.
+	Watcher  *ledger.Watcher
+	API      *httptest.Server
+	Tenant   string
+	TenantID uuid.UUID
 	// Tokens of the tenant, by role.
 	Agent, Approver, Operator string
 	agent, approver           auth.Principal
 
 	providers map[string]provider.Provider
-	notifier  *outbox.Notifier
-	running   []interface{ Stop() }
+	// urls are the suppliers' addresses, by provider; targets the
+	// accounts and environments Retarget set (default acct_test, test).
+	urls     map[string]string
+	targets  map[string]ledger.Target
+	notifier *outbox.Notifier
+	running  []interface{ Stop() }
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -145,19 +155,9 @@ func New(t *testing.T, opts Options) *Pipeline {
 	otherSrv := httptest.NewServer(p.Other)
 	t.Cleanup(func() { otherSrv.Close(); p.Other.Close() })
 
-	p.Registry = p.registry(supplierSrv.URL, otherSrv.URL)
-	p.providers = make(map[string]provider.Provider)
-	for _, pc := range p.Registry.Providers() {
-		p.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
-	}
-	if opts.Providers != nil {
-		p.providers["acme"] = opts.Providers(p.providers["acme"])
-	}
-	var err error
-	p.Reconciler, err = reconciler.New(p.Store, p.Broker, reconciler.Config{Registry: p.Registry, Providers: p.providers, Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p.urls = map[string]string{"acme": supplierSrv.URL, "beta": otherSrv.URL}
+	p.targets = map[string]ledger.Target{}
+	p.configure()
 
 	tokens := auth.New(p.Pool, p.Store)
 	p.Agent, p.agent = p.token(tokens, auth.RoleAgent)
@@ -165,8 +165,13 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.Operator, _ = p.token(tokens, auth.RoleOperator)
 	p.TenantID = p.agent.TenantID
 
+	p.Watcher = ledger.NewWatcher(p.Pool, quiet())
+	if err := p.Watcher.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Watcher.Stop)
 	handler := api.New(api.Config{
-		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme", OtherAction: "beta"},
+		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme", OtherAction: "beta"}, Targets: api.TargetsOf(p.Registry.Providers()),
 		DispatchSubject: p.Broker.DispatchSubject, EvidenceSubject: p.Broker.EvidenceSubject,
 		WebhookSecrets: func(name string) ([][]byte, bool) {
 			if name != "acme" {
@@ -174,7 +179,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
 		},
-		Reconciler: p.Reconciler, Logger: quiet(),
+		Reconciler: p.Reconciler, Watcher: p.Watcher, Logger: quiet(),
 	})
 	p.API = httptest.NewServer(handler)
 	t.Cleanup(p.API.Close)
@@ -185,10 +190,39 @@ func New(t *testing.T, opts Options) *Pipeline {
 	return p
 }
 
-func (p *Pipeline) registry(baseURL, otherURL string) *provider.Registry {
+// configure builds the registry, the providers and the reconciler from
+// the options and the targets.
+func (p *Pipeline) configure() {
+	p.t.Helper()
+	p.Registry = p.registry()
+	p.providers = make(map[string]provider.Provider)
+	for _, pc := range p.Registry.Providers() {
+		p.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
+	}
+	if p.Opts.Providers != nil {
+		p.providers["acme"] = p.Opts.Providers(p.providers["acme"])
+	}
+	var err error
+	p.Reconciler, err = reconciler.New(p.Store, p.Broker, reconciler.Config{Registry: p.Registry, Providers: p.providers, Logger: quiet()})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+}
+
+// Retarget points providerName at another account and environment, as an
+// edited providers file does, for the components Start starts next: call
+// it before Start, or between StopAll and Start (a restart). The API keeps
+// binding new approvals to the targets it was built with.
+func (p *Pipeline) Retarget(providerName string, t ledger.Target) {
+	p.t.Helper()
+	p.targets[providerName] = t
+	p.configure()
+}
+
+func (p *Pipeline) registry() *provider.Registry {
 	var y strings.Builder
 	y.WriteString("providers:\n")
-	for name, url := range map[string]string{"acme": baseURL, "beta": otherURL} {
+	for name, url := range p.urls {
 		p.providerYAML(&y, name, url)
 	}
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme}\n  %s: {provider: beta}\n", Action, OtherAction)
@@ -200,7 +234,11 @@ func (p *Pipeline) registry(baseURL, otherURL string) *provider.Registry {
 }
 
 func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
-	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: %s\n", name, baseURL, p.Opts.Timeout)
+	t, ok := p.targets[name]
+	if !ok {
+		t = DefaultTarget
+	}
+	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: %s\n    environment: %s\n    timeout: %s\n", name, baseURL, t.Account, t.Environment, p.Opts.Timeout)
 	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
 	if p.Opts.Idempotency {
 		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
@@ -292,11 +330,18 @@ func (p *Pipeline) Approve(params string, ttl time.Duration) ledger.Approval {
 	return p.approve(Action, params, ttl)
 }
 
+// approve grants an approval bound to the account and environment action
+// points at now.
 func (p *Pipeline) approve(action, params string, ttl time.Duration) ledger.Approval {
 	p.t.Helper()
+	pc, ok := p.Registry.ForAction(action)
+	if !ok {
+		p.t.Fatalf("action %s is not configured", action)
+	}
 	a, err := p.Store.CreateApproval(context.Background(), ledger.NewApproval{
 		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: action,
 		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(ttl),
+		Target: &ledger.Target{Account: pc.Account, Environment: pc.Environment},
 	})
 	if err != nil {
 		p.t.Fatal(err)
