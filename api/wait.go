@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,9 +23,10 @@ const waitWriteMargin = 10 * time.Second
 
 // OperationWatcher wakes readers waiting for an operation to change
 // (ledger.Watcher). Watch registers interest in operation id; changed
-// receives a value whenever it may have changed; stop unregisters.
+// receives a value whenever it may have changed since Watch returned; stop
+// unregisters.
 type OperationWatcher interface {
-	Watch(id uuid.UUID) (changed <-chan struct{}, stop func())
+	Watch(ctx context.Context, id uuid.UUID) (changed <-chan struct{}, stop func(), err error)
 }
 
 // etag is an operation's entity tag: its version, which every change of
@@ -99,65 +101,75 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p auth.Pri
 		s.writeError(w, r, err)
 		return
 	}
-	inm := r.Header.Get("If-None-Match")
-	var changed <-chan struct{}
-	if wait > 0 && inm != "" && s.cfg.Watcher != nil {
-		// Registered before the first read: a change between the read
-		// and the wait still wakes it.
-		var stop func()
-		changed, stop = s.cfg.Watcher.Watch(id)
-		defer stop()
-	}
 	op, err := s.cfg.Ledger.Get(r.Context(), p.TenantID, id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	tag := etag(op)
-	if inm == "" || !noneMatch(inm, tag) {
+	inm := r.Header.Get("If-None-Match")
+	if inm == "" || !noneMatch(inm, etag(op)) {
 		writeOperation(w, http.StatusOK, op)
 		return
 	}
 	if wait > 0 {
-		if err := ExtendWriteDeadline(w, wait+waitWriteMargin); err != nil {
-			s.log.DebugContext(r.Context(), "cannot extend the write deadline of a long poll", "err", err)
+		op, err = s.awaitChange(w, r, p, op, wait, inm)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
 		}
-		timer := time.NewTimer(wait)
-		defer timer.Stop()
-	waiting:
-		for {
-			select {
-			case <-changed: // nil without a watcher: the wait only runs out
-			case <-timer.C:
-				break waiting
-			case <-s.draining:
-				break waiting
-			case <-r.Context().Done():
-				// The client went away (or the request's budget ran out).
-				return
-			}
-			op, err = s.cfg.Ledger.Get(r.Context(), p.TenantID, id)
-			if err != nil {
-				s.writeError(w, r, err)
-				return
-			}
-			if tag = etag(op); !noneMatch(inm, tag) {
-				writeOperation(w, http.StatusOK, op)
-				return
-			}
+		if r.Context().Err() != nil {
+			return // the client went away, or the request's budget ran out
 		}
-		if s.cfg.Watcher == nil {
-			// Without a watcher nothing woke the wait: read once at its end.
-			if op, err = s.cfg.Ledger.Get(r.Context(), p.TenantID, id); err != nil {
-				s.writeError(w, r, err)
-				return
-			}
-			if tag = etag(op); !noneMatch(inm, tag) {
-				writeOperation(w, http.StatusOK, op)
-				return
-			}
+		if !noneMatch(inm, etag(op)) {
+			writeOperation(w, http.StatusOK, op)
+			return
 		}
 	}
-	w.Header().Set("ETag", tag)
+	w.Header().Set("ETag", etag(op))
 	w.WriteHeader(http.StatusNotModified)
+}
+
+// awaitChange waits at most wait for operation op to get another ETag than
+// those If-None-Match names, and returns the operation as last read. It
+// registers with the watcher before reading again, so a change between
+// the first read and the wait still wakes it. Without a watcher it reads
+// once more when the wait runs out.
+func (s *Server) awaitChange(w http.ResponseWriter, r *http.Request, p auth.Principal, op ledger.Operation, wait time.Duration, inm string) (ledger.Operation, error) {
+	if err := ExtendWriteDeadline(w, wait+waitWriteMargin); err != nil {
+		s.log.DebugContext(r.Context(), "cannot extend the write deadline of a long poll", "err", err)
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	var changed <-chan struct{} // nil without a watcher: only the wait ends
+	if s.cfg.Watcher != nil {
+		ch, stop, err := s.cfg.Watcher.Watch(r.Context(), op.ID)
+		if err != nil {
+			return op, err
+		}
+		defer stop()
+		changed = ch
+	}
+	for {
+		if changed != nil {
+			next, err := s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
+			if err != nil {
+				return op, err
+			}
+			if op = next; !noneMatch(inm, etag(op)) {
+				return op, nil
+			}
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			if changed == nil {
+				return s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
+			}
+			return op, nil
+		case <-s.draining:
+			return op, nil
+		case <-r.Context().Done():
+			return op, nil
+		}
+	}
 }

@@ -24,22 +24,52 @@ COMMENT ON COLUMN approvals.account IS
 COMMENT ON COLUMN approvals.environment IS
     'provider environment the approval was granted for; NULL only on approvals older than migration 013 (matches any)';
 
--- operation_changed tells every listener (GET /v1/operations/{id}?wait=…,
--- in any process) that an operation has a new version; the payload is its
--- id. It fires only when the version moves, which every transition and claim
--- confirmation does, so a re-publish bookkeeping update wakes nobody.
--- Postgres delivers the notification at commit, never for a rolled-back
--- change, and folds repeats of one id within a transaction into one.
+-- operation_watches lists the operations someone waits on now
+-- (GET /v1/operations/{id}?wait=…): one row per operation and per process
+-- whose ledger.Watcher has waiters for it. The trigger below notifies only
+-- for these, so the dispatcher's transitions of operations nobody waits on
+-- never notify.
 --
--- Cost: a committing transaction that notified holds Postgres's
--- notify-queue lock until its commit is flushed. Enqueues insert, so they
--- never notify and keep sharing their flushes; the updates the dispatcher
--- makes are group-committed already (many transitions per commit), so the
--- lock is taken once per batch, not once per transition. docs/api.md
--- ("Waiting for a change") has the measurement.
+-- Why not notify on every transition: a committing transaction that
+-- notified holds Postgres's notify-queue lock until its commit is flushed,
+-- so notifying commits queue one behind another (006 took NOTIFY out of the
+-- outbox's data transactions for the same reason). Measured with
+-- `actbench --quick --stages e2e` on a loaded 2-core machine, a NOTIFY on
+-- every version change cost 12–17 % of end-to-end throughput; an index
+-- probe of an (almost always) empty table costs nothing measurable.
+--
+-- UNLOGGED: a registration is only as old as the waiters of a running
+-- process; after a crash of Postgres the table is empty, and every watcher,
+-- whose LISTEN connection dropped with it, registers its operations again
+-- when it listens again. A process that dies leaves rows behind: they only
+-- cause notifications nobody hears, and watchers delete rows not refreshed
+-- for a while (ledger.Watcher).
+CREATE UNLOGGED TABLE operation_watches (
+    operation_id uuid NOT NULL,
+    watcher      uuid NOT NULL,
+    refreshed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (operation_id, watcher)
+);
+
+CREATE INDEX operation_watches_refreshed ON operation_watches (refreshed_at);
+
+-- operation_changed tells every listener (in any process) that a watched
+-- operation has a new version; the payload is its id. It fires only when
+-- the version moves, which every transition and claim confirmation does,
+-- so a re-publish's bookkeeping wakes nobody. Postgres delivers the
+-- notification at commit, never for a rolled-back change, and folds
+-- repeats of one id within a transaction into one.
+--
+-- A registration never misses a change: it locks the operation's row
+-- FOR SHARE, which waits for a transaction that has updated the row to
+-- commit (and the waiter's read that follows then sees that change), or
+-- makes a later update wait until the registration is committed (and this
+-- function, whose query takes a fresh snapshot, then sees it).
 CREATE FUNCTION operation_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('actledger_operation', NEW.id::text);
+    IF EXISTS (SELECT 1 FROM operation_watches WHERE operation_id = NEW.id) THEN
+        PERFORM pg_notify('actledger_operation', NEW.id::text);
+    END IF;
     RETURN NULL;
 END;
 $$;
