@@ -67,7 +67,11 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	f.srv = httptest.NewServer(api.New(cfg))
+	handler, err := api.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(handler)
 	t.Cleanup(f.srv.Close)
 	f.agent = f.token(t, "acme-corp", auth.RoleAgent)
 	f.approver = f.token(t, "acme-corp", auth.RoleApprover)

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -15,6 +17,9 @@ import (
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
+
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 10 * time.Second
 
 // Config configures a Server. Zero values mean the documented defaults.
 type Config struct {
@@ -53,10 +58,10 @@ type Config struct {
 	Watcher OperationWatcher
 	// Metrics serves /metrics; nil serves nothing there.
 	Metrics http.Handler
-	// MaxBody is the request body limit. Default DefaultMaxBody (1 MiB).
+	// MaxBody is the request body limit. Default DefaultMaxBody.
 	MaxBody int64
 	// RequestTimeout bounds the work of one request, so an outage answers
-	// 503 instead of hanging. Default 10s.
+	// 503 instead of hanging. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
 }
@@ -88,17 +93,43 @@ func (s *Server) Drain() {
 	s.drainOnce.Do(func() { close(s.draining) })
 }
 
-// New returns a Server; it panics if a required field is missing, since
-// that is a wiring bug.
-func New(cfg Config) *Server {
-	if cfg.Ledger == nil || cfg.Tokens == nil || cfg.DispatchSubject == nil || cfg.Targets == nil {
-		panic("api: Config needs Ledger, Tokens, DispatchSubject and Targets")
+// New returns a Server, or an error naming the first required field
+// that is missing or the first unusable value.
+func New(cfg Config) (*Server, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
-	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 10*time.Second)
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
-	return s
+	return s, nil
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg Config) withDefaults() Config {
+	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Ledger == nil:
+		return errors.New("api: Config.Ledger is required")
+	case cfg.Tokens == nil:
+		return errors.New("api: Config.Tokens is required")
+	case cfg.DispatchSubject == nil:
+		return errors.New("api: Config.DispatchSubject is required")
+	case cfg.Targets == nil:
+		return errors.New("api: Config.Targets is required")
+	case cfg.MaxBody <= 0:
+		return fmt.Errorf("api: Config.MaxBody %d must be positive", cfg.MaxBody)
+	case cfg.RequestTimeout <= 0:
+		return fmt.Errorf("api: Config.RequestTimeout %s must be positive", cfg.RequestTimeout)
+	}
+	return nil
 }
 
 func (s *Server) routes() {

@@ -35,26 +35,40 @@ import (
 // jetstream client API it uses (named consumers, pull batches) needs 2.9.
 const MinServerVersion = "2.9.0"
 
+// Defaults of Config, applied by Connect to the zero fields.
+const (
+	DefaultDataDir    = "./data/nats"
+	DefaultPrefix     = "ACTLEDGER"
+	DefaultReplicas   = 1
+	DefaultDuplicates = 2 * time.Minute
+	DefaultMaxAge     = 7 * 24 * time.Hour
+	DefaultName       = "actledger"
+)
+
 // Config configures Connect. Zero values mean the documented defaults.
 type Config struct {
 	// URL of the NATS server; empty starts an embedded server.
 	URL string
 	// DataDir is where the embedded server stores JetStream data.
-	// Default "./data/nats".
+	// Default DefaultDataDir.
 	DataDir string
 	// Prefix starts every stream, subject and durable consumer name, so
-	// several deployments or test runs share one server. Default "ACTLEDGER".
+	// several deployments or test runs share one server. It must not
+	// contain '.', '*', '>' or spaces. Default DefaultPrefix.
 	Prefix string
-	// Replicas of each stream. Default 1; the contract asks 3 in production.
+	// Replicas of each stream. Default DefaultReplicas; the contract asks
+	// 3 in production.
 	Replicas int
 	// Duplicates is the JetStream duplicate window for Nats-Msg-Id.
-	// Default 2m.
+	// Default DefaultDuplicates.
 	Duplicates time.Duration
-	// MaxAge bounds how long messages stay in the streams. Default 7 days.
+	// MaxAge bounds how long messages stay in the streams. Default
+	// DefaultMaxAge.
 	MaxAge time.Duration
 	// MemoryStorage selects memory instead of file storage (tests only).
 	MemoryStorage bool
-	// Name is the connection name shown by the server. Default "actledger".
+	// Name is the connection name shown by the server. Default
+	// DefaultName.
 	Name string
 
 	// Credentials for a remote server (URL set); at most one kind may be
@@ -96,16 +110,11 @@ var ErrServerTooOld = errors.New("broker: nats-server too old")
 // Connect connects to (or starts) the server, checks its version and
 // ensures the streams exist with the configured settings.
 func Connect(ctx context.Context, cfg Config) (*Broker, error) {
-	cfg.DataDir = cmp.Or(cfg.DataDir, "./data/nats")
-	cfg.Prefix = cmp.Or(cfg.Prefix, "ACTLEDGER")
-	cfg.Replicas = cmp.Or(cfg.Replicas, 1)
-	cfg.Duplicates = cmp.Or(cfg.Duplicates, 2*time.Minute)
-	cfg.MaxAge = cmp.Or(cfg.MaxAge, 7*24*time.Hour)
-	cfg.Name = cmp.Or(cfg.Name, "actledger")
-	logger := cmp.Or(cfg.Logger, slog.Default())
-	if strings.ContainsAny(cfg.Prefix, ".*> \t") {
-		return nil, fmt.Errorf("broker: stream prefix %q must not contain '.', '*', '>' or spaces", cfg.Prefix)
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
+	logger := cmp.Or(cfg.Logger, slog.Default())
 
 	auth, err := cfg.authOptions()
 	if err != nil {
@@ -182,6 +191,33 @@ func startEmbedded(dir string) (*server.Server, error) {
 		return nil, fmt.Errorf("broker: embedded server did not start (data dir %s)", dir)
 	}
 	return ns, nil
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg Config) withDefaults() Config {
+	cfg.DataDir = cmp.Or(cfg.DataDir, DefaultDataDir)
+	cfg.Prefix = cmp.Or(cfg.Prefix, DefaultPrefix)
+	cfg.Replicas = cmp.Or(cfg.Replicas, DefaultReplicas)
+	cfg.Duplicates = cmp.Or(cfg.Duplicates, DefaultDuplicates)
+	cfg.MaxAge = cmp.Or(cfg.MaxAge, DefaultMaxAge)
+	cfg.Name = cmp.Or(cfg.Name, DefaultName)
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name. Credentials are checked by authOptions.
+func (cfg Config) validate() error {
+	switch {
+	case strings.ContainsAny(cfg.Prefix, ".*> \t"):
+		return fmt.Errorf("broker: Config.Prefix %q must not contain '.', '*', '>' or spaces", cfg.Prefix)
+	case cfg.Replicas <= 0:
+		return fmt.Errorf("broker: Config.Replicas %d must be positive", cfg.Replicas)
+	case cfg.Duplicates <= 0:
+		return fmt.Errorf("broker: Config.Duplicates %s must be positive", cfg.Duplicates)
+	case cfg.MaxAge <= 0:
+		return fmt.Errorf("broker: Config.MaxAge %s must be positive", cfg.MaxAge)
+	}
+	return nil
 }
 
 // authOptions turns the configured credentials into connect options,

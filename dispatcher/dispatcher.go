@@ -21,6 +21,15 @@ import (
 	"github.com/actledger/actledger/provider"
 )
 
+// Defaults of Config, applied by New to the zero fields.
+const (
+	DefaultConcurrency   = 16
+	DefaultLeaseDuration = 30 * time.Second
+	// DefaultMaxCallMargin caps the default CallMargin, which is otherwise
+	// a tenth of LeaseDuration.
+	DefaultMaxCallMargin = time.Second
+)
+
 // Config configures a Dispatcher. Zero values mean the documented defaults.
 type Config struct {
 	// Registry holds the provider contracts. Required.
@@ -30,18 +39,20 @@ type Config struct {
 	Providers map[string]provider.Provider
 	// Concurrency is how many operations of one provider are executed at
 	// once by this process; each provider has its own workers and its own
-	// consumer, so a slow provider does not block the others. Default 16.
+	// consumer, so a slow provider does not block the others. Default
+	// DefaultConcurrency.
 	Concurrency int
 	// LeaseDuration is how long a claim lasts; a worker that has not
 	// recorded its result by then is fenced. It must exceed every
 	// provider's timeout plus CallMargin, so that a call can fit in a
-	// fresh lease. Default 30s.
+	// fresh lease. Default DefaultLeaseDuration.
 	LeaseDuration time.Duration
 	// CallMargin is what a call's full timeout must leave of the lease,
 	// on the database's clock, before the call may start: time to send
 	// the request after the claim was confirmed and to record the answer.
 	// Right before every call the worker extends its lease to cover it
-	// (see work.confirm). Default min(1s, LeaseDuration/10).
+	// (see work.confirm). Default min(DefaultMaxCallMargin,
+	// LeaseDuration/10).
 	CallMargin time.Duration
 	// WorkerID names this process in leases and events. Default
 	// "<hostname>-<pid>-<random>".
@@ -77,24 +88,15 @@ type Dispatcher struct {
 	// get (see provider.Config.DispatchTimeout).
 	configs map[string]*provider.Config
 
-	svc      startstop.Service
+	svc      startstop.Loop
 	handlers sync.WaitGroup
 }
 
 // New returns a dispatcher; Start runs it.
 func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error) {
-	if cfg.Registry == nil {
-		return nil, errors.New("dispatcher: Config.Registry is required")
-	}
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 16)
-	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, 30*time.Second)
-	cfg.CallMargin = cmp.Or(cfg.CallMargin, min(time.Second, cfg.LeaseDuration/10))
-	if cfg.LeaseDuration <= 0 || cfg.CallMargin <= 0 {
-		return nil, fmt.Errorf("dispatcher: LeaseDuration %s and CallMargin %s must be positive", cfg.LeaseDuration, cfg.CallMargin)
-	}
-	if cfg.WorkerID == "" {
-		host, _ := os.Hostname()
-		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "worker"), os.Getpid(), uuid.NewString()[:8])
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	d := &Dispatcher{
 		store: store, broker: b, cfg: cfg,
@@ -129,6 +131,34 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		}
 	}
 	return d, nil
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg Config) withDefaults() Config {
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
+	cfg.LeaseDuration = cmp.Or(cfg.LeaseDuration, DefaultLeaseDuration)
+	cfg.CallMargin = cmp.Or(cfg.CallMargin, min(DefaultMaxCallMargin, cfg.LeaseDuration/10))
+	if cfg.WorkerID == "" {
+		host, _ := os.Hostname()
+		cfg.WorkerID = fmt.Sprintf("%s-%d-%s", cmp.Or(host, "worker"), os.Getpid(), uuid.NewString()[:8])
+	}
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Registry == nil:
+		return errors.New("dispatcher: Config.Registry is required")
+	case cfg.Concurrency <= 0:
+		return fmt.Errorf("dispatcher: Config.Concurrency %d must be positive", cfg.Concurrency)
+	case cfg.LeaseDuration <= 0:
+		return fmt.Errorf("dispatcher: Config.LeaseDuration %s must be positive", cfg.LeaseDuration)
+	case cfg.CallMargin <= 0:
+		return fmt.Errorf("dispatcher: Config.CallMargin %s must be positive", cfg.CallMargin)
+	}
+	return nil
 }
 
 // ConsumerName is the durable consumer all dispatcher processes share for

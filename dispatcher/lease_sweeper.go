@@ -3,6 +3,8 @@ package dispatcher
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -15,24 +17,36 @@ import (
 	"github.com/actledger/actledger/provider"
 )
 
+// Defaults of SweeperConfig, applied by NewLeaseSweeper to the zero fields.
+const (
+	DefaultSweepInterval        = time.Second
+	DefaultStuckAfter           = 5 * time.Minute
+	DefaultMaxRedispatchBackoff = 5 * time.Minute
+	DefaultSweepBatch           = 500
+	DefaultSweeperWorkerID      = "sweeper"
+)
+
 // SweeperConfig configures a LeaseSweeper. Zero values mean the documented
 // defaults.
 type SweeperConfig struct {
 	// Registry holds the provider contracts. Required.
 	Registry *provider.Registry
-	// Interval between sweeps. Default 1s.
+	// Interval between sweeps. Default DefaultSweepInterval.
 	Interval time.Duration
 	// StuckAfter is how long an operation may wait for a dispatch message
-	// that should have come before it is re-published. Default 5m: longer
-	// than JetStream's default duplicate window, and than a healthy
-	// backlog.
+	// that should have come before it is re-published. Default
+	// DefaultStuckAfter: longer than JetStream's default duplicate window,
+	// and than a healthy backlog.
 	StuckAfter time.Duration
 	// MaxRedispatchBackoff caps how long a stuck operation waits between
 	// re-publishes: the first waits Interval doubled, each next one twice
-	// as long. Default 5m.
+	// as long. Default DefaultMaxRedispatchBackoff.
 	MaxRedispatchBackoff time.Duration
-	// Batch bounds the operations handled per sweep. Default 500.
-	Batch    int
+	// Batch bounds the operations handled per sweep. Default
+	// DefaultSweepBatch.
+	Batch int
+	// WorkerID names the sweeper in events. Default
+	// DefaultSweeperWorkerID.
 	WorkerID string
 	Logger   *slog.Logger
 }
@@ -47,19 +61,46 @@ type LeaseSweeper struct {
 	cfg    SweeperConfig
 	log    *slog.Logger
 
-	svc startstop.Service
+	svc startstop.Loop
 }
 
 // NewLeaseSweeper returns a sweeper; several may run at once (their
 // changes are conditional, so each finding is acted on once).
-func NewLeaseSweeper(store *ledger.Store, b *broker.Broker, cfg SweeperConfig) *LeaseSweeper {
-	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
-	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, 5*time.Minute)
-	cfg.MaxRedispatchBackoff = cmp.Or(cfg.MaxRedispatchBackoff, 5*time.Minute)
-	cfg.Batch = cmp.Or(cfg.Batch, 500)
-	cfg.WorkerID = cmp.Or(cfg.WorkerID, "sweeper")
+func NewLeaseSweeper(store *ledger.Store, b *broker.Broker, cfg SweeperConfig) (*LeaseSweeper, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	return &LeaseSweeper{store: store, broker: b, cfg: cfg,
-		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "lease_sweeper")}
+		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "lease_sweeper")}, nil
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg SweeperConfig) withDefaults() SweeperConfig {
+	cfg.Interval = cmp.Or(cfg.Interval, DefaultSweepInterval)
+	cfg.StuckAfter = cmp.Or(cfg.StuckAfter, DefaultStuckAfter)
+	cfg.MaxRedispatchBackoff = cmp.Or(cfg.MaxRedispatchBackoff, DefaultMaxRedispatchBackoff)
+	cfg.Batch = cmp.Or(cfg.Batch, DefaultSweepBatch)
+	cfg.WorkerID = cmp.Or(cfg.WorkerID, DefaultSweeperWorkerID)
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name.
+func (cfg SweeperConfig) validate() error {
+	switch {
+	case cfg.Registry == nil:
+		return errors.New("lease sweeper: SweeperConfig.Registry is required")
+	case cfg.Interval <= 0:
+		return fmt.Errorf("lease sweeper: SweeperConfig.Interval %s must be positive", cfg.Interval)
+	case cfg.StuckAfter <= 0:
+		return fmt.Errorf("lease sweeper: SweeperConfig.StuckAfter %s must be positive", cfg.StuckAfter)
+	case cfg.MaxRedispatchBackoff <= 0:
+		return fmt.Errorf("lease sweeper: SweeperConfig.MaxRedispatchBackoff %s must be positive", cfg.MaxRedispatchBackoff)
+	case cfg.Batch <= 0:
+		return fmt.Errorf("lease sweeper: SweeperConfig.Batch %d must be positive", cfg.Batch)
+	}
+	return nil
 }
 
 // Start runs sweeps in the background until Stop. It returns at once.

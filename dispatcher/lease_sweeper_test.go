@@ -20,9 +20,12 @@ func TestStuckOperationIsRepublishedWithADoublingBackoff(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour})
 	const interval = time.Second
-	sweeper := dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
+	sweeper, err := dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
 		Registry: p.Registry, Interval: interval, StuckAfter: time.Minute, Logger: slog.New(slog.DiscardHandler),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	// messages is how many dispatch messages op has had; lose marks them
@@ -87,9 +90,12 @@ func TestStuckOperationIsRepublishedWithADoublingBackoff(t *testing.T) {
 func TestExpiredLeaseCountsTheLeaseEndAsTheLastSend(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{LookupLag: 0, Mode: mocksupplier.Ignore})
-	sweeper := dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
+	sweeper, err := dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
 		Registry: p.Registry, Logger: slog.New(slog.DiscardHandler),
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	claimed, _, err := p.Store.Claim(ctx, ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching,

@@ -84,7 +84,7 @@ type Watcher struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	id   uuid.UUID // this process's registrations
-	svc  startstop.Service
+	svc  startstop.Loop
 
 	mu      sync.Mutex
 	watches map[uuid.UUID]*watch

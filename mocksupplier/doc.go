@@ -1,6 +1,10 @@
 // Package mocksupplier is a fault-injecting stand-in for a real supplier's order API ("acme"),
 // used by demos, tests and the benchmark. It is a test double: no production code path of
-// actledger may import it.
+// actledger may import it. The actledger binary does link it, for one command only: `actledger
+// demo` tells the lost-response story against a supplier in its own process, which commits an
+// order and then drops the connection, so that the story needs nothing but the binary. `serve`
+// never reaches it: the process it runs is wired by internal/app, which imports no test double
+// (TestServeWiringDoesNotLinkTheMockSupplier checks the import graph).
 //
 // It behaves like a real order API with Stripe-like idempotency keys, so that actledger can be
 // exercised against the failures that matter in practice:

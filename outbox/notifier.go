@@ -24,7 +24,7 @@ type Notifier struct {
 	pool *pgxpool.Pool
 	log  *slog.Logger
 	kick chan struct{}
-	svc  startstop.Service
+	svc  startstop.Loop
 }
 
 // NewNotifier returns a notifier that sends its notifications through pool.

@@ -50,7 +50,7 @@ type Relay struct {
 	// and before it is marked; an error aborts the batch as a crash would.
 	beforeMark func() error
 
-	svc  startstop.Service
+	svc  startstop.Loop
 	wake chan struct{}
 
 	published  atomic.Uint64

@@ -32,6 +32,12 @@ const (
 // was revoked: the truth is recorded, and nothing is dispatched again.
 const FlagLateSuccess = "late_success_after_expiry"
 
+// Defaults of Config, applied by New to the zero fields.
+const (
+	DefaultUnappliedAfter = 30 * time.Second
+	DefaultSweepInterval  = 5 * time.Second
+)
+
 // Config configures a Reconciler. Zero values mean the documented defaults.
 type Config struct {
 	// Registry holds the provider contracts. Required.
@@ -43,11 +49,11 @@ type Config struct {
 	// event, a stale result) may stay unapplied before the reconciler
 	// applies it from Postgres without its message: JetStream may have
 	// lost the message (node loss, MaxAge). It is also the first backoff
-	// of a row that could not be applied, doubled per sweep up to 5m.
-	// Default 30s.
+	// of a row that could not be applied, doubled per sweep up to
+	// sweepMaxBackoff. Default DefaultUnappliedAfter.
 	UnappliedAfter time.Duration
 	// SweepInterval is how often the reconciler looks for such evidence.
-	// Default 5s.
+	// Default DefaultSweepInterval.
 	SweepInterval time.Duration
 	Logger        *slog.Logger
 }
@@ -66,19 +72,15 @@ type Reconciler struct {
 	log       *slog.Logger
 	providers map[string]provider.Provider
 
-	svc startstop.Service
+	svc startstop.Loop
 }
 
 // New returns a reconciler. Start consumes evidence; the operator methods
 // work without it.
 func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error) {
-	if cfg.Registry == nil {
-		return nil, errors.New("reconciler: Config.Registry is required")
-	}
-	cfg.UnappliedAfter = cmp.Or(cfg.UnappliedAfter, 30*time.Second)
-	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 5*time.Second)
-	if cfg.UnappliedAfter < 0 || cfg.SweepInterval < 0 {
-		return nil, errors.New("reconciler: UnappliedAfter and SweepInterval must not be negative")
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	r := &Reconciler{
 		store: store, broker: b, cfg: cfg,
@@ -93,6 +95,27 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error)
 		}
 	}
 	return r, nil
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg Config) withDefaults() Config {
+	cfg.UnappliedAfter = cmp.Or(cfg.UnappliedAfter, DefaultUnappliedAfter)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Registry == nil:
+		return errors.New("reconciler: Config.Registry is required")
+	case cfg.UnappliedAfter < 0:
+		return fmt.Errorf("reconciler: Config.UnappliedAfter %s must not be negative", cfg.UnappliedAfter)
+	case cfg.SweepInterval < 0:
+		return fmt.Errorf("reconciler: Config.SweepInterval %s must not be negative", cfg.SweepInterval)
+	}
+	return nil
 }
 
 // ConsumerName is the durable consumer every reconciler process shares.

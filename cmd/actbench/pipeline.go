@@ -7,16 +7,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
-	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/outbox"
@@ -93,17 +91,20 @@ func (s *supplier) close() {
 // streams are always there.
 type roles struct {
 	API, Relay, Dispatcher bool
+	// Later builds the roles without starting them: the stage calls
+	// pipeline.start when its timing begins.
+	Later bool
 }
 
-// pipeline is actledger assembled in-process as `actledger serve` wires
-// it, on a fresh database and on streams under a unique prefix, both
-// removed by close.
+// pipeline is actledger assembled in-process by app.Build, as `actledger
+// serve` assembles it, on a fresh database and on streams under a unique
+// prefix, both removed by close.
 type pipeline struct {
 	db       *database
+	app      *app.App
 	broker   *broker.Broker
 	store    *ledger.Store
 	relay    *outbox.Relay
-	running  []interface{ Stop() }
 	server   *http.Server
 	client   *http.Client
 	url      string // the API's base URL
@@ -116,7 +117,10 @@ type pipeline struct {
 // log formatting (the API logs one line per request at info level).
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
-// newPipeline creates the database and streams and starts what r asks.
+// newPipeline creates the database and streams and starts what r asks
+// (unless r.Later). The relay and the dispatcher are configured as
+// `actledger serve` configures them by default (default batches,
+// LISTEN/NOTIFY and a 1 s poll).
 func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) {
 	p := &pipeline{}
 	defer func() {
@@ -127,92 +131,56 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 	if p.db, err = createDatabase(ctx, e.adminURL, "actbench_", poolMaxConns, true); err != nil {
 		return nil, err
 	}
-	p.broker, err = broker.Connect(ctx, broker.Config{
-		URL: e.natsURL, Prefix: strings.ToUpper(uniqueName("BENCH")), Name: "actbench", Logger: quiet(),
+	p.app, err = app.Build(ctx, app.Config{
+		Pool:     p.db.pool,
+		NATS:     broker.Config{URL: e.natsURL, Prefix: strings.ToUpper(uniqueName("BENCH")), Name: "actbench"},
+		Registry: e.supplier.registry,
+		Roles:    app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher},
+		Logger:   quiet(),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s (is nats-server -js running? set BENCH_NATS_URL): %w", e.natsURL, err)
+		return nil, fmt.Errorf("build the pipeline (is nats-server -js running at %s? set BENCH_NATS_URL): %w", e.natsURL, err)
 	}
-	// As `actledger serve` wires it: writers wake relays after their commit.
-	notifier := outbox.NewNotifier(p.db.pool, quiet())
-	if err := p.start(ctx, notifier); err != nil {
-		return nil, err
-	}
-	p.store = ledger.New(p.db.pool, ledger.Config{ReviewSubjectPrefix: p.broker.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
-	tokens := auth.New(p.db.pool, p.store)
-	agent, err := tokens.Create(ctx, benchTenant, auth.RoleAgent, "")
+	p.broker, p.store, p.relay = p.app.Broker, p.app.Store, p.app.Relay
+	agent, err := p.app.Tokens.Create(ctx, benchTenant, auth.RoleAgent, "")
 	if err != nil {
 		return nil, err
 	}
-	approver, err := tokens.Create(ctx, benchTenant, auth.RoleApprover, "")
+	approver, err := p.app.Tokens.Create(ctx, benchTenant, auth.RoleApprover, "")
 	if err != nil {
 		return nil, err
 	}
-	principal, err := tokens.Authenticate(ctx, agent.Secret)
+	principal, err := p.app.Tokens.Authenticate(ctx, agent.Secret)
 	if err != nil {
 		return nil, err
 	}
 	p.agent, p.tenantID, p.approver = agent.Secret, principal.TenantID, approver.ID
 
-	if r.Relay {
-		if err := p.startRelay(ctx); err != nil {
-			return nil, err
-		}
-	}
-	if r.Dispatcher {
-		d, err := dispatcher.New(p.store, p.broker, dispatcher.Config{Registry: e.supplier.registry, Logger: quiet()})
-		if err != nil {
-			return nil, err
-		}
-		if err := p.start(ctx, d); err != nil {
+	if !r.Later {
+		if err := p.start(ctx); err != nil {
 			return nil, err
 		}
 	}
 	if r.API {
-		if err := p.serveAPI(e.supplier.registry, tokens); err != nil {
+		if err := p.serveAPI(); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
 }
 
-// startRelay starts an outbox relay configured as `actledger serve`
-// configures it (default batches, LISTEN/NOTIFY and a 1 s poll).
-func (p *pipeline) startRelay(ctx context.Context) error {
-	p.relay = outbox.NewRelay(p.db.pool, p.broker.JetStream(), outbox.Config{Logger: quiet()})
-	return p.start(ctx, p.relay)
-}
+// start starts the roles the pipeline was built with.
+func (p *pipeline) start(ctx context.Context) error { return p.app.Start(ctx) }
 
-// start starts c and remembers it for close.
-func (p *pipeline) start(ctx context.Context, c interface {
-	Start(context.Context) error
-	Stop()
-}) error {
-	if err := c.Start(ctx); err != nil {
-		return err
-	}
-	p.running = append(p.running, c)
-	return nil
-}
-
-// serveAPI serves api.New on a loopback port with a real http.Server, and
-// makes a client that keeps connections alive for every load generator.
-func (p *pipeline) serveAPI(registry *provider.Registry, tokens *auth.Tokens) error {
-	actions := make(map[string]string)
-	for _, a := range registry.Actions() {
-		cfg, _ := registry.ForAction(a)
-		actions[a] = cfg.Name
-	}
-	handler := api.New(api.Config{
-		Ledger: p.store, Tokens: tokens, Actions: actions, Targets: api.TargetsOf(registry.Providers()),
-		DispatchSubject: p.broker.DispatchSubject, EvidenceSubject: p.broker.EvidenceSubject,
-		Logger: quiet(),
-	})
+// serveAPI serves the app's handler on a loopback port with a real
+// http.Server, and makes a client that keeps connections alive for every
+// load generator.
+func (p *pipeline) serveAPI() error {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("listen for the API: %w", err)
 	}
-	p.server = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+	p.server = &http.Server{Handler: p.app.Handler, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = p.server.Serve(ln) }()
 	p.url = "http://" + ln.Addr().String()
 	p.client = &http.Client{Transport: &http.Transport{
@@ -255,8 +223,8 @@ func (p *pipeline) close(ctx context.Context) {
 		cancel()
 		p.client.CloseIdleConnections()
 	}
-	for _, c := range slices.Backward(p.running) {
-		c.Stop()
+	if p.app != nil {
+		p.app.Stop()
 	}
 	if p.broker != nil {
 		cleanup, cancel := context.WithTimeout(ctx, 30*time.Second)

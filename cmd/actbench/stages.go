@@ -118,7 +118,7 @@ type drainResult struct {
 // statistics the planner sorts the whole backlog for each of the first
 // claims, which measures the server's configuration, not the relay.
 func relayDrain(ctx context.Context, e *env, pl plan) (drainResult, error) {
-	p, err := newPipeline(ctx, e, roles{})
+	p, err := newPipeline(ctx, e, roles{Relay: true, Later: true})
 	if err != nil {
 		return drainResult{}, err
 	}
@@ -132,7 +132,7 @@ func relayDrain(ctx context.Context, e *env, pl plan) (drainResult, error) {
 	}
 	cpu := startCPU()
 	start := time.Now()
-	if err := p.startRelay(ctx); err != nil {
+	if err := p.start(ctx); err != nil {
 		return drainResult{}, err
 	}
 	deadline := start.Add(pl.Settle)

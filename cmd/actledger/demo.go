@@ -19,13 +19,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 )
 
@@ -277,7 +276,6 @@ type pipeline struct {
 	apiURL   string
 	agent    string // token secrets
 	approver string
-	workers  []startStopper
 	log      *slog.Logger
 	// operation is the demo's operation once created; close settles it if unfinished.
 	operation string
@@ -299,8 +297,7 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 	if err != nil {
 		return nil, err
 	}
-	notifier := outbox.NewNotifier(pool, logger)
-	p.pool, p.store = pool, ledger.New(pool, ledger.Config{OutboxCommitted: notifier.Signal})
+	p.pool = pool
 	p.onClose(stopDB)
 
 	dir, err := os.MkdirTemp("", "actledger-demo-nats-")
@@ -308,48 +305,45 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 		return nil, fmt.Errorf("temporary directory for JetStream: %w", err)
 	}
 	p.onClose(func() { _ = os.RemoveAll(dir) })
-	// The embedded server is a throwaway in a temporary directory: its warnings about falling
-	// short of production durability (one replica) would only confuse, so only errors pass.
-	b, err := broker.Connect(ctx, broker.Config{
-		DataDir: dir, Prefix: p.prefix, Name: "actledger-demo",
-		Logger: slog.New(minLevelHandler{Handler: logger.Handler(), min: slog.LevelError}),
-	})
-	if err != nil {
-		return nil, err
-	}
-	p.onClose(b.Close)
-	p.onClose(p.settle)
-
 	registry, err := demoRegistry(supplierURL)
 	if err != nil {
 		return nil, err
 	}
-	tokens := auth.New(pool, p.store)
+	a, err := app.Build(ctx, app.Config{
+		Pool: pool,
+		// The embedded server is a throwaway in a temporary directory: its warnings about
+		// falling short of production durability (one replica) would only confuse, so only
+		// errors pass.
+		NATS: broker.Config{
+			DataDir: dir, Prefix: p.prefix, Name: "actledger-demo",
+			Logger: slog.New(minLevelHandler{Handler: logger.Handler(), min: slog.LevelError}),
+		},
+		Registry:   registry,
+		Roles:      app.Roles{API: true, Relay: true, Dispatcher: true},
+		Dispatcher: dispatcher.Config{Concurrency: 4},
+		Logger:     logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	p.store = a.Store
+	// Stopped before settle, so nothing moves under it; the broker closes after settle.
+	p.onClose(a.Broker.Close)
+	p.onClose(p.settle)
+
 	tenant := "demo-" + strings.ToLower(rand.Text()[:8])
 	for role, secret := range map[auth.Role]*string{auth.RoleAgent: &p.agent, auth.RoleApprover: &p.approver} {
-		created, err := tokens.Create(ctx, tenant, role, "")
+		created, err := a.Tokens.Create(ctx, tenant, role, "")
 		if err != nil {
 			return nil, err
 		}
 		*secret = created.Secret
 	}
-
-	d, err := dispatcher.New(p.store, b, dispatcher.Config{Registry: registry, Concurrency: 4, Logger: logger})
-	if err != nil {
+	if err := a.Start(ctx); err != nil {
 		return nil, err
 	}
-	p.workers = []startStopper{notifier, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}), d}
-	for _, w := range p.workers {
-		if err := w.Start(ctx); err != nil {
-			return nil, err
-		}
-		p.onClose(w.Stop)
-	}
-	handler := api.New(api.Config{
-		Ledger: p.store, Tokens: tokens, Actions: map[string]string{demoAction: demoProvider},
-		Targets: api.TargetsOf(registry.Providers()), DispatchSubject: b.DispatchSubject, Logger: logger,
-	})
-	url, stopAPI, err := serveLoopback(ctx, handler, logger)
+	p.onClose(a.Stop)
+	url, stopAPI, err := serveLoopback(ctx, a.Handler, logger)
 	if err != nil {
 		return nil, err
 	}

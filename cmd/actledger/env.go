@@ -2,13 +2,22 @@ package main
 
 import (
 	"cmp"
+	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 )
 
-// env is the configuration read from the environment, with the contract's
-// defaults.
+// defaultListenAddr is LISTEN_ADDR's default: loopback only, so a first
+// run exposes nothing.
+const defaultListenAddr = "127.0.0.1:8080"
+
+// env is the configuration read from the environment. A variable left
+// unset stays zero here and the component it configures applies its own
+// default (broker.DefaultDataDir, dispatcher.DefaultLeaseDuration, ...), so
+// each default is written once.
 type env struct {
 	DatabaseURL string // empty: find or start a local Postgres (localpg)
 	NATSURL     string // empty: embedded JetStream
@@ -19,70 +28,77 @@ type env struct {
 	NATSCreds, NATSUser, NATSPassword, NATSNkey, NATSCA string
 	// EvidenceUnappliedAfter (EVIDENCE_UNAPPLIED_AFTER) is how long stored
 	// evidence may wait for its message before the reconciler applies it
-	// from Postgres (0: the reconciler's default, 30s).
+	// from Postgres (0: reconciler.DefaultUnappliedAfter).
 	EvidenceUnappliedAfter time.Duration
 	ListenAddr             string
 	ProvidersFile          string
 	LeaseDuration          time.Duration
-	// DispatchConcurrency is the per-provider worker count (0: default).
+	// DispatchConcurrency is the per-provider worker count (0:
+	// dispatcher.DefaultConcurrency).
 	DispatchConcurrency int
-	// StreamReplicas is the replica count of every stream (0: 1).
+	// StreamReplicas is the replica count of every stream (0:
+	// broker.DefaultReplicas).
 	StreamReplicas int
 	StreamPrefix   string
 	LogLevel       slog.Level
 	// Getenv reads further variables the config names (webhook secrets).
-	Getenv   func(string) string
-	badLease string
-	// badDurations names duration variables that are set but unusable.
-	badDurations []string
+	Getenv func(string) string
 }
 
-func loadEnv(getenv func(string) string) env {
+// loadEnv reads the environment. Every value that is set and unusable is
+// an error naming its variable: a typo must stop the process, not turn
+// silently into a default.
+func loadEnv(getenv func(string) string) (env, error) {
 	e := env{
 		DatabaseURL:   getenv("DATABASE_URL"),
 		NATSURL:       getenv("NATS_URL"),
-		NATSDataDir:   cmp.Or(getenv("NATS_DATA_DIR"), "./data/nats"),
+		NATSDataDir:   getenv("NATS_DATA_DIR"),
 		NATSCreds:     getenv("NATS_CREDS"),
 		NATSUser:      getenv("NATS_USER"),
 		NATSPassword:  getenv("NATS_PASSWORD"),
 		NATSNkey:      getenv("NATS_NKEY"),
 		NATSCA:        getenv("NATS_CA"),
-		ListenAddr:    cmp.Or(getenv("LISTEN_ADDR"), "127.0.0.1:8080"),
+		ListenAddr:    cmp.Or(getenv("LISTEN_ADDR"), defaultListenAddr),
 		ProvidersFile: getenv("PROVIDERS_FILE"),
-		LeaseDuration: 30 * time.Second,
-		StreamPrefix:  cmp.Or(getenv("STREAM_PREFIX"), "ACTLEDGER"),
+		StreamPrefix:  getenv("STREAM_PREFIX"),
 		Getenv:        getenv,
 	}
-	if v := getenv("LEASE_DURATION"); v != "" {
+	var errs []error
+	duration := func(name string, into *time.Duration) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			e.badLease = v
-		} else {
-			e.LeaseDuration = d
+			errs = append(errs, fmt.Errorf("%s=%q: not a positive duration such as 30s", name, v))
+			return
+		}
+		*into = d
+	}
+	positive := func(name string, into *int) {
+		v := getenv(name)
+		if v == "" {
+			return
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("%s=%q: not a positive whole number", name, v))
+			return
+		}
+		*into = n
+	}
+	duration("LEASE_DURATION", &e.LeaseDuration)
+	duration("EVIDENCE_UNAPPLIED_AFTER", &e.EvidenceUnappliedAfter)
+	positive("DISPATCH_CONCURRENCY", &e.DispatchConcurrency)
+	positive("STREAM_REPLICAS", &e.StreamReplicas)
+	if v := getenv("LOG_LEVEL"); v != "" {
+		if err := e.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			errs = append(errs, fmt.Errorf("LOG_LEVEL=%q: none of %s", v, strings.Join(logLevels, ", ")))
 		}
 	}
-	if v := getenv("EVIDENCE_UNAPPLIED_AFTER"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			e.badDurations = append(e.badDurations, "EVIDENCE_UNAPPLIED_AFTER="+strconv.Quote(v))
-		} else {
-			e.EvidenceUnappliedAfter = d
-		}
-	}
-	e.DispatchConcurrency = positiveInt(getenv("DISPATCH_CONCURRENCY"))
-	e.StreamReplicas = positiveInt(getenv("STREAM_REPLICAS"))
-	if getenv("LOG_LEVEL") == "debug" {
-		e.LogLevel = slog.LevelDebug
-	}
-	return e
+	return e, errors.Join(errs...)
 }
 
-// positiveInt parses v, or returns 0 (the default) when v is empty or not a
-// positive integer.
-func positiveInt(v string) int {
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		return 0
-	}
-	return n
-}
+// logLevels are the values LOG_LEVEL takes (any case).
+var logLevels = []string{"debug", "info", "warn", "error"}

@@ -61,7 +61,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if len(args) == 0 {
 		return errUsage
 	}
-	env := loadEnv(getenv)
+	if args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	env, err := loadEnv(getenv)
+	if err != nil && args[0] != "ops" { // ops reads only ACTLEDGER_URL and ACTLEDGER_TOKEN
+		return err
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
 	switch args[0] {
 	case "serve":
@@ -74,9 +81,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return demo(ctx, env, args[1:], stdout, logger)
 	case "ops":
 		return ops(ctx, getenv, args[1:], stdout)
-	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
-		return nil
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}

@@ -13,24 +13,15 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/api"
-	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
-	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/metrics"
-	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
 var allRoles = []string{"api", "relay", "dispatcher", "reconciler"}
-
-// startStopper is the contract every long-running component shares.
-type startStopper interface {
-	Start(ctx context.Context) error
-	Stop()
-}
 
 func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error {
 	fs := newFlagSet("serve", io.Discard)
@@ -42,12 +33,6 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	roles, err := parseRoles(*rolesFlag)
 	if err != nil {
 		return err
-	}
-	if e.badLease != "" {
-		return fmt.Errorf("LEASE_DURATION=%q is not a positive duration such as 30s", e.badLease)
-	}
-	if len(e.badDurations) > 0 {
-		return fmt.Errorf("%s: not a positive duration such as 30s", strings.Join(e.badDurations, ", "))
 	}
 	if *providersFlag == "" {
 		return errors.New("no providers config: set PROVIDERS_FILE or --providers (`make run` uses demo/providers.yaml)")
@@ -63,92 +48,44 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	}
 	defer stopDB()
 
-	b, err := broker.Connect(ctx, broker.Config{
-		URL: e.NATSURL, DataDir: e.NATSDataDir, Prefix: e.StreamPrefix, Replicas: e.StreamReplicas, Logger: logger,
-		CredsFile: e.NATSCreds, User: e.NATSUser, Password: e.NATSPassword, NkeyFile: e.NATSNkey, CAFile: e.NATSCA,
+	a, err := app.Build(ctx, app.Config{
+		Pool: pool,
+		NATS: broker.Config{
+			URL: e.NATSURL, DataDir: e.NATSDataDir, Prefix: e.StreamPrefix, Replicas: e.StreamReplicas,
+			CredsFile: e.NATSCreds, User: e.NATSUser, Password: e.NATSPassword, NkeyFile: e.NATSNkey, CAFile: e.NATSCA,
+		},
+		Registry: registry,
+		Roles: app.Roles{
+			API:   slices.Contains(roles, "api"),
+			Relay: slices.Contains(roles, "relay"),
+			// The lease sweeper goes with the dispatchers it backs up.
+			Dispatcher: slices.Contains(roles, "dispatcher"),
+			Sweeper:    slices.Contains(roles, "dispatcher"),
+			Reconciler: slices.Contains(roles, "reconciler"),
+		},
+		Metrics:    true,
+		Getenv:     e.Getenv,
+		Dispatcher: dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
+		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
+		Logger:     logger,
 	})
 	if err != nil {
 		return err
 	}
-	defer b.Close()
-	logger.Info("connected to JetStream", "embedded", b.Embedded(), "server_version", b.ServerVersion(), "prefix", b.Prefix())
-
-	notifier := outbox.NewNotifier(pool, logger)
-	store := ledger.New(pool, ledger.Config{ReviewSubjectPrefix: b.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
-	metricsRegistry := metrics.New(pool, logger)
-	rec, err := reconciler.New(store, b, reconciler.Config{Registry: registry, UnappliedAfter: e.EvidenceUnappliedAfter, Logger: logger})
-	if err != nil {
+	defer a.Close()
+	logger.Info("connected to JetStream", "embedded", a.Broker.Embedded(), "server_version", a.Broker.ServerVersion(), "prefix", a.Broker.Prefix())
+	// A failed start stops what already started; Close stops the rest.
+	if err := a.Start(ctx); err != nil {
 		return err
 	}
-	components := []startStopper{notifier}
-	if slices.Contains(roles, "relay") {
-		components = append(components, outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: logger}))
-	}
-	if slices.Contains(roles, "dispatcher") {
-		d, err := dispatcher.New(store, b, dispatcher.Config{
-			Registry: registry, LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency,
-			OnAttempt: metricsRegistry.Attempt, Logger: logger,
-		})
-		if err != nil {
-			return err
-		}
-		components = append(components, d, dispatcher.NewLeaseSweeper(store, b, dispatcher.SweeperConfig{Registry: registry, Logger: logger}))
-	}
-	if slices.Contains(roles, "reconciler") {
-		components = append(components, rec)
-	}
-	// One LISTEN connection wakes every long-polling reader of this process.
-	watcher := ledger.NewWatcher(pool, logger)
-	if slices.Contains(roles, "api") {
-		components = append(components, watcher)
-	}
-	for _, c := range components {
-		if err := c.Start(ctx); err != nil {
-			return err
-		}
-	}
-	defer func() {
-		for _, c := range slices.Backward(components) {
-			c.Stop()
-		}
-	}()
 
-	if !slices.Contains(roles, "api") {
+	if a.Handler == nil {
 		logger.Info("actledger running", "roles", roles)
 		<-ctx.Done()
 		logger.Info("shutting down")
 		return nil
 	}
-	actions := make(map[string]string)
-	for _, a := range registry.Actions() {
-		cfg, _ := registry.ForAction(a)
-		actions[a] = cfg.Name
-	}
-	handler := api.New(api.Config{
-		Ledger:          store,
-		Tokens:          auth.New(pool, store),
-		Actions:         actions,
-		Targets:         api.TargetsOf(registry.Providers()),
-		DispatchSubject: b.DispatchSubject,
-		EvidenceSubject: b.EvidenceSubject,
-		WebhookSecrets: func(name string) ([][]byte, bool) {
-			pc, ok := registry.Provider(name)
-			if !ok {
-				return nil, false
-			}
-			return pc.WebhookSecretsFrom(e.Getenv), true
-		},
-		Reconciler: rec,
-		Watcher:    watcher,
-		ReadyChecks: []api.ReadyCheck{
-			{Name: "postgres", Check: pool.Ping},
-			{Name: "nats", Check: b.Ping},
-		},
-		OnWebhookRejected: metricsRegistry.WebhookRefused,
-		Metrics:           metricsRegistry.Handler(),
-		Logger:            logger,
-	})
-	return listenAndServe(ctx, e.ListenAddr, handler, logger, roles)
+	return listenAndServe(ctx, e.ListenAddr, a.Handler, logger, roles)
 }
 
 // listenAndServe serves until ctx ends, then stops taking new requests and

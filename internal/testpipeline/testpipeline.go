@@ -1,8 +1,9 @@
 // Package testpipeline assembles the whole actledger pipeline for a test:
 // a fresh database, unique streams on the real NATS server, the mock
-// supplier, the HTTP API (with webhooks and the operator endpoints), the
-// relay, dispatchers, the lease sweeper and the reconciler. Tests drive it
-// through the real path and count orders at the supplier.
+// supplier, and the process app.Build wires for `actledger serve` (the HTTP
+// API with webhooks and the operator endpoints, the relay, dispatchers, the
+// lease sweeper and the reconciler). Tests drive it through the real path
+// and count orders at the supplier.
 package testpipeline
 
 import (
@@ -26,6 +27,8 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/app"
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
@@ -41,10 +44,6 @@ const Action = "supplier.create_order"
 // OtherAction is the action of the second provider, "beta", that every
 // pipeline also configures, with its own supplier (Pipeline.Other).
 const OtherAction = "ticket.open"
-
-// DefaultTarget is every provider's account and environment until
-// Retarget changes them.
-var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
 
 // WebhookSecret signs the mock supplier's webhooks.
 const WebhookSecret = "whsec-test"
@@ -98,23 +97,24 @@ type Pipeline struct {
 	Other      *mocksupplier.Server
 	Registry   *provider.Registry
 	Reconciler *reconciler.Reconciler
-	// Watcher wakes the API's long polls; it runs from New on.
-	Watcher  *ledger.Watcher
-	API      *httptest.Server
-	Tenant   string
-	TenantID uuid.UUID
+	API        *httptest.Server
+	Tenant     string
+	TenantID   uuid.UUID
 	// Tokens of the tenant, by role.
 	Agent, Approver, Operator string
 	agent, approver           auth.Principal
 
-	providers map[string]provider.Provider
+	app     *app.App
+	running []startstop.Service
 	// urls are the suppliers' addresses, by provider; targets the
-	// accounts and environments Retarget set (default acct_test, test).
-	urls     map[string]string
-	targets  map[string]ledger.Target
-	notifier *outbox.Notifier
-	running  []interface{ Stop() }
+	// accounts and environments Retarget set (default DefaultTarget).
+	urls    map[string]string
+	targets map[string]ledger.Target
 }
+
+// DefaultTarget is every provider's account and environment until
+// Retarget changes them.
+var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -140,12 +140,6 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if p.Broker == nil {
 		p.Broker = testnats.New(t)
 	}
-	p.notifier = outbox.NewNotifier(p.Pool, quiet())
-	if err := p.notifier.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.notifier.Stop)
-	p.Store = ledger.New(p.Pool, ledger.Config{Now: p.Clock.Now, ReviewSubjectPrefix: p.Broker.ReviewSubjectPrefix(), OutboxCommitted: p.notifier.Signal})
 	lag := max(opts.LookupLag, 0)
 	p.Supplier = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
 	supplierSrv := httptest.NewServer(p.Supplier)
@@ -157,31 +151,13 @@ func New(t *testing.T, opts Options) *Pipeline {
 
 	p.urls = map[string]string{"acme": supplierSrv.URL, "beta": otherSrv.URL}
 	p.targets = map[string]ledger.Target{}
-	p.configure()
-
-	tokens := auth.New(p.Pool, p.Store)
-	p.Agent, p.agent = p.token(tokens, auth.RoleAgent)
-	p.Approver, p.approver = p.token(tokens, auth.RoleApprover)
-	p.Operator, _ = p.token(tokens, auth.RoleOperator)
+	p.build()
+	p.Agent, p.agent = p.token(p.app.Tokens, auth.RoleAgent)
+	p.Approver, p.approver = p.token(p.app.Tokens, auth.RoleApprover)
+	p.Operator, _ = p.token(p.app.Tokens, auth.RoleOperator)
 	p.TenantID = p.agent.TenantID
 
-	p.Watcher = ledger.NewWatcher(p.Pool, quiet())
-	if err := p.Watcher.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Watcher.Stop)
-	handler := api.New(api.Config{
-		Ledger: p.Store, Tokens: tokens, Actions: map[string]string{Action: "acme", OtherAction: "beta"}, Targets: api.TargetsOf(p.Registry.Providers()),
-		DispatchSubject: p.Broker.DispatchSubject, EvidenceSubject: p.Broker.EvidenceSubject,
-		WebhookSecrets: func(name string) ([][]byte, bool) {
-			if name != "acme" {
-				return nil, false
-			}
-			return [][]byte{[]byte(WebhookSecret)}, true
-		},
-		Reconciler: p.Reconciler, Watcher: p.Watcher, Logger: quiet(),
-	})
-	p.API = httptest.NewServer(handler)
+	p.API = httptest.NewServer(p.app.Handler)
 	t.Cleanup(p.API.Close)
 	if opts.Webhooks {
 		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
@@ -190,33 +166,49 @@ func New(t *testing.T, opts Options) *Pipeline {
 	return p
 }
 
-// configure builds the registry, the providers and the reconciler from
-// the options and the targets.
-func (p *Pipeline) configure() {
+// build wires the process (app.Build) for the registry of the suppliers
+// and targets.
+func (p *Pipeline) build() {
 	p.t.Helper()
+	opts := p.Opts
 	p.Registry = p.registry()
-	p.providers = make(map[string]provider.Provider)
-	for _, pc := range p.Registry.Providers() {
-		p.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
-	}
-	if p.Opts.Providers != nil {
-		p.providers["acme"] = p.Opts.Providers(p.providers["acme"])
+	var providers map[string]provider.Provider
+	if opts.Providers != nil {
+		acme, _ := p.Registry.Provider("acme")
+		providers = map[string]provider.Provider{"acme": opts.Providers(provider.NewHTTP(acme, provider.HTTPOptions{}))}
 	}
 	var err error
-	p.Reconciler, err = reconciler.New(p.Store, p.Broker, reconciler.Config{Registry: p.Registry, Providers: p.providers, Logger: quiet()})
+	p.app, err = app.Build(context.Background(), app.Config{
+		Pool: p.Pool, Broker: p.Broker, Registry: p.Registry, Providers: providers, Now: p.Clock.Now,
+		// Dispatchers are added by Start, fresh each time, as a new
+		// process's would be.
+		Roles:      app.Roles{API: true, Relay: true, Sweeper: true, Reconciler: true},
+		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
+		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
+		Relay:      outbox.Config{PollInterval: 100 * time.Millisecond},
+		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
+			if name != "acme" {
+				return nil, false
+			}
+			return [][]byte{[]byte(WebhookSecret)}, true
+		}},
+		Logger: quiet(),
+	})
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	p.Store, p.Reconciler = p.app.Store, p.app.Reconciler
 }
 
 // Retarget points providerName at another account and environment, as an
-// edited providers file does, for the components Start starts next: call
-// it before Start, or between StopAll and Start (a restart). The API keeps
-// binding new approvals to the targets it was built with.
+// edited providers file does, and wires the process again for it: call it
+// before Start, or between StopAll and Start (a restart). The API keeps
+// serving from the process built first, binding new approvals to the
+// targets it was built with.
 func (p *Pipeline) Retarget(providerName string, t ledger.Target) {
 	p.t.Helper()
 	p.targets[providerName] = t
-	p.configure()
+	p.build()
 }
 
 func (p *Pipeline) registry() *provider.Registry {
@@ -281,46 +273,34 @@ func (p *Pipeline) TokenFor(tenant string, role auth.Role) string {
 	return c.Secret
 }
 
-// Start runs the relay, n dispatchers, the lease sweeper and the
-// reconciler.
+// Start runs the relay, the lease sweeper, the reconciler and n fresh
+// dispatchers (with nothing in memory from an earlier Start).
 func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 	p.t.Helper()
-	p.start(outbox.NewRelay(p.Pool, p.Broker.JetStream(), outbox.Config{PollInterval: 100 * time.Millisecond, Logger: quiet()}))
+	p.start(p.app)
 	var ds []*dispatcher.Dispatcher
 	for i := range dispatchers {
-		d, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{
-			Registry: p.Registry, Providers: p.providers, LeaseDuration: p.Opts.Lease,
-			WorkerID: fmt.Sprintf("w%d", i), Concurrency: 4, Logger: quiet(),
-		})
+		d, err := p.app.NewDispatcher(fmt.Sprintf("w%d", i))
 		if err != nil {
 			p.t.Fatal(err)
 		}
 		ds = append(ds, d)
 		p.start(d)
 	}
-	p.start(dispatcher.NewLeaseSweeper(p.Store, p.Broker, dispatcher.SweeperConfig{
-		Registry: p.Registry, Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second, Logger: quiet(),
-	}))
-	p.start(p.Reconciler)
 	return ds
 }
 
-func (p *Pipeline) start(c interface {
-	Start(context.Context) error
-	Stop()
-}) {
+func (p *Pipeline) start(s startstop.Service) {
 	p.t.Helper()
-	if err := c.Start(context.Background()); err != nil {
+	if err := s.Start(context.Background()); err != nil {
 		p.t.Fatal(err)
 	}
-	p.running = append(p.running, c)
+	p.running = append(p.running, s)
 }
 
 // StopAll stops everything Start started, newest first.
 func (p *Pipeline) StopAll() {
-	for i := len(p.running) - 1; i >= 0; i-- {
-		p.running[i].Stop()
-	}
+	startstop.StopAll(p.running...)
 	p.running = nil
 }
 

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every variable loadEnv reads: a usable value lands in its field, an
+// unusable one is an error naming the variable (a bad DISPATCH_CONCURRENCY
+// used to become the default without a word).
+func TestLoadEnvFailsOnABadValueNamingTheVariable(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, value string
+		check       func(env) bool // for a usable value
+		wantErr     bool
+	}{
+		{"DATABASE_URL", "postgres://db/x", func(e env) bool { return e.DatabaseURL == "postgres://db/x" }, false},
+		{"NATS_URL", "nats://n:4222", func(e env) bool { return e.NATSURL == "nats://n:4222" }, false},
+		{"NATS_DATA_DIR", "/var/nats", func(e env) bool { return e.NATSDataDir == "/var/nats" }, false},
+		{"NATS_CREDS", "/c", func(e env) bool { return e.NATSCreds == "/c" }, false},
+		{"NATS_USER", "u", func(e env) bool { return e.NATSUser == "u" }, false},
+		{"NATS_PASSWORD", "p", func(e env) bool { return e.NATSPassword == "p" }, false},
+		{"NATS_NKEY", "/k", func(e env) bool { return e.NATSNkey == "/k" }, false},
+		{"NATS_CA", "/ca", func(e env) bool { return e.NATSCA == "/ca" }, false},
+		{"LISTEN_ADDR", ":9", func(e env) bool { return e.ListenAddr == ":9" }, false},
+		{"PROVIDERS_FILE", "p.yaml", func(e env) bool { return e.ProvidersFile == "p.yaml" }, false},
+		{"STREAM_PREFIX", "X", func(e env) bool { return e.StreamPrefix == "X" }, false},
+		{"LEASE_DURATION", "45s", func(e env) bool { return e.LeaseDuration == 45*time.Second }, false},
+		{"LEASE_DURATION", "30", nil, true},
+		{"LEASE_DURATION", "-5s", nil, true},
+		{"LEASE_DURATION", "0s", nil, true},
+		{"EVIDENCE_UNAPPLIED_AFTER", "1m", func(e env) bool { return e.EvidenceUnappliedAfter == time.Minute }, false},
+		{"EVIDENCE_UNAPPLIED_AFTER", "soon", nil, true},
+		{"DISPATCH_CONCURRENCY", "8", func(e env) bool { return e.DispatchConcurrency == 8 }, false},
+		{"DISPATCH_CONCURRENCY", "eight", nil, true},
+		{"DISPATCH_CONCURRENCY", "0", nil, true},
+		{"DISPATCH_CONCURRENCY", "-1", nil, true},
+		{"STREAM_REPLICAS", "3", func(e env) bool { return e.StreamReplicas == 3 }, false},
+		{"STREAM_REPLICAS", "three", nil, true},
+		{"STREAM_REPLICAS", "0", nil, true},
+		{"LOG_LEVEL", "debug", func(e env) bool { return e.LogLevel == slog.LevelDebug }, false},
+		{"LOG_LEVEL", "WARN", func(e env) bool { return e.LogLevel == slog.LevelWarn }, false},
+		{"LOG_LEVEL", "verbose", nil, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name+"="+tt.value, func(t *testing.T) {
+			t.Parallel()
+			e, err := loadEnv(func(k string) string {
+				if k == tt.name {
+					return tt.value
+				}
+				return ""
+			})
+			if tt.wantErr {
+				if err == nil || !strings.Contains(err.Error(), tt.name+"=") {
+					t.Fatalf("loadEnv: %v, want an error naming %s", err, tt.name)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("loadEnv: %v", err)
+			}
+			if !tt.check(e) {
+				t.Errorf("%s=%q not read: %+v", tt.name, tt.value, e)
+			}
+		})
+	}
+}
+
+// Unset variables stay zero, so each component applies its own default.
+func TestLoadEnvLeavesUnsetVariablesToTheComponentDefaults(t *testing.T) {
+	t.Parallel()
+	e, err := loadEnv(func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.LeaseDuration != 0 || e.DispatchConcurrency != 0 || e.StreamReplicas != 0 || e.NATSDataDir != "" || e.StreamPrefix != "" {
+		t.Errorf("defaults written in env: %+v", e)
+	}
+	if e.ListenAddr != defaultListenAddr || e.LogLevel != slog.LevelInfo {
+		t.Errorf("ListenAddr %q LogLevel %s, want %q and info", e.ListenAddr, e.LogLevel, defaultListenAddr)
+	}
+}
+
+// A bad value stops every command that uses the environment, before it
+// touches a database.
+func TestRunRefusesABadDispatchConcurrency(t *testing.T) {
+	t.Parallel()
+	getenv := func(k string) string {
+		if k == "DISPATCH_CONCURRENCY" {
+			return "lots"
+		}
+		return ""
+	}
+	err := run(t.Context(), []string{"serve"}, getenv, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `DISPATCH_CONCURRENCY="lots"`) {
+		t.Errorf("serve = %v, want an error naming DISPATCH_CONCURRENCY", err)
+	}
+}

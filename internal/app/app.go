@@ -1,0 +1,286 @@
+// Package app wires actledger's pipeline once: the ledger store on a pool,
+// the broker, the provider registry, and the roles a process runs (HTTP API,
+// outbox relay, dispatchers, lease sweeper, reconciler, metrics). `actledger
+// serve`, `actledger demo`, actbench and the test pipeline all build their
+// process with Build, so a component added or rewired here is added or
+// rewired everywhere.
+//
+// It never opens the database (callers differ: localpg, a benchmark's fresh
+// database, a test's template copy) and never serves HTTP (callers choose
+// the listener); it hands back the handler.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/metrics"
+	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/reconciler"
+)
+
+// DefaultDispatchers is Config.Dispatchers' default: one dispatcher per
+// process runs Dispatcher.Concurrency workers per provider.
+const DefaultDispatchers = 1
+
+// Roles says which long-running parts a process runs. The ledger store,
+// the token store and the reconciler's operator methods are always there.
+type Roles struct {
+	// API builds the HTTP handler (App.Handler).
+	API bool
+	// Relay publishes outbox rows to JetStream.
+	Relay bool
+	// Dispatcher runs Config.Dispatchers dispatchers.
+	Dispatcher bool
+	// Sweeper runs the lease sweeper. It works on every tenant of the
+	// ledger, so a process that must not touch other deployments'
+	// operations (the demo) leaves it out.
+	Sweeper bool
+	// Reconciler consumes the evidence stream.
+	Reconciler bool
+}
+
+// Config configures Build. Pool and Registry are required, and one of
+// Broker and NATS says where JetStream is. The component configs are
+// templates: Build fills the fields it wires (Registry, Providers, Logger,
+// metrics callbacks, the ledger and the subjects) and leaves the rest,
+// whose zero values are each component's defaults.
+type Config struct {
+	// Pool is the migrated database; the caller closes it after Stop.
+	Pool *pgxpool.Pool
+	// Broker is a connected broker the caller closes. When nil, Build
+	// connects one with NATS, and App.Close closes it.
+	Broker *broker.Broker
+	NATS   broker.Config
+	// Registry holds the provider contracts.
+	Registry *provider.Registry
+	// Providers overrides provider implementations by name (tests); the
+	// others get a provider.HTTP from their config.
+	Providers map[string]provider.Provider
+	Roles     Roles
+	// Now is the ledger's clock; nil is the database's and time.Now.
+	Now func() time.Time
+	// Metrics serves /metrics with the API and counts provider attempts
+	// and refused webhooks.
+	Metrics bool
+	// Getenv reads the webhook secrets the providers config names, when
+	// API.WebhookSecrets is nil. Nil: webhooks have no secrets (404).
+	Getenv func(string) string
+
+	// Dispatchers is how many dispatchers run with Roles.Dispatcher.
+	// Default DefaultDispatchers.
+	Dispatchers int
+	Dispatcher  dispatcher.Config
+	Sweeper     dispatcher.SweeperConfig
+	Reconciler  reconciler.Config
+	Relay       outbox.Config
+	// API: WebhookSecrets, ReadyChecks (default: postgres and nats),
+	// MaxBody and RequestTimeout are taken from here.
+	API    api.Config
+	Logger *slog.Logger
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg Config) withDefaults() Config {
+	if cfg.Dispatchers == 0 {
+		cfg.Dispatchers = DefaultDispatchers
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Pool == nil:
+		return errors.New("app: Config.Pool is required")
+	case cfg.Registry == nil:
+		return errors.New("app: Config.Registry is required")
+	case cfg.Dispatchers < 0:
+		return fmt.Errorf("app: Config.Dispatchers %d must not be negative", cfg.Dispatchers)
+	}
+	return nil
+}
+
+// App is one actledger process, built and not yet started.
+type App struct {
+	Pool     *pgxpool.Pool
+	Broker   *broker.Broker
+	Registry *provider.Registry
+	Store    *ledger.Store
+	Tokens   *auth.Tokens
+	// Reconciler serves the operator's review methods; it consumes
+	// evidence only with Roles.Reconciler.
+	Reconciler *reconciler.Reconciler
+	// Handler is the HTTP API; nil without Roles.API.
+	Handler http.Handler
+	// Relay is nil without Roles.Relay.
+	Relay *outbox.Relay
+	// Dispatchers are empty without Roles.Dispatcher.
+	Dispatchers []*dispatcher.Dispatcher
+	// Metrics is nil without Config.Metrics.
+	Metrics *metrics.Registry
+	// Watcher wakes the API's long polls (one LISTEN connection for the
+	// process); nil without Roles.API.
+	Watcher *ledger.Watcher
+
+	cfg         Config
+	services    []startstop.Service
+	closeBroker bool
+}
+
+// Build wires the process cfg describes. Nothing runs until Start; on an
+// error, what Build connected is closed again.
+func Build(ctx context.Context, cfg Config) (_ *App, err error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	a := &App{Pool: cfg.Pool, Broker: cfg.Broker, Registry: cfg.Registry, cfg: cfg}
+	if a.Broker == nil {
+		if cfg.NATS.Logger == nil {
+			cfg.NATS.Logger = cfg.Logger
+		}
+		if a.Broker, err = broker.Connect(ctx, cfg.NATS); err != nil {
+			return nil, err
+		}
+		a.closeBroker = true
+		defer func() {
+			if err != nil {
+				a.Broker.Close()
+			}
+		}()
+	}
+	// Writers wake relays (in this process and others) after their commit.
+	notifier := outbox.NewNotifier(cfg.Pool, cfg.Logger)
+	a.services = append(a.services, notifier)
+	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, ReviewSubjectPrefix: a.Broker.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
+	a.Tokens = auth.New(cfg.Pool, a.Store)
+	if cfg.Metrics {
+		a.Metrics = metrics.New(cfg.Pool, cfg.Logger)
+	}
+
+	rc := cfg.Reconciler
+	rc.Registry, rc.Providers, rc.Logger = cfg.Registry, cfg.Providers, cfg.Logger
+	if a.Reconciler, err = reconciler.New(a.Store, a.Broker, rc); err != nil {
+		return nil, err
+	}
+	if cfg.Roles.Relay {
+		rl := cfg.Relay
+		rl.Logger = cfg.Logger
+		a.Relay = outbox.NewRelay(cfg.Pool, a.Broker.JetStream(), rl)
+		a.services = append(a.services, a.Relay)
+	}
+	if cfg.Roles.Dispatcher {
+		for range cfg.Dispatchers {
+			d, err := a.NewDispatcher(cfg.Dispatcher.WorkerID)
+			if err != nil {
+				return nil, err
+			}
+			a.Dispatchers = append(a.Dispatchers, d)
+			a.services = append(a.services, d)
+		}
+	}
+	if cfg.Roles.Sweeper {
+		sc := cfg.Sweeper
+		sc.Registry, sc.Logger = cfg.Registry, cfg.Logger
+		sweeper, err := dispatcher.NewLeaseSweeper(a.Store, a.Broker, sc)
+		if err != nil {
+			return nil, err
+		}
+		a.services = append(a.services, sweeper)
+	}
+	if cfg.Roles.Reconciler {
+		a.services = append(a.services, a.Reconciler)
+	}
+	if cfg.Roles.API {
+		a.Watcher = ledger.NewWatcher(cfg.Pool, cfg.Logger)
+		a.services = append(a.services, a.Watcher)
+		if a.Handler, err = a.newHandler(); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// NewDispatcher builds one more dispatcher wired as Build wires them, with
+// workerID (empty: the dispatcher's default). The caller starts and stops
+// it; a test uses it to run a fresh process's worker.
+func (a *App) NewDispatcher(workerID string) (*dispatcher.Dispatcher, error) {
+	dc := a.cfg.Dispatcher
+	dc.Registry, dc.Providers, dc.Logger, dc.WorkerID = a.cfg.Registry, a.cfg.Providers, a.cfg.Logger, workerID
+	if a.Metrics != nil {
+		dc.OnAttempt = a.Metrics.Attempt
+	}
+	return dispatcher.New(a.Store, a.Broker, dc)
+}
+
+// newHandler builds the HTTP API over the app's store, tokens and
+// reconciler, for the actions of the registry.
+func (a *App) newHandler() (http.Handler, error) {
+	ac := a.cfg.API
+	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
+	ac.DispatchSubject, ac.EvidenceSubject = a.Broker.DispatchSubject, a.Broker.EvidenceSubject
+	ac.Targets, ac.Watcher = api.TargetsOf(a.cfg.Registry.Providers()), a.Watcher
+	ac.Actions = make(map[string]string)
+	for _, action := range a.cfg.Registry.Actions() {
+		pc, _ := a.cfg.Registry.ForAction(action)
+		ac.Actions[action] = pc.Name
+	}
+	if ac.WebhookSecrets == nil && a.cfg.Getenv != nil {
+		registry, getenv := a.cfg.Registry, a.cfg.Getenv
+		ac.WebhookSecrets = func(name string) ([][]byte, bool) {
+			pc, ok := registry.Provider(name)
+			if !ok {
+				return nil, false
+			}
+			return pc.WebhookSecretsFrom(getenv), true
+		}
+	}
+	if ac.ReadyChecks == nil {
+		ac.ReadyChecks = []api.ReadyCheck{
+			{Name: "postgres", Check: a.Pool.Ping},
+			{Name: "nats", Check: a.Broker.Ping},
+		}
+	}
+	if a.Metrics != nil {
+		ac.OnWebhookRejected = a.Metrics.WebhookRefused
+		ac.Metrics = a.Metrics.Handler()
+	}
+	return api.New(ac)
+}
+
+// Start starts the roles in order (notifier, relay, dispatchers, sweeper,
+// reconciler). When one fails, those already started are stopped before
+// the error returns.
+func (a *App) Start(ctx context.Context) error {
+	return startstop.StartAll(ctx, a.services...)
+}
+
+// Stop stops the roles newest first and waits for them. Safe to call more
+// than once; a stopped App may be started again.
+func (a *App) Stop() { startstop.StopAll(a.services...) }
+
+// Close stops the roles and closes the broker if Build connected it.
+func (a *App) Close() {
+	a.Stop()
+	if a.closeBroker {
+		a.Broker.Close()
+	}
+}

@@ -1,0 +1,111 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/actledger/actledger/internal/app"
+	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/provider"
+)
+
+const providersYAML = `providers:
+  acme:
+    base_url: http://127.0.0.1:9
+    account: acct_test
+    environment: test
+    timeout: 1s
+    create: {method: POST, path: /v1/orders}
+    reference_param: client_reference
+    reference_field: id
+    review: {owner: supply-ops, deadline: 4h}
+actions:
+  supplier.create_order: {provider: acme}
+`
+
+func setup(t *testing.T, roles app.Roles) *app.App {
+	t.Helper()
+	reg, err := provider.Parse([]byte(providersYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.Build(context.Background(), app.Config{
+		Pool: testdb.New(t), Broker: testnats.New(t), Registry: reg, Roles: roles,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// serve used to return on a failed Start with the components started
+// before it still running. A start that fails (here the dispatcher's, whose
+// consumer cannot be created once the streams are gone) stops the relay
+// started before it: the relay can be started again.
+func TestFailedStartStopsTheRolesAlreadyStarted(t *testing.T) {
+	t.Parallel()
+	a := setup(t, app.Roles{Relay: true, Dispatcher: true, Reconciler: true})
+	if err := a.Broker.DeleteStreams(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err == nil {
+		t.Fatal("Start succeeded without streams")
+	}
+	err := a.Relay.Start(context.Background())
+	if errors.Is(err, startstop.ErrStarted) {
+		t.Fatal("the relay still runs after the dispatcher failed to start")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Relay.Stop()
+}
+
+func TestBuildWiresOnlyTheRolesAsked(t *testing.T) {
+	t.Parallel()
+	a := setup(t, app.Roles{API: true})
+	if a.Handler == nil || a.Relay != nil || len(a.Dispatchers) != 0 {
+		t.Errorf("API only: handler %v, relay %v, %d dispatchers", a.Handler != nil, a.Relay != nil, len(a.Dispatchers))
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.Stop()
+	b := setup(t, app.Roles{Relay: true, Dispatcher: true})
+	if b.Handler != nil || b.Relay == nil || len(b.Dispatchers) != app.DefaultDispatchers {
+		t.Errorf("workers: handler %v, relay %v, %d dispatchers", b.Handler != nil, b.Relay != nil, len(b.Dispatchers))
+	}
+}
+
+func TestBuildNamesTheMissingField(t *testing.T) {
+	t.Parallel()
+	_, err := app.Build(context.Background(), app.Config{})
+	if err == nil || !strings.Contains(err.Error(), "Config.Pool") {
+		t.Errorf("Build without a pool: %v, want an error naming Config.Pool", err)
+	}
+}
+
+// The wiring `actledger serve` runs links no test double: the mock
+// supplier reaches the actledger binary only through `actledger demo`.
+func TestServeWiringDoesNotLinkTheMockSupplier(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", "github.com/actledger/actledger/internal/app").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	for _, double := range []string{"github.com/actledger/actledger/mocksupplier", "github.com/actledger/actledger/internal/testpipeline"} {
+		if slices.Contains(deps, double) {
+			t.Errorf("internal/app links %s", double)
+		}
+	}
+}
