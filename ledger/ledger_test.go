@@ -32,7 +32,12 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	pool := testdb.New(t)
+	return setupOn(t, testdb.New(t))
+}
+
+// setupOn is setup on a given pool (e.g. one behind a proxy).
+func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
+	t.Helper()
 	store := ledger.New(pool, ledger.Config{})
 	tokens := auth.New(pool, store)
 	ctx := context.Background()

@@ -3,9 +3,14 @@ package ledger_test
 import (
 	"context"
 	"log/slog"
+	"net/url"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -67,5 +72,67 @@ func TestOnlyWatchedOperationsNotify(t *testing.T) {
 	case <-changed:
 	case <-ctx.Done():
 		t.Fatal("the watched operation's waiter was not woken")
+	}
+}
+
+// TestWatcherWakesItsWaitersWhenItListensAgain: a change made while the
+// watcher's connection is down notifies nobody; when the watcher listens
+// again it registers its operations again and wakes every waiter to read
+// again, so none waits on a stale belief.
+func TestWatcherWakesItsWaitersWhenItListensAgain(t *testing.T) {
+	t.Parallel()
+	direct, dbURL := testdb.NewWithURL(t)
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := testproxy.New(t, u.Host)
+	u.Host = proxy.Addr()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.ConnectTimeout = time.Second
+	proxied, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(proxied.Close)
+	f := setupOn(t, direct)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	a := f.approve(t, `{"sku":"A-1"}`, 1)
+	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	watcher := ledger.NewWatcher(proxied, slog.New(slog.DiscardHandler))
+	changed, stop, err := watcher.Watch(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if err := watcher.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Stop()
+	select { // listening: it wakes its waiters as it starts
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the watcher never listened")
+	}
+
+	proxy.Cut()
+	if _, err := f.store.Transition(ctx, direct, ledger.Change{
+		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusHeld, Kind: "approval_revoked", Actor: "test",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Restore()
+	select {
+	case <-changed:
+	case <-ctx.Done():
+		t.Fatal("the waiter was not woken after the watcher listened again")
 	}
 }
