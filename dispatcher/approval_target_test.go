@@ -2,6 +2,7 @@ package dispatcher_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/actledger/actledger/internal/testpipeline"
@@ -31,8 +32,12 @@ func TestApprovalForAnotherAccountIsHeldBeforeAnyCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if last := events[len(events)-1]; last.Kind != string(ledger.LapseApprovalMismatch) {
+	last := events[len(events)-1]
+	if last.Kind != string(ledger.LapseApprovalMismatch) {
 		t.Errorf("held by event %q, want %q; history:\n%s", last.Kind, ledger.LapseApprovalMismatch, p.History(op))
+	}
+	if !strings.Contains(string(last.Detail), `"account": "acct_other"`) || !strings.Contains(string(last.Detail), `"sent": false`) {
+		t.Errorf("hold evidence %s: want the account it would have gone to and that nothing was sent", last.Detail)
 	}
 	if held.Attempts != 0 || held.FirstSentAt != nil {
 		t.Errorf("held after %d attempts, first sent %v; want nothing sent", held.Attempts, held.FirstSentAt)

@@ -157,7 +157,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 	}
 	if lapse != ledger.LapseNone {
 		log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(lapse), Detail: map[string]any{"lapse": lapse}})
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(lapse), Detail: w.lapseDetail()})
 	}
 	return w.create(ctx)
 }
@@ -357,6 +357,13 @@ func (w *work) create(ctx context.Context) error {
 	}
 }
 
+// lapseDetail is the evidence of a hold: the lapse, the account and
+// environment the call would have gone to (an approval_mismatch names the
+// ones the approval was not granted for), and that nothing was sent.
+func (w *work) lapseDetail() map[string]any {
+	return map[string]any{"lapse": w.lapse, "account": w.pc.Account, "environment": w.pc.Environment, "sent": false}
+}
+
 // lapsed ends a claim whose approval or token lapsed before a create: an
 // operation never sent with a possible effect is held (nothing happened);
 // one whose earlier attempt's outcome was unknown goes to a person, as the
@@ -364,7 +371,7 @@ func (w *work) create(ctx context.Context) error {
 func (w *work) lapsed(ctx context.Context) error {
 	if !w.settling {
 		w.log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", w.lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(w.lapse), Detail: map[string]any{"lapse": w.lapse}})
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(w.lapse), Detail: w.lapseDetail()})
 	}
 	w.log.InfoContext(ctx, "not resent: approval or access lapsed while an earlier outcome is unsettled", "lapse", w.lapse)
 	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: string(w.lapse), Review: w.review(ReasonLapsedUnknown, w.store.Now()),

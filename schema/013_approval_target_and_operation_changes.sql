@@ -35,8 +35,9 @@ COMMENT ON COLUMN approvals.environment IS
 -- so notifying commits queue one behind another (006 took NOTIFY out of the
 -- outbox's data transactions for the same reason). Measured with
 -- `actbench --quick --stages e2e` on a loaded 2-core machine, a NOTIFY on
--- every version change cost 12–17 % of end-to-end throughput; an index
--- probe of an (almost always) empty table costs nothing measurable.
+-- every version change cost 12–17 % of end-to-end throughput; with this
+-- index probe of an (almost always) empty table instead, throughput stayed
+-- within the noise of the baseline (docs/api.md, "Waiting for a change").
 --
 -- UNLOGGED: a registration is only as old as the waiters of a running
 -- process; after a crash of Postgres the table is empty, and every watcher,
