@@ -43,6 +43,10 @@ func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
 		return
 	}
+	if err := s.contract(req.Action).CheckParams(req.Params); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	maxUses := 1
 	if req.MaxUses != nil {
 		maxUses = *req.MaxUses

@@ -6,6 +6,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
 
@@ -47,7 +48,15 @@ func toAPIError(err error) *Error {
 	var apiErr *Error
 	var approvalErr *ledger.ApprovalError
 	var maxBytes *http.MaxBytesError
+	var paramsErr *provider.ParamsError
 	switch {
+	case errors.As(err, &paramsErr):
+		return errorf(http.StatusUnprocessableEntity, "invalid_params", paramsErr.Error())
+	case errors.Is(err, ledger.ErrNotAwaitingApproval):
+		return errorf(http.StatusConflict, "not_awaiting_approval", "this operation is not awaiting approval (it was decided already, or it lapsed)")
+	case errors.Is(err, ledger.ErrFingerprintMismatch):
+		return errorf(http.StatusConflict, "fingerprint_mismatch",
+			"params_fingerprint is not the proposal's: what was shown is not what would be approved; nothing changed")
 	case errors.As(err, &apiErr):
 		return apiErr
 	case errors.As(err, &approvalErr):

@@ -20,6 +20,11 @@ type createOperationRequest struct {
 	Key        *string         `json:"key"`
 	Params     json.RawMessage `json:"params"`
 	ApprovalID string          `json:"approval_id"`
+	// RequestApproval makes the request a proposal: no approval yet, a
+	// person or the action's policy decides (see createProposal).
+	RequestApproval bool `json:"request_approval"`
+	// Reason is the proposal's one sentence for the approver.
+	Reason *string `json:"reason"`
 }
 
 // createOperation is POST /v1/operations. Checks after auth run in the
@@ -45,6 +50,15 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 	approvalID, err := req.validate()
 	if err != nil {
 		s.writeError(w, r, err)
+		return
+	}
+	contract := s.contract(req.Action)
+	if err := contract.CheckParams(req.Params); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.RequestApproval {
+		s.createProposal(w, r, p, req, provider, contract)
 		return
 	}
 	key := ""
@@ -76,6 +90,21 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 // validate checks the fields other than action (the handler checks that
 // first) and returns the approval id; uuid.Nil when none was given.
 func (req createOperationRequest) validate() (uuid.UUID, error) {
+	if req.RequestApproval {
+		switch {
+		case req.ApprovalID != "":
+			return uuid.Nil, fieldError("approval_id", "give approval_id or request_approval, not both")
+		case req.Key == nil:
+			return uuid.Nil, fieldError("key", "is required with request_approval: it is the proposal's identity")
+		}
+		if req.Reason != nil {
+			if err := checkText("reason", *req.Reason, maxNameLength); err != nil {
+				return uuid.Nil, err
+			}
+		}
+	} else if req.Reason != nil {
+		return uuid.Nil, fieldError("reason", "is only for a proposal (request_approval: true)")
+	}
 	if req.Key != nil && (*req.Key == "" || len(*req.Key) > maxKeyLength) {
 		return uuid.Nil, fieldError("key", "must be 1 to 256 characters when given")
 	}

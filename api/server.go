@@ -14,6 +14,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
@@ -32,8 +33,17 @@ type Config struct {
 	// Targets maps each provider to the account and environment its
 	// config names. Every approval is bound to its action's target as it
 	// is granted, and an operation whose action later points elsewhere is
-	// held before any call. Required.
+	// held before any call. Required; default TargetsOf the Registry's
+	// providers when a Registry is set.
 	Targets map[string]ledger.Target
+	// Registry, when set, holds the actions' contracts (params schema,
+	// approval policy) and the providers' accounts. Nil: any params
+	// object is accepted and every proposal waits for a person, with the
+	// default TTLs.
+	Registry *provider.Registry
+	// OnApprovalDecision, when set, is told of every decided approval
+	// request (for metrics).
+	OnApprovalDecision func(outcome metrics.ApprovalOutcome)
 	// DispatchSubject returns the outbox subject for an operation of
 	// provider. Required.
 	DispatchSubject func(provider string) string
@@ -109,6 +119,9 @@ func New(cfg Config) (*Server, error) {
 func (cfg Config) withDefaults() Config {
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.Targets == nil && cfg.Registry != nil {
+		cfg.Targets = TargetsOf(cfg.Registry.Providers())
+	}
 	return cfg
 }
 
@@ -146,6 +159,9 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}", s.authedFor(waitBudget, s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/approval-requests", s.authed(s.listApprovalRequests, auth.RoleApprover))
+	s.mux.Handle("POST /v1/operations/{id}/approve", s.authed(s.approveOperation, auth.RoleApprover))
+	s.mux.Handle("POST /v1/operations/{id}/deny", s.authed(s.denyOperation, auth.RoleApprover))
 	s.mux.Handle("POST /v1/dispatch/pause", s.authed(s.pauseDispatch, auth.RoleOperator))
 	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
 	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))

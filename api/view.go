@@ -18,7 +18,7 @@ type operationView struct {
 	Status            ledger.Status   `json:"status"`
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
-	ApprovalID        uuid.UUID       `json:"approval_id"`
+	ApprovalID        *uuid.UUID      `json:"approval_id"` // null while a proposal waits
 	ExternalKey       string          `json:"external_key"`
 	Provider          string          `json:"provider"`
 	ProviderReference *string         `json:"provider_reference"`
@@ -39,10 +39,13 @@ type reviewView struct {
 func viewOperation(op ledger.Operation) operationView {
 	v := operationView{
 		ID: op.ID, Tenant: op.Tenant, Action: op.Action, Key: op.Key, Status: op.Status,
-		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint, ApprovalID: op.ApprovalID,
+		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint,
 		ExternalKey: op.ExternalKey, Provider: op.Provider, ProviderReference: op.ProviderReference,
 		Attempts: op.Attempts, CreatedAt: rfc3339(op.CreatedAt), UpdatedAt: rfc3339(op.UpdatedAt),
-		Flags: op.Flags, Summary: op.Status.Summary(op.Action),
+		Flags: op.Flags, Summary: op.Summary(),
+	}
+	if op.ApprovalID != uuid.Nil {
+		v.ApprovalID = &op.ApprovalID
 	}
 	if op.Status == ledger.StatusReview && op.ReviewReason != nil {
 		v.Review = &reviewView{Reason: *op.ReviewReason, Owner: deref(op.ReviewOwner), Deadline: rfc3339Ptr(op.ReviewDeadline)}

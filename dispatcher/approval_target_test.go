@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
+
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
@@ -79,4 +81,35 @@ func approvalOf(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation) led
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestApprovedProposalIsBoundToItsAccount: a person's approval of a
+// proposal binds the account the action points at when they approve; a
+// pipeline restarted with the action pointing elsewhere holds it, and
+// no supplier sees a request.
+func TestApprovedProposalIsBoundToItsAccount(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, Mode: mocksupplier.Honour})
+	status, proposal := p.Do("POST", "/v1/operations", p.Agent,
+		`{"action":"`+testpipeline.Action+`","key":"po-1","params":{"sku":"A-1","qty":3},"request_approval":true}`)
+	if status != 202 {
+		t.Fatalf("propose: %d %v", status, proposal)
+	}
+	id := proposal["id"].(string)
+	status, approved := p.Do("POST", "/v1/operations/"+id+"/approve", p.Approver,
+		`{"params_fingerprint":"`+proposal["params_fingerprint"].(string)+`"}`)
+	if status != 200 || approved["status"] != string(ledger.StatusQueued) {
+		t.Fatalf("approve: %d %v", status, approved)
+	}
+	op := p.Get(ledger.Operation{ID: uuid.MustParse(id)})
+	if a := approvalOf(t, p, op); a.Account == nil || *a.Account != "acct_test" {
+		t.Fatalf("the approval is bound to %v, want acct_test", a.Account)
+	}
+
+	p.Retarget("acme", ledger.Target{Account: "acct_other", Environment: "test"})
+	p.Start(1)
+	p.WaitStatus(op, ledger.StatusHeld, settle)
+	if got := p.Creates(op) + len(p.Other.CreateRequests(op.ExternalKey)); got != 0 {
+		t.Errorf("create requests at the suppliers = %d, want 0", got)
+	}
 }

@@ -48,13 +48,17 @@ type SweeperConfig struct {
 	// WorkerID names the sweeper in events. Default
 	// DefaultSweeperWorkerID.
 	WorkerID string
-	Logger   *slog.Logger
+	// OnRequestsExpired, when set, is told how many proposals a sweep held
+	// because nobody decided them before their request_ttl (for metrics).
+	OnRequestsExpired func(n int)
+	Logger            *slog.Logger
 }
 
 // LeaseSweeper makes sure nothing waits forever in a non-terminal state: a
 // claim whose lease expired becomes unknown (its version bumps, so the old
 // worker is fenced) and takes the lookup path; an operation whose dispatch
-// message never arrived is published again.
+// message never arrived is published again; a proposal nobody decided
+// before its action's request_ttl is held.
 type LeaseSweeper struct {
 	store  *ledger.Store
 	broker *broker.Broker
@@ -125,7 +129,8 @@ func (s *LeaseSweeper) Start(ctx context.Context) error {
 // more than once.
 func (s *LeaseSweeper) Stop() { s.svc.Stop() }
 
-// Sweep runs one pass: expired leases first, then lost messages.
+// Sweep runs one pass: expired leases first, then lost messages, then
+// proposals past their request_ttl.
 func (s *LeaseSweeper) Sweep(ctx context.Context) error {
 	expired, err := s.store.LeaseExpired(ctx, s.cfg.Batch)
 	if err != nil {
@@ -136,7 +141,27 @@ func (s *LeaseSweeper) Sweep(ctx context.Context) error {
 			return err
 		}
 	}
-	return s.redispatch(ctx)
+	if err := s.redispatch(ctx); err != nil {
+		return err
+	}
+	return s.holdExpiredRequests(ctx)
+}
+
+// holdExpiredRequests holds proposals nobody decided in time. They were
+// never sent, so holding them is always safe; a later approval finds them
+// no longer awaiting (409 not_awaiting_approval).
+func (s *LeaseSweeper) holdExpiredRequests(ctx context.Context) error {
+	held, err := s.store.HoldExpiredRequests(ctx, "sweeper:"+s.cfg.WorkerID)
+	if err != nil {
+		return err
+	}
+	for _, op := range held {
+		s.log.InfoContext(ctx, "approval request expired; held", "operation_id", op.ID, "tenant", op.Tenant, "action", op.Action)
+	}
+	if len(held) > 0 && s.cfg.OnRequestsExpired != nil {
+		s.cfg.OnRequestsExpired(len(held))
+	}
+	return nil
 }
 
 // redispatch publishes again the dispatch message of operations that

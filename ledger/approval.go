@@ -20,12 +20,19 @@ type Approval struct {
 	Params            json.RawMessage `db:"params"`
 	ParamsFingerprint string          `db:"params_fingerprint"`
 	PolicyVersion     string          `db:"policy_version"`
-	ApproverTokenID   uuid.UUID       `db:"approver_token_id"`
+	ApproverTokenID   uuid.UUID       `db:"approver_token_id"` // uuid.Nil for a policy's approval
 	ExpiresAt         time.Time       `db:"expires_at"`
 	MaxUses           int             `db:"max_uses"`
 	Uses              int             `db:"uses"`
 	RevokedAt         *time.Time      `db:"revoked_at"`
 	CreatedAt         time.Time       `db:"created_at"`
+	// Approver names who decided a proposal ("approver:<name>",
+	// "policy:<version>"); nil for an approval made with POST /v1/approvals.
+	Approver *string `db:"approver"`
+	// OperationID is the proposal the approval was granted for; uuid.Nil
+	// for an approval made with POST /v1/approvals.
+	OperationID uuid.UUID `db:"operation_id"`
+	Note        *string   `db:"note"`
 	// Account and Environment are the provider's the approval was granted
 	// for (see TargetOf); nil on approvals granted before they were
 	// recorded (schema 013), which match any.
@@ -80,7 +87,8 @@ type NewApproval struct {
 
 const (
 	approvalColumns = `id, tenant_id, action, params, params_fingerprint, policy_version,
-    approver_token_id, expires_at, max_uses, uses, revoked_at, created_at, account, environment`
+    approver_token_id, expires_at, max_uses, uses, revoked_at, created_at, approver, operation_id, note,
+    account, environment`
 
 	approvalInsert = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
     policy_version, approver_token_id, expires_at, max_uses, created_at, account, environment)

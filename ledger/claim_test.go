@@ -135,6 +135,13 @@ func TestClaimAndConfirmForAnotherTargetLapseAsMismatch(t *testing.T) {
 	}); !errors.Is(err, ledger.ErrNoTarget) {
 		t.Errorf("approval without a target: err = %v, want ErrNoTarget", err)
 	}
+	if _, _, err := f.store.Propose(ctx, ledger.ProposeRequest{
+		TenantID: f.tenant, TokenID: f.agent.TokenID, Action: action, Key: "auto-1", Provider: "acme",
+		Params: []byte(`{}`), RequestTTL: time.Hour,
+		AutoApproval: &ledger.Decision{Approver: "policy:p1", PolicyVersion: "p1", TTL: time.Hour},
+	}, "TEST.ops.acme"); !errors.Is(err, ledger.ErrNoTarget) {
+		t.Errorf("policy approval without a target: err = %v, want ErrNoTarget", err)
+	}
 	a := f.approve(t, `{"sku":"A-1"}`, 1)
 	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
 	if err != nil {

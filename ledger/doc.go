@@ -19,6 +19,12 @@
 // leaves either all of them or none, and an approval with max_uses 1 can
 // never be used twice, even by concurrent requests.
 //
+// Propose stores an agent's proposal (awaiting_approval) with its first
+// event and no approval and no outbox message, so nothing can send it;
+// Approve grants an approval bound to it, uses it, queues it and writes its
+// outbox message in one transaction, and Deny cancels it. A proposal
+// nobody decides in time, or whose requesting token is revoked, is held.
+//
 // The ledger never talks to providers or to NATS: the dispatcher and the
 // relay do, and they report back through this package.
 package ledger

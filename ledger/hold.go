@@ -14,8 +14,10 @@ const (
 	operationsUnsentByApproval = `SELECT id, status, version FROM operations
 WHERE approval_id = $1 AND status IN ('queued', 'retry_wait') FOR UPDATE`
 
+	// operationsUnsentByToken includes the token's open proposals: a
+	// proposal from a token that is no longer trusted must not be approved.
 	operationsUnsentByToken = `SELECT id, status, version FROM operations
-WHERE requested_by = $1 AND status IN ('queued', 'retry_wait') FOR UPDATE`
+WHERE requested_by = $1 AND status IN ('awaiting_approval', 'queued', 'retry_wait') FOR UPDATE`
 
 	// operationsUnsentByApprovals are the never-executed operations under
 	// any of the approvals $1.
@@ -65,6 +67,12 @@ func (s *Store) HoldUnsentByToken(ctx context.Context, tx pgx.Tx, token uuid.UUI
 // holdUnsent holds the operations query finds with arg, with an event of
 // kind.
 func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any, kind, actor string) ([]Operation, error) {
+	return s.holdUnsentFlagged(ctx, tx, query, arg, kind, actor, "")
+}
+
+// holdUnsentFlagged is holdUnsent that also adds flag (when not empty) to
+// each held operation.
+func (s *Store) holdUnsentFlagged(ctx context.Context, tx pgx.Tx, query string, arg any, kind, actor, flag string) ([]Operation, error) {
 	type target struct {
 		ID      uuid.UUID `db:"id"`
 		Status  Status    `db:"status"`
@@ -79,7 +87,7 @@ func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any
 	for _, t := range targets {
 		op, err := s.Transition(ctx, tx, Change{
 			ID: t.ID, From: t.Status, Version: t.Version, To: StatusHeld,
-			Kind: kind, Actor: actor,
+			Kind: kind, Actor: actor, Flag: flag,
 		})
 		if err != nil {
 			return nil, err

@@ -74,6 +74,9 @@ type Operation struct {
 	ReviewOwner       *string         `db:"review_owner"`
 	ReviewDeadline    *time.Time      `db:"review_deadline"`
 	Flags             []string        `db:"flags"`
+	RequestReason     *string         `db:"request_reason"`
+	RequestExpiresAt  *time.Time      `db:"request_expires_at"`
+	DecisionReason    *string         `db:"decision_reason"`
 	CreatedAt         time.Time       `db:"created_at"`
 	UpdatedAt         time.Time       `db:"updated_at"`
 }
@@ -159,7 +162,7 @@ const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, 
     o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,
     o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
     o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
-    o.flags, o.created_at, o.updated_at`
+    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason`
 
 const (
 	operationGet = `SELECT ` + operationColumns + `

@@ -12,6 +12,10 @@ type Status string
 // The states of the product contract. See docs/states.md (generated from
 // Transitions by TestStatesDocMatchesTransitionTable) for the table.
 const (
+	// StatusAwaitingApproval: proposed by an agent; waits for a person or
+	// a policy to approve it. It has no approval and no outbox row, so
+	// nothing can send it.
+	StatusAwaitingApproval Status = "awaiting_approval"
 	// StatusQueued: accepted and stored with its outbox row; never sent.
 	StatusQueued Status = "queued"
 	// StatusDispatching: claimed by one worker under a lease; a provider
@@ -31,13 +35,14 @@ const (
 	StatusHeld Status = "held"
 	// StatusReview: a person must decide; reason, owner and deadline are set.
 	StatusReview Status = "review"
-	// StatusCancelled: ended by an operator.
+	// StatusCancelled: ended by an operator, or a proposal a person
+	// declined.
 	StatusCancelled Status = "cancelled"
 )
 
 // Statuses lists every state in the contract's order.
 var Statuses = []Status{
-	StatusQueued, StatusDispatching, StatusRetryWait, StatusUnknown, StatusSucceeded,
+	StatusAwaitingApproval, StatusQueued, StatusDispatching, StatusRetryWait, StatusUnknown, StatusSucceeded,
 	StatusFailed, StatusHeld, StatusReview, StatusCancelled,
 }
 
@@ -47,15 +52,19 @@ var Statuses = []Status{
 // state that never confirmed an outcome, which is why so many states lead to
 // succeeded.
 var Transitions = map[Status][]Status{
-	StatusQueued:      {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
-	StatusDispatching: {StatusSucceeded, StatusFailed, StatusRetryWait, StatusUnknown, StatusHeld, StatusReview, StatusQueued},
-	StatusRetryWait:   {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
-	StatusUnknown:     {StatusDispatching, StatusSucceeded, StatusFailed, StatusReview, StatusCancelled},
-	StatusSucceeded:   {StatusReview},
-	StatusFailed:      {StatusQueued, StatusSucceeded, StatusReview},
-	StatusHeld:        {StatusSucceeded, StatusReview, StatusCancelled},
-	StatusReview:      {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued, StatusReview},
-	StatusCancelled:   {},
+	// A proposal is approved (queued, with its approval and outbox row),
+	// declined (cancelled) or lapses (held: the request expired, the
+	// requesting token or the approval was revoked); it is never sent.
+	StatusAwaitingApproval: {StatusQueued, StatusCancelled, StatusHeld},
+	StatusQueued:           {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
+	StatusDispatching:      {StatusSucceeded, StatusFailed, StatusRetryWait, StatusUnknown, StatusHeld, StatusReview, StatusQueued},
+	StatusRetryWait:        {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
+	StatusUnknown:          {StatusDispatching, StatusSucceeded, StatusFailed, StatusReview, StatusCancelled},
+	StatusSucceeded:        {StatusReview},
+	StatusFailed:           {StatusQueued, StatusSucceeded, StatusReview},
+	StatusHeld:             {StatusSucceeded, StatusReview, StatusCancelled},
+	StatusReview:           {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued, StatusReview},
+	StatusCancelled:        {},
 }
 
 // Valid reports whether s is one of the contract's states.
@@ -88,6 +97,8 @@ func (s Status) Terminal() bool {
 // words of the contract's table.
 func (s Status) MayWriteToProvider() string {
 	switch s {
+	case StatusAwaitingApproval:
+		return "no, until approved"
 	case StatusQueued:
 		return "yes, after a claim"
 	case StatusDispatching:
@@ -110,6 +121,8 @@ func (s Status) MayWriteToProvider() string {
 // failure that invites a retry.
 func (s Status) Summary(action string) string {
 	switch s {
+	case StatusAwaitingApproval:
+		return fmt.Sprintf("The %s request waits for a person to approve it; nothing has been sent.", action)
 	case StatusQueued:
 		return fmt.Sprintf("The %s request is approved and queued; it has not been sent yet.", action)
 	case StatusDispatching:
@@ -155,5 +168,47 @@ func StatesMarkdown() string {
 	for _, s := range Statuses {
 		fmt.Fprintf(&b, "| `%s` | %s |\n", s, s.Summary("<action>"))
 	}
+	b.WriteString("\nA decided or lapsed proposal says what happened to it instead:\n\n| state | flag | summary |\n|---|---|---|\n")
+	for _, f := range proposalFlags {
+		op := Operation{Action: "<action>", Status: f.status, Flags: []string{f.flag}, DecisionReason: &f.example}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s |\n", f.status, f.flag, op.Summary())
+	}
 	return b.String()
+}
+
+// Flags that mark how a proposal ended, for its summary.
+const (
+	// FlagApprovalDenied: a person declined the proposal (cancelled).
+	FlagApprovalDenied = "approval_denied"
+	// FlagApprovalRequestExpired: nobody decided before the action's
+	// request_ttl (held).
+	FlagApprovalRequestExpired = "approval_request_expired"
+)
+
+// proposalFlags lists the flagged summaries for docs/states.md.
+var proposalFlags = []struct {
+	status  Status
+	flag    string
+	example string
+}{
+	{StatusCancelled, FlagApprovalDenied, "<reason>"},
+	{StatusHeld, FlagApprovalRequestExpired, ""},
+}
+
+// Summary is the operation's one plain sentence: its state's, unless the
+// operation is a proposal that was declined or lapsed, which says so.
+func (op Operation) Summary() string {
+	for _, f := range op.Flags {
+		switch {
+		case f == FlagApprovalDenied && op.Status == StatusCancelled:
+			reason := ""
+			if op.DecisionReason != nil && *op.DecisionReason != "" {
+				reason = " (" + *op.DecisionReason + ")"
+			}
+			return fmt.Sprintf("A person declined the %s request%s; nothing was sent.", op.Action, reason)
+		case f == FlagApprovalRequestExpired && op.Status == StatusHeld:
+			return fmt.Sprintf("Nobody approved the %s request in time, so it expired; nothing was sent.", op.Action)
+		}
+	}
+	return op.Status.Summary(op.Action)
 }

@@ -29,6 +29,7 @@ type Registry struct {
 	reg             *prometheus.Registry
 	attempts        *prometheus.CounterVec
 	webhooksRefused *prometheus.CounterVec
+	decisions       *prometheus.CounterVec
 }
 
 // New returns a registry with the ledger collector over pool and the Go
@@ -48,8 +49,38 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Registry {
 			Help: "Webhooks refused by this process because their signature failed, by provider and reason.",
 		}, []string{"provider", "reason"}),
 	}
-	reg.MustRegister(r.attempts, r.webhooksRefused)
+	r.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "actledger_approval_decisions_total",
+		Help: "Decisions on approval requests made by this process, by outcome (approved_by_person, approved_by_policy, denied, expired).",
+	}, []string{"outcome"})
+	for _, o := range []ApprovalOutcome{ApprovedByPerson, ApprovedByPolicy, Denied, Expired} {
+		r.decisions.WithLabelValues(string(o))
+	}
+	reg.MustRegister(r.attempts, r.webhooksRefused, r.decisions)
 	return r
+}
+
+// ApprovalOutcome is how an approval request ended.
+type ApprovalOutcome string
+
+// The outcomes of actledger_approval_decisions_total.
+const (
+	ApprovedByPerson ApprovalOutcome = "approved_by_person"
+	ApprovedByPolicy ApprovalOutcome = "approved_by_policy"
+	Denied           ApprovalOutcome = "denied"
+	Expired          ApprovalOutcome = "expired"
+)
+
+// ApprovalDecision counts one decided approval request; pass it as
+// api.Config.OnApprovalDecision.
+func (r *Registry) ApprovalDecision(outcome ApprovalOutcome) {
+	r.decisions.WithLabelValues(string(outcome)).Inc()
+}
+
+// ApprovalRequestsExpired counts n proposals held because nobody decided
+// them in time; pass it as dispatcher.SweeperConfig.OnRequestsExpired.
+func (r *Registry) ApprovalRequestsExpired(n int) {
+	r.decisions.WithLabelValues(string(Expired)).Add(float64(n))
 }
 
 // Attempt counts one provider attempt; pass it as dispatcher.Config.OnAttempt.
@@ -74,7 +105,14 @@ var (
 	lagDesc        = prometheus.NewDesc("actledger_relay_lag_seconds", "Age of the oldest unpublished outbox row.", nil, nil)
 	reviewOpenDesc = prometheus.NewDesc("actledger_review_open", "Open review items, by kind (operation or unmatched_evidence).", []string{"kind"}, nil)
 	reviewAgeDesc  = prometheus.NewDesc("actledger_review_oldest_age_seconds", "Age of the oldest open review item, by kind.", []string{"kind"}, nil)
+	requestsDesc   = prometheus.NewDesc("actledger_approval_requests_open", "Proposals waiting for a person to approve or deny them.", nil, nil)
+	requestAgeDesc = prometheus.NewDesc("actledger_approval_request_oldest_age_seconds", "Age of the oldest proposal waiting for a decision.", nil, nil)
 )
+
+// approvalRequestsOpen counts open proposals and the age of the oldest,
+// from the partial index of schema/012_approval_requests.sql.
+const approvalRequestsOpen = `SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+FROM operations WHERE status = 'awaiting_approval'`
 
 // reviewOpen counts open review items and the age of the oldest, by kind.
 const reviewOpen = `SELECT 'operation', count(*), coalesce(extract(epoch FROM now() - min(updated_at)), 0)
@@ -116,6 +154,8 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lagDesc
 	ch <- reviewOpenDesc
 	ch <- reviewAgeDesc
+	ch <- requestsDesc
+	ch <- requestAgeDesc
 }
 
 func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
@@ -153,6 +193,15 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(backlog))
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
+
+	var open int64
+	var oldest float64
+	if err := c.pool.QueryRow(ctx, approvalRequestsOpen).Scan(&open, &oldest); err != nil {
+		c.log.WarnContext(ctx, "metrics: approval requests", "err", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(requestsDesc, prometheus.GaugeValue, float64(open))
+	ch <- prometheus.MustNewConstMetric(requestAgeDesc, prometheus.GaugeValue, oldest)
 
 	rows, err = c.pool.Query(ctx, reviewOpen)
 	if err != nil {

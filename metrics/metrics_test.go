@@ -206,3 +206,61 @@ func asNodes(v any) []map[string]any {
 	}
 	return out
 }
+
+// TestApprovalRequestGaugesAndDecisionsAreReported checks the open
+// proposals, the age of the oldest and the decisions by outcome.
+func TestApprovalRequestGaugesAndDecisionsAreReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	clock := time.Now().Add(-time.Minute)
+	store := ledger.New(pool, ledger.Config{Now: func() time.Time { return clock }})
+	tokens := auth.New(pool, store)
+	agent, err := tokens.Create(ctx, "acme", auth.RoleAgent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tokens.Authenticate(ctx, agent.Secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, _, err := store.Propose(ctx, ledger.ProposeRequest{TenantID: p.TenantID, TokenID: p.TokenID, Action: "a",
+			Key: fmt.Sprint("k", i), Provider: "acme", Params: []byte(`{}`), RequestTTL: time.Hour}, "subj"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := New(pool, slog.New(slog.DiscardHandler))
+	r.ApprovalDecision(ApprovedByPerson)
+	r.ApprovalRequestsExpired(2)
+	families, err := r.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range families {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "{" + l.GetValue() + "}"
+			}
+			got[name] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	if got["actledger_approval_requests_open"] != 2 {
+		t.Errorf("open = %v, want 2", got["actledger_approval_requests_open"])
+	}
+	if age := got["actledger_approval_request_oldest_age_seconds"]; age < 50 || age > 600 {
+		t.Errorf("oldest age = %v s, want about 60", age)
+	}
+	for name, want := range map[string]float64{
+		"actledger_approval_decisions_total{approved_by_person}": 1,
+		"actledger_approval_decisions_total{approved_by_policy}": 0,
+		"actledger_approval_decisions_total{denied}":             0,
+		"actledger_approval_decisions_total{expired}":            2,
+	} {
+		if v, ok := got[name]; !ok || v != want {
+			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
+		}
+	}
+}

@@ -57,14 +57,9 @@ var (
 type File struct {
 	// Providers by name (yaml "providers").
 	Providers map[string]Config
-	// Actions by name (yaml "actions"), each naming its provider.
+	// Actions by name (yaml "actions"), each naming its provider and its
+	// contract (see Action).
 	Actions map[string]Action
-}
-
-// Action binds an action name (e.g. "supplier.create_order") to the provider that executes it.
-type Action struct {
-	// Provider is the provider's name (yaml "provider").
-	Provider string
 }
 
 // Config describes one supplier: where it is, how to create an effect there, what it promises

@@ -18,6 +18,7 @@ import (
 type Registry struct {
 	providers map[string]*Config
 	actions   map[string]*Config
+	contracts map[string]*Action
 }
 
 // Load reads and validates the providers config file at path (YAML, or JSON since YAML is a
@@ -91,8 +92,14 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 	reg := &Registry{
 		providers: make(map[string]*Config, len(f.Providers)),
 		actions:   make(map[string]*Config, len(f.Actions)),
+		contracts: make(map[string]*Action, len(f.Actions)),
 	}
 	var errs []*FieldError
+	env, err := policyEnv()
+	if err != nil {
+		// The environment is fixed in code: failing to build it is a bug.
+		panic(fmt.Sprintf("provider: CEL environment: %v", err))
+	}
 	for _, name := range slices.Sorted(maps.Keys(f.Providers)) {
 		cfg := f.Providers[name]
 		cfg.Name = name
@@ -116,6 +123,10 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 		default:
 			reg.actions[name] = cfg
 		}
+		contract := action.withDefaults()
+		contract.Name = name
+		errs = append(errs, contract.compile(env)...)
+		reg.contracts[name] = &contract
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -142,6 +153,14 @@ func checkActionName(name string) error {
 func (r *Registry) ForAction(action string) (cfg *Config, ok bool) {
 	cfg, ok = r.actions[action]
 	return cfg, ok
+}
+
+// Action returns the contract of action (its schema, description and
+// approval policy); ok is false for an action the configuration does not
+// know.
+func (r *Registry) Action(action string) (contract *Action, ok bool) {
+	contract, ok = r.contracts[action]
+	return contract, ok
 }
 
 // Provider returns the config of the named provider (e.g. for /v1/webhooks/{provider}).
@@ -173,7 +192,17 @@ type fileYAML struct {
 }
 
 type actionYAML struct {
-	Provider string `yaml:"provider"`
+	Provider     string        `yaml:"provider"`
+	Description  string        `yaml:"description"`
+	ParamsSchema any           `yaml:"params_schema"`
+	Approval     *approvalYAML `yaml:"approval"`
+}
+
+type approvalYAML struct {
+	RequestTTL    *string `yaml:"request_ttl"`
+	ApprovalTTL   *string `yaml:"approval_ttl"`
+	AutoApprove   string  `yaml:"auto_approve"`
+	PolicyVersion string  `yaml:"policy_version"`
 }
 
 type providerYAML struct {
@@ -291,8 +320,32 @@ func (doc fileYAML) file() (File, []*FieldError) {
 		}
 		f.Providers[name] = cfg
 	}
-	for name, a := range doc.Actions {
-		f.Actions[name] = Action{Provider: strings.TrimSpace(a.Provider)}
+	for _, name := range slices.Sorted(maps.Keys(doc.Actions)) {
+		a := doc.Actions[name]
+		action := Action{Provider: strings.TrimSpace(a.Provider), Description: strings.TrimSpace(a.Description), ParamsSchema: a.ParamsSchema}
+		if a.Approval != nil {
+			duration := func(field string, s *string) Duration {
+				if s == nil {
+					return Duration{}
+				}
+				d, err := ParseDuration(*s)
+				if err == nil && d.Duration <= 0 {
+					err = errors.New("must be positive (leave it out for the default)")
+				}
+				if err != nil {
+					errs = append(errs, &FieldError{Action: name, Field: field, Err: err})
+					return Duration{}
+				}
+				return d
+			}
+			action.Approval = ApprovalPolicy{
+				RequestTTL:    duration("approval.request_ttl", a.Approval.RequestTTL),
+				ApprovalTTL:   duration("approval.approval_ttl", a.Approval.ApprovalTTL),
+				AutoApprove:   strings.TrimSpace(a.Approval.AutoApprove),
+				PolicyVersion: strings.TrimSpace(a.Approval.PolicyVersion),
+			}
+		}
+		f.Actions[name] = action
 	}
 	return f, errs
 }

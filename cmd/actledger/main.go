@@ -32,10 +32,14 @@ Usage:
   actledger ops pause|resume [--provider P] [--action A]
                                           resume lifts every pause within the scope
   actledger ops dispatch                  pauses and calls in flight
+  actledger approvals list                proposals waiting for a decision, params in full
+  actledger approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]
+  actledger approvals deny ID --reason R
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX (see README.md); ops commands use
-ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator).
+ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator);
+approvals commands the same with an approver token.
 `
 
 // errUsage marks a command-line mistake: usage is printed, exit status 2.
@@ -66,7 +70,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	env, err := loadEnv(getenv)
-	if err != nil && args[0] != "ops" { // ops reads only ACTLEDGER_URL and ACTLEDGER_TOKEN
+	if err != nil && args[0] != "ops" && args[0] != "approvals" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
@@ -81,6 +85,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return demo(ctx, env, args[1:], stdout, logger)
 	case "ops":
 		return ops(ctx, getenv, args[1:], stdout)
+	case "approvals":
+		return approvals(ctx, getenv, args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}

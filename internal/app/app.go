@@ -200,6 +200,9 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Roles.Sweeper {
 		sc := cfg.Sweeper
 		sc.Registry, sc.Logger = cfg.Registry, cfg.Logger
+		if a.Metrics != nil {
+			sc.OnRequestsExpired = a.Metrics.ApprovalRequestsExpired
+		}
 		sweeper, err := dispatcher.NewLeaseSweeper(a.Store, a.Broker, sc)
 		if err != nil {
 			return nil, err
@@ -237,7 +240,8 @@ func (a *App) newHandler() (http.Handler, error) {
 	ac := a.cfg.API
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
 	ac.DispatchSubject, ac.EvidenceSubject = a.Broker.DispatchSubject, a.Broker.EvidenceSubject
-	ac.Targets, ac.Watcher = api.TargetsOf(a.cfg.Registry.Providers()), a.Watcher
+	ac.Registry = a.cfg.Registry
+	ac.Watcher = a.Watcher
 	ac.Actions = make(map[string]string)
 	for _, action := range a.cfg.Registry.Actions() {
 		pc, _ := a.cfg.Registry.ForAction(action)
@@ -261,6 +265,7 @@ func (a *App) newHandler() (http.Handler, error) {
 	}
 	if a.Metrics != nil {
 		ac.OnWebhookRejected = a.Metrics.WebhookRefused
+		ac.OnApprovalDecision = a.Metrics.ApprovalDecision
 		ac.Metrics = a.Metrics.Handler()
 	}
 	return api.New(ac)

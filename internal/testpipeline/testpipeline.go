@@ -68,6 +68,10 @@ type Options struct {
 	// Providers overrides the provider implementation (e.g. to make its
 	// lookups fail); it receives the real HTTP provider.
 	Providers func(real provider.Provider) provider.Provider
+	// ActionContract, when set, is added to Action's entry in the providers
+	// file, as YAML flow-mapping entries (e.g. `params_schema: {...},
+	// approval: {auto_approve: "params.qty <= 10", policy_version: p1}`).
+	ActionContract string
 	// Pool and Broker replace the fresh database and streams (e.g. to run
 	// them behind a proxy that a test cuts).
 	Pool   *pgxpool.Pool
@@ -217,7 +221,11 @@ func (p *Pipeline) registry() *provider.Registry {
 	for name, url := range p.urls {
 		p.providerYAML(&y, name, url)
 	}
-	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme}\n  %s: {provider: beta}\n", Action, OtherAction)
+	contract := ""
+	if p.Opts.ActionContract != "" {
+		contract = ", " + p.Opts.ActionContract
+	}
+	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme%s}\n  %s: {provider: beta}\n", Action, contract, OtherAction)
 	reg, err := provider.Parse([]byte(y.String()))
 	if err != nil {
 		p.t.Fatal(err)
@@ -346,6 +354,28 @@ func (p *Pipeline) EnqueueAction(action, key, params string) ledger.Operation {
 		p.t.Fatalf("enqueue %s: %d %v", key, status, out)
 	}
 	op, err := p.Store.Get(context.Background(), p.TenantID, uuid.MustParse(out["id"].(string)))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return op
+}
+
+// Propose submits params under key as a proposal (request_approval), as
+// an agent does; it returns the answer's status and body.
+func (p *Pipeline) Propose(key, params string) (int, map[string]any) {
+	p.t.Helper()
+	body := fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"request_approval":true,"reason":"restock"}`, Action, key, params)
+	return p.Do("POST", "/v1/operations", p.Agent, body)
+}
+
+// Operation reads the operation an answer's body names.
+func (p *Pipeline) Operation(out map[string]any) ledger.Operation {
+	p.t.Helper()
+	id, err := uuid.Parse(fmt.Sprint(out["id"]))
+	if err != nil {
+		p.t.Fatalf("the answer names no operation: %v", out)
+	}
+	op, err := p.Store.Get(context.Background(), p.TenantID, id)
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -1,0 +1,291 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/metrics"
+	"github.com/actledger/actledger/provider"
+)
+
+// contract returns action's contract, or a contract with the defaults when
+// the server has no registry (any params, every proposal waits for a
+// person).
+func (s *Server) contract(action string) *provider.Action {
+	if s.cfg.Registry != nil {
+		if c, ok := s.cfg.Registry.Action(action); ok {
+			return c
+		}
+	}
+	return &provider.Action{Name: action, Approval: provider.ApprovalPolicy{
+		RequestTTL:    provider.Duration{Duration: provider.DefaultRequestTTL},
+		ApprovalTTL:   provider.Duration{Duration: provider.DefaultApprovalTTL},
+		PolicyVersion: provider.DefaultPolicyVersion,
+	}}
+}
+
+// decided tells the metrics hook about a decision.
+func (s *Server) decided(outcome metrics.ApprovalOutcome) {
+	if s.cfg.OnApprovalDecision != nil {
+		s.cfg.OnApprovalDecision(outcome)
+	}
+}
+
+// createProposal is POST /v1/operations with "request_approval": true,
+// after the checks every operation request passes. The action's policy is
+// asked first (outside any transaction: it only reads the request); its
+// yes approves the proposal in the transaction that stores it (201
+// queued), anything else leaves it to a person (202 awaiting_approval). An
+// evaluation error never approves.
+func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.Principal, req createOperationRequest, providerName string, contract *provider.Action) {
+	ctx := r.Context()
+	var auto *ledger.Decision
+	if contract.HasPolicy() {
+		approved, err := contract.AutoApprove(ctx, req.Params, p.Tenant)
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "auto_approve policy failed; the proposal waits for a person",
+				"tenant", p.Tenant, "action", req.Action, "key", *req.Key, "err", err)
+		case approved:
+			target := s.cfg.Targets[providerName]
+			auto = &ledger.Decision{
+				Approver: contract.PolicyApprover(), PolicyVersion: contract.Approval.PolicyVersion,
+				TTL: contract.Approval.ApprovalTTL.Duration, Target: &target,
+			}
+		}
+	}
+	reason := ""
+	if req.Reason != nil {
+		reason = *req.Reason
+	}
+	op, replayed, err := s.cfg.Ledger.Propose(ctx, ledger.ProposeRequest{
+		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: *req.Key,
+		Provider: providerName, Params: req.Params, Reason: reason,
+		RequestTTL: contract.Approval.RequestTTL.Duration, AutoApproval: auto,
+	}, s.cfg.DispatchSubject(providerName))
+	if err != nil {
+		if errors.Is(err, ledger.ErrKeyConflict) {
+			s.log.InfoContext(ctx, "proposal refused", "tenant", p.Tenant, "action", req.Action, "key", *req.Key, "reason", err.Error())
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	if replayed {
+		w.Header().Set("Idempotent-Replayed", "true")
+		writeOperation(w, http.StatusOK, op)
+		return
+	}
+	w.Header().Set("Location", "/v1/operations/"+op.ID.String())
+	if op.Status == ledger.StatusQueued {
+		s.decided(metrics.ApprovedByPolicy)
+		s.log.InfoContext(ctx, "proposal approved by policy", "operation_id", op.ID, "tenant", p.Tenant,
+			"action", op.Action, "key", op.Key, "approver", auto.Approver)
+		writeOperation(w, http.StatusCreated, op)
+		return
+	}
+	s.log.InfoContext(ctx, "proposal awaits approval", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "key", op.Key)
+	writeOperation(w, http.StatusAccepted, op)
+}
+
+// approvalRequestView is one item of GET /v1/approval-requests: what an
+// approver needs to decide, the params in full and their fingerprint.
+type approvalRequestView struct {
+	OperationID       uuid.UUID       `json:"operation_id"`
+	Action            string          `json:"action"`
+	Description       string          `json:"description,omitempty"`
+	Key               string          `json:"key"`
+	Params            json.RawMessage `json:"params"`
+	ParamsFingerprint string          `json:"params_fingerprint"`
+	Reason            string          `json:"reason"`
+	RequestedBy       string          `json:"requested_by"`
+	Provider          string          `json:"provider"`
+	Account           string          `json:"account"`
+	Environment       string          `json:"environment"`
+	AgeSeconds        int64           `json:"age_seconds"`
+	CreatedAt         string          `json:"created_at"`
+	ExpiresAt         *string         `json:"expires_at"`
+	Summary           string          `json:"summary"`
+}
+
+// approvalRequestsList names the cursors of GET /v1/approval-requests.
+const approvalRequestsList = "approval-requests"
+
+// listApprovalRequests is GET /v1/approval-requests: a page of the
+// tenant's open proposals, oldest first.
+func (s *Server) listApprovalRequests(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	page, err := readPage(r)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	var after ledger.AwaitingCursor
+	given, err := page.decodeCursor(approvalRequestsList, &after)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	afterPtr := &after
+	if !given {
+		afterPtr = nil
+	}
+	reqs, err := s.cfg.Ledger.AwaitingPage(r.Context(), p.TenantID, afterPtr, page.limit+1)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	next := ""
+	if len(reqs) > page.limit {
+		reqs = reqs[:page.limit]
+		last := reqs[len(reqs)-1]
+		next = encodeCursor(approvalRequestsList, ledger.AwaitingCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	now := s.cfg.Ledger.Now()
+	items := make([]approvalRequestView, len(reqs))
+	for i, req := range reqs {
+		v := approvalRequestView{
+			OperationID: req.ID, Action: req.Action, Key: req.Key, Params: req.Params,
+			ParamsFingerprint: req.ParamsFingerprint, Reason: deref(req.RequestReason),
+			RequestedBy: req.RequestedByName, Provider: req.Provider,
+			AgeSeconds: int64(now.Sub(req.CreatedAt) / time.Second), CreatedAt: rfc3339(req.CreatedAt),
+			ExpiresAt: rfc3339Ptr(req.RequestExpiresAt), Summary: req.Summary(),
+		}
+		v.Description = s.contract(req.Action).Description
+		if s.cfg.Registry != nil {
+			if pc, ok := s.cfg.Registry.Provider(req.Provider); ok {
+				v.Account, v.Environment = pc.Account, pc.Environment
+			}
+		}
+		items[i] = v
+	}
+	writeJSON(w, http.StatusOK, pageOut(map[string]any{"items": items}, next))
+}
+
+type approveRequest struct {
+	ParamsFingerprint string  `json:"params_fingerprint"`
+	PolicyVersion     *string `json:"policy_version"`
+	TTLSeconds        *int64  `json:"ttl_seconds"`
+	Note              *string `json:"note"`
+}
+
+// approveOperation is POST /v1/operations/{id}/approve: the approver
+// echoes the fingerprint they were shown, and in one transaction an
+// approval bound to the proposal is created and used, and the proposal is
+// queued with its dispatch message.
+func (s *Server) approveOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	var req approveRequest
+	if err := s.readJSON(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.ParamsFingerprint == "" {
+		s.writeError(w, r, fieldError("params_fingerprint", "is required: echo the fingerprint of the params you approve"))
+		return
+	}
+	if err := checkText("params_fingerprint", req.ParamsFingerprint, maxNameLength); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	note := ""
+	if req.Note != nil {
+		if err := checkText("note", *req.Note, maxNoteLength); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		note = *req.Note
+	}
+	if req.TTLSeconds != nil && (*req.TTLSeconds < 1 || *req.TTLSeconds > int64(MaxApprovalTTL/time.Second)) {
+		s.writeError(w, r, fieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second))))
+		return
+	}
+	if req.PolicyVersion != nil {
+		if err := checkText("policy_version", *req.PolicyVersion, maxNameLength); err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+	}
+	// The TTL and policy version default to the action's; the action is
+	// the operation's, read under the decision's lock, so they are chosen
+	// there.
+	decide := func(op ledger.Operation) ledger.Decision {
+		contract := s.contract(op.Action)
+		// Bound to the account and environment the operation's provider
+		// points at now: the dispatcher holds it if that changes.
+		target, ok := s.cfg.Targets[op.Provider]
+		d := ledger.Decision{
+			ApproverTokenID: p.TokenID, Approver: p.Actor(), Fingerprint: req.ParamsFingerprint,
+			PolicyVersion: contract.Approval.PolicyVersion, TTL: contract.Approval.ApprovalTTL.Duration, Note: note,
+		}
+		if ok {
+			d.Target = &target
+		}
+		if req.PolicyVersion != nil && *req.PolicyVersion != "" {
+			d.PolicyVersion = *req.PolicyVersion
+		}
+		if d.PolicyVersion == "" {
+			d.PolicyVersion = provider.DefaultPolicyVersion
+		}
+		if req.TTLSeconds != nil {
+			d.TTL = time.Duration(*req.TTLSeconds) * time.Second
+		}
+		return d
+	}
+	op, approval, err := s.cfg.Ledger.Approve(r.Context(), p.TenantID, id, decide, s.cfg.DispatchSubject)
+	if err != nil {
+		if errors.Is(err, ledger.ErrNotAwaitingApproval) || errors.Is(err, ledger.ErrFingerprintMismatch) {
+			s.log.InfoContext(r.Context(), "approval refused", "operation_id", id, "tenant", p.Tenant, "reason", err.Error())
+		}
+		s.writeError(w, r, err)
+		return
+	}
+	s.decided(metrics.ApprovedByPerson)
+	s.log.InfoContext(r.Context(), "proposal approved", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action,
+		"approval_id", approval.ID, "approver", p.Name)
+	writeOperation(w, http.StatusOK, op)
+}
+
+type denyRequest struct {
+	Reason string `json:"reason"`
+}
+
+// denyOperation is POST /v1/operations/{id}/deny: the proposal is
+// cancelled with the approver's reason; nothing was sent.
+func (s *Server) denyOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		s.writeError(w, r, errNotFound)
+		return
+	}
+	var req denyRequest
+	if err := s.readJSON(w, r, &req, false); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	if req.Reason == "" {
+		s.writeError(w, r, fieldError("reason", "is required: the agent and its user are told why"))
+		return
+	}
+	if err := checkText("reason", req.Reason, maxNoteLength); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	op, err := s.cfg.Ledger.Deny(r.Context(), p.TenantID, id, p.Actor(), req.Reason)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	s.decided(metrics.Denied)
+	s.log.InfoContext(r.Context(), "proposal denied", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "approver", p.Name)
+	writeOperation(w, http.StatusOK, op)
+}

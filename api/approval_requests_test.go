@@ -1,0 +1,471 @@
+package api_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
+)
+
+// orderSchema is the contract's example schema.
+const orderSchema = `params_schema: {type: object, required: [sku, qty], properties: {sku: {type: string}, qty: {type: integer, minimum: 1}}, additionalProperties: false}`
+
+// dispatchRows counts op's dispatch messages in the outbox: a proposal
+// must have none until it is approved.
+func dispatchRows(t *testing.T, p *testpipeline.Pipeline, id uuid.UUID) int {
+	t.Helper()
+	var n int
+	if err := p.Pool.QueryRow(context.Background(),
+		`SELECT count(*) FROM outbox WHERE msg_id LIKE 'dispatch.' || $1::text || '.%'`, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// approvalsOf lists the approvals granted to proposal id: approver,
+// approver token (empty for a policy), uses.
+func approvalsOf(t *testing.T, p *testpipeline.Pipeline, id uuid.UUID) []string {
+	t.Helper()
+	rows, err := p.Pool.Query(context.Background(),
+		`SELECT approver || ' token=' || coalesce(approver_token_id::text, '') || ' uses=' || uses || '/' || max_uses || ' policy=' || policy_version
+		 FROM approvals WHERE operation_id = $1 ORDER BY created_at`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func approve(p *testpipeline.Pipeline, token string, id uuid.UUID, fingerprint string) (int, map[string]any) {
+	return p.Do("POST", "/v1/operations/"+id.String()+"/approve", token, fmt.Sprintf(`{"params_fingerprint":%q,"note":"ok"}`, fingerprint))
+}
+
+func errCode(out map[string]any) string {
+	e, _ := out["error"].(map[string]any)
+	code, _ := e["code"].(string)
+	return code
+}
+
+func TestProposalApprovedByAPersonCreatesExactlyOneOrder(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: `description: Order goods, approval: {policy_version: "2026-11"}`})
+	p.Start(1)
+
+	status, out := p.Propose("po-1", `{"sku":"A-1","qty":3}`)
+	if status != http.StatusAccepted || out["status"] != "awaiting_approval" || out["approval_id"] != nil {
+		t.Fatalf("propose = %d %v, want 202 awaiting_approval without approval", status, out)
+	}
+	if !strings.Contains(out["summary"].(string), "waits for a person to approve") {
+		t.Errorf("summary = %q", out["summary"])
+	}
+	op := p.Operation(out)
+	if n := dispatchRows(t, p, op.ID); n != 0 {
+		t.Fatalf("a proposal has %d dispatch messages, want none before approval", n)
+	}
+
+	status, list := p.Do("GET", "/v1/approval-requests", p.Approver, "")
+	items, _ := list["items"].([]any)
+	if status != http.StatusOK || len(items) != 1 {
+		t.Fatalf("approval requests = %d %v, want the one proposal", status, list)
+	}
+	item := items[0].(map[string]any)
+	if item["operation_id"] != op.ID.String() || item["reason"] != "restock" || item["params_fingerprint"] != op.ParamsFingerprint ||
+		item["account"] != "acct_test" || item["environment"] != "test" || item["description"] != "Order goods" || item["expires_at"] == nil {
+		t.Errorf("approval request = %v", item)
+	}
+	if status, _ := p.Do("GET", "/v1/approval-requests", p.Agent, ""); status != http.StatusForbidden {
+		t.Errorf("agent lists approval requests: %d, want 403", status)
+	}
+	if status, _ := approve(p, p.Agent, op.ID, op.ParamsFingerprint); status != http.StatusForbidden {
+		t.Errorf("agent approves: %d, want 403", status)
+	}
+	foreign := p.TokenFor("Other Corp.", auth.RoleApprover)
+	if status, out := approve(p, foreign, op.ID, op.ParamsFingerprint); status != http.StatusNotFound {
+		t.Errorf("another tenant's approver approves: %d %v, want 404", status, out)
+	}
+
+	status, out = approve(p, p.Approver, op.ID, op.ParamsFingerprint)
+	if status != http.StatusOK || out["status"] != "queued" || out["approval_id"] == nil {
+		t.Fatalf("approve = %d %v, want 200 queued with its approval", status, out)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
+	if got := p.Orders(op); got != 1 {
+		t.Fatalf("supplier has %d orders, want exactly 1", got)
+	}
+	approvals := approvalsOf(t, p, op.ID)
+	if len(approvals) != 1 || !strings.HasPrefix(approvals[0], "approver:") || !strings.Contains(approvals[0], "uses=1/1 policy=2026-11") ||
+		strings.Contains(approvals[0], "token= ") {
+		t.Errorf("approvals = %v, want one person's, used once, policy 2026-11", approvals)
+	}
+	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusConflict || errCode(out) != "not_awaiting_approval" {
+		t.Errorf("second approve = %d %v, want 409 not_awaiting_approval", status, out)
+	}
+	if got := p.Orders(op); got != 1 {
+		t.Fatalf("supplier has %d orders after a second approve, want 1", got)
+	}
+}
+
+func TestProposalDeniedIsCancelledAndNeverSent(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Start(1)
+	_, out := p.Propose("po-2", `{"sku":"A-1","qty":3}`)
+	op := p.Operation(out)
+
+	if status, out := p.Do("POST", "/v1/operations/"+op.ID.String()+"/deny", p.Approver, `{}`); status != http.StatusBadRequest {
+		t.Errorf("deny without reason = %d %v, want 400", status, out)
+	}
+	status, out := p.Do("POST", "/v1/operations/"+op.ID.String()+"/deny", p.Approver, `{"reason":"we have stock"}`)
+	if status != http.StatusOK || out["status"] != "cancelled" {
+		t.Fatalf("deny = %d %v, want 200 cancelled", status, out)
+	}
+	if s := out["summary"].(string); !strings.Contains(s, "A person declined") || !strings.Contains(s, "we have stock") || !strings.Contains(s, "nothing was sent") {
+		t.Errorf("summary = %q", s)
+	}
+	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusConflict || errCode(out) != "not_awaiting_approval" {
+		t.Errorf("approve after deny = %d %v, want 409 not_awaiting_approval", status, out)
+	}
+	// A replay of the proposal answers the cancelled operation; nothing new.
+	if status, out := p.Propose("po-2", `{"qty":3,"sku":"A-1"}`); status != http.StatusOK || out["status"] != "cancelled" {
+		t.Errorf("replay after deny = %d %v, want 200 cancelled", status, out)
+	}
+	if n := dispatchRows(t, p, op.ID); n != 0 {
+		t.Errorf("denied proposal has %d dispatch messages, want none", n)
+	}
+	if a := approvalsOf(t, p, op.ID); len(a) != 0 {
+		t.Errorf("denied proposal has approvals %v", a)
+	}
+	if got := p.Creates(op); got != 0 {
+		t.Errorf("supplier got %d create requests for a denied proposal", got)
+	}
+	kinds := p.Kinds(op)
+	if kinds[len(kinds)-1] != "denied" {
+		t.Errorf("events = %v, want denied last", kinds)
+	}
+}
+
+func TestConcurrentProposalReplaysMakeOneOperation(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	const n = 20
+	var wg sync.WaitGroup
+	statuses := make([]int, n)
+	ids := make([]string, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, out := p.Propose("po-3", `{"sku":"A-1","qty":3}`)
+			statuses[i] = status
+			ids[i], _ = out["id"].(string)
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i := range n {
+		switch statuses[i] {
+		case http.StatusAccepted:
+			created++
+		case http.StatusOK:
+		default:
+			t.Errorf("request %d answered %d", i, statuses[i])
+		}
+		if ids[i] != ids[0] {
+			t.Errorf("request %d names operation %s, request 0 names %s", i, ids[i], ids[0])
+		}
+	}
+	if created != 1 {
+		t.Errorf("%d requests created a proposal, want exactly 1", created)
+	}
+	var ops int
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operations WHERE key = 'po-3'`).Scan(&ops); err != nil {
+		t.Fatal(err)
+	}
+	if ops != 1 {
+		t.Errorf("%d operations stored, want 1", ops)
+	}
+}
+
+func TestProposalWithChangedParamsUnderItsKeyIsRefused(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	_, out := p.Propose("po-4", `{"sku":"A-1","qty":3}`)
+	op := p.Operation(out)
+	status, out := p.Propose("po-4", `{"sku":"A-1","qty":30}`)
+	if status != http.StatusConflict || errCode(out) != "key_reused_with_different_params" {
+		t.Fatalf("changed params = %d %v, want 409 key_reused_with_different_params", status, out)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval || got.Version != 1 {
+		t.Errorf("proposal is %s v%d after a conflict, want awaiting_approval v1", got.Status, got.Version)
+	}
+	if kinds := p.Kinds(op); kinds[len(kinds)-1] != "key_conflict" {
+		t.Errorf("events = %v, want a key_conflict recorded", kinds)
+	}
+	// Without a key a proposal has no identity: refused before anything.
+	body := fmt.Sprintf(`{"action":%q,"params":{"sku":"A-1","qty":3},"request_approval":true}`, testpipeline.Action)
+	if status, out := p.Do("POST", "/v1/operations", p.Agent, body); status != http.StatusBadRequest {
+		t.Errorf("proposal without key = %d %v, want 400", status, out)
+	}
+}
+
+func TestApproveWithStaleFingerprintChangesNothing(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	_, out := p.Propose("po-5", `{"sku":"A-1","qty":3}`)
+	op := p.Operation(out)
+	_, stale, err := ledger.Canonicalize([]byte(`{"sku":"A-1","qty":30}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, out := approve(p, p.Approver, op.ID, stale)
+	if status != http.StatusConflict || errCode(out) != "fingerprint_mismatch" {
+		t.Fatalf("stale fingerprint = %d %v, want 409 fingerprint_mismatch", status, out)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval || got.Version != 1 || got.ApprovalID != uuid.Nil {
+		t.Errorf("proposal is %s v%d approval %s, want unchanged", got.Status, got.Version, got.ApprovalID)
+	}
+	if a := approvalsOf(t, p, op.ID); len(a) != 0 {
+		t.Errorf("approvals %v stored by a refused approve", a)
+	}
+	if n := dispatchRows(t, p, op.ID); n != 0 {
+		t.Errorf("%d dispatch messages after a refused approve", n)
+	}
+}
+
+func TestTwoConcurrentApprovalsOfOneProposalOneWins(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Start(1)
+	_, out := p.Propose("po-6", `{"sku":"A-1","qty":3}`)
+	op := p.Operation(out)
+	tokens := []string{p.Approver, p.TokenFor(p.Tenant, auth.RoleApprover)}
+	statuses := make([]int, 2)
+	codes := make([]string, 2)
+	var wg sync.WaitGroup
+	for i, tok := range tokens {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out map[string]any
+			statuses[i], out = approve(p, tok, op.ID, op.ParamsFingerprint)
+			codes[i] = errCode(out)
+		}()
+	}
+	wg.Wait()
+	won, lost := 0, 0
+	for i := range statuses {
+		switch {
+		case statuses[i] == http.StatusOK:
+			won++
+		case statuses[i] == http.StatusConflict && codes[i] == "not_awaiting_approval":
+			lost++
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Fatalf("answers %v %v, want one 200 and one 409 not_awaiting_approval", statuses, codes)
+	}
+	if a := approvalsOf(t, p, op.ID); len(a) != 1 {
+		t.Errorf("approvals = %v, want exactly one", a)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
+	if got := p.Orders(op); got != 1 {
+		t.Errorf("supplier has %d orders, want 1", got)
+	}
+}
+
+func TestExpiredApprovalRequestIsHeldAndNeverSent(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: `approval: {request_ttl: 1h}`})
+	p.Start(1)
+	_, out := p.Propose("po-7", `{"sku":"A-1","qty":3}`)
+	op := p.Operation(out)
+	if op.RequestExpiresAt == nil || op.RequestExpiresAt.Sub(op.CreatedAt) != time.Hour {
+		t.Fatalf("request expires at %v, created %v; want request_ttl 1h", op.RequestExpiresAt, op.CreatedAt)
+	}
+	p.Clock.Advance(2 * time.Hour)
+	held := p.WaitStatus(op, ledger.StatusHeld, 10*time.Second)
+	if s := held.Summary(); !strings.Contains(s, "expired") || !strings.Contains(s, "nothing was sent") {
+		t.Errorf("summary = %q", s)
+	}
+	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusConflict || errCode(out) != "not_awaiting_approval" {
+		t.Errorf("approve after expiry = %d %v, want 409 not_awaiting_approval", status, out)
+	}
+	if n := dispatchRows(t, p, op.ID); n != 0 || p.Creates(op) != 0 {
+		t.Errorf("expired proposal: %d dispatch messages, %d creates; want none", n, p.Creates(op))
+	}
+	_, list := p.Do("GET", "/v1/approval-requests", p.Approver, "")
+	if items, _ := list["items"].([]any); len(items) != 0 {
+		t.Errorf("approval requests after expiry = %v, want none", items)
+	}
+}
+
+func TestRevokingTheAgentTokenHoldsItsProposals(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Start(1)
+	_, out := p.Propose("po-8", `{"sku":"A-1","qty":3}`)
+	op := p.Operation(out)
+	held, err := auth.New(p.Pool, p.Store).Revoke(context.Background(), op.RequestedBy.String(), "operator:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 1 || held[0].ID != op.ID || held[0].Status != ledger.StatusHeld {
+		t.Fatalf("revoke held %v, want the proposal", held)
+	}
+	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusConflict || errCode(out) != "not_awaiting_approval" {
+		t.Errorf("approve after the agent's token was revoked = %d %v, want 409 not_awaiting_approval", status, out)
+	}
+	if n := dispatchRows(t, p, op.ID); n != 0 || p.Creates(op) != 0 {
+		t.Errorf("held proposal: %d dispatch messages, %d creates; want none", n, p.Creates(op))
+	}
+}
+
+// policy is an action contract whose proposals of up to 10 items are
+// approved by policy 2026-11.
+const policy = `approval: {auto_approve: "params.qty <= 10", policy_version: "2026-11"}`
+
+func TestAutoApprovePolicyTrueQueuesAtOnce(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: policy})
+	p.Start(1)
+	status, out := p.Propose("po-9", `{"sku":"A-1","qty":5}`)
+	if status != http.StatusCreated || out["status"] != "queued" || out["approval_id"] == nil {
+		t.Fatalf("propose = %d %v, want 201 queued with an approval", status, out)
+	}
+	op := p.Operation(out)
+	if a := approvalsOf(t, p, op.ID); len(a) != 1 || a[0] != "policy:2026-11 token= uses=1/1 policy=2026-11" {
+		t.Errorf("approvals = %v, want one by policy:2026-11 without a token", a)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
+	if got := p.Orders(op); got != 1 {
+		t.Errorf("supplier has %d orders, want 1", got)
+	}
+	if kinds := p.Kinds(op); len(kinds) < 2 || kinds[0] != "created" || kinds[1] != "approved" {
+		t.Errorf("events = %v, want created then approved", kinds)
+	}
+}
+
+func TestAutoApprovePolicyFalseWaitsForAPerson(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: policy})
+	status, out := p.Propose("po-10", `{"sku":"A-1","qty":50}`)
+	if status != http.StatusAccepted || out["status"] != "awaiting_approval" {
+		t.Fatalf("propose = %d %v, want 202 awaiting_approval", status, out)
+	}
+	if a := approvalsOf(t, p, p.Operation(out).ID); len(a) != 0 {
+		t.Errorf("approvals = %v, want none", a)
+	}
+}
+
+func TestAutoApprovePolicyErrorNeverApproves(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: policy})
+	for key, params := range map[string]string{
+		"no-qty":     `{"sku":"A-1"}`,               // no such key
+		"string-qty": `{"sku":"A-1","qty":"three"}`, // no such overload
+	} {
+		status, out := p.Propose(key, params)
+		if status != http.StatusAccepted || out["status"] != "awaiting_approval" {
+			t.Errorf("%s: propose = %d %v, want 202 awaiting_approval", key, status, out)
+			continue
+		}
+		if a := approvalsOf(t, p, p.Operation(out).ID); len(a) != 0 {
+			t.Errorf("%s: approvals = %v, want none", key, a)
+		}
+	}
+}
+
+func TestParamsViolatingTheSchemaAreRefusedBeforeAnythingIsStored(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderSchema})
+	bad := `{"sku":"A-1","qty":0}`
+	status, out := p.Propose("po-11", bad)
+	if status != http.StatusUnprocessableEntity || errCode(out) != "invalid_params" {
+		t.Fatalf("proposal = %d %v, want 422 invalid_params", status, out)
+	}
+	if msg := out["error"].(map[string]any)["message"].(string); !strings.Contains(msg, "params/qty") {
+		t.Errorf("message %q does not name params/qty", msg)
+	}
+	body := fmt.Sprintf(`{"action":%q,"params":{"sku":"A-1","qty":3,"colour":"red"},"ttl_seconds":60,"policy_version":"p1"}`, testpipeline.Action)
+	if status, out := p.Do("POST", "/v1/approvals", p.Approver, body); status != http.StatusUnprocessableEntity || errCode(out) != "invalid_params" {
+		t.Errorf("approval = %d %v, want 422 invalid_params", status, out)
+	}
+	// An approval made past the API (so one exists) still does not let
+	// params that break the schema through.
+	a := p.Approve(bad, time.Hour)
+	body = fmt.Sprintf(`{"action":%q,"key":"po-12","params":%s,"approval_id":%q}`, testpipeline.Action, bad, a.ID)
+	if status, out := p.Do("POST", "/v1/operations", p.Agent, body); status != http.StatusUnprocessableEntity || errCode(out) != "invalid_params" {
+		t.Errorf("operation = %d %v, want 422 invalid_params", status, out)
+	}
+	var ops, approvals, uses int
+	if err := p.Pool.QueryRow(context.Background(),
+		`SELECT (SELECT count(*) FROM operations), (SELECT count(*) FROM approvals), (SELECT coalesce(sum(uses), 0) FROM approvals)`).Scan(&ops, &approvals, &uses); err != nil {
+		t.Fatal(err)
+	}
+	if ops != 0 || approvals != 1 || uses != 0 {
+		t.Errorf("stored %d operations, %d approvals (%d uses); want nothing but the test's own unused approval", ops, approvals, uses)
+	}
+	// Params that fit are accepted.
+	if status, out := p.Propose("po-13", `{"sku":"A-1","qty":1}`); status != http.StatusAccepted {
+		t.Errorf("valid proposal = %d %v, want 202", status, out)
+	}
+}
+
+func TestApprovalRequestsArePagedOldestFirst(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	var want []string
+	for i := range 5 {
+		_, out := p.Propose(fmt.Sprint("po-page-", i), fmt.Sprintf(`{"sku":"A-1","qty":%d}`, i+1))
+		want = append(want, p.Operation(out).ID.String())
+		p.Clock.Advance(time.Millisecond)
+	}
+	var got []string
+	path := "/v1/approval-requests?limit=2"
+	for pages := 0; path != ""; pages++ {
+		if pages > 5 {
+			t.Fatal("pages do not end")
+		}
+		status, out := p.Do("GET", path, p.Approver, "")
+		if status != http.StatusOK {
+			t.Fatalf("%s = %d %v", path, status, out)
+		}
+		items, _ := out["items"].([]any)
+		if len(items) > 2 {
+			t.Fatalf("page of %d items, limit 2", len(items))
+		}
+		for _, it := range items {
+			got = append(got, it.(map[string]any)["operation_id"].(string))
+		}
+		path = ""
+		if next, ok := out["next_cursor"].(string); ok {
+			path = "/v1/approval-requests?limit=2&cursor=" + next
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pages list %v, want oldest first %v", got, want)
+	}
+	if status, _ := p.Do("GET", "/v1/approval-requests?limit=501", p.Approver, ""); status != http.StatusBadRequest {
+		t.Errorf("limit 501 = %d, want 400", status)
+	}
+	if status, out := p.Do("GET", "/v1/approval-requests", p.TokenFor("Other Corp.", auth.RoleApprover), ""); status != http.StatusOK || len(out["items"].([]any)) != 0 {
+		t.Errorf("another tenant's approver sees %d %v, want no items", status, out)
+	}
+}

@@ -1,0 +1,138 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// contractExample is the action contract of PRODUCT.md (contract v2).
+const contractExample = `providers:
+  acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
+actions:
+  supplier.create_order:
+    provider: acme
+    description: Order goods from the supplier (an MCP tool's and the console's description).
+    params_schema:                       # JSON Schema 2020-12; a violation → 422 naming the field
+      type: object
+      required: [sku, qty]
+      properties: {sku: {type: string}, qty: {type: integer, minimum: 1}}
+      additionalProperties: false
+    approval:
+      request_ttl: 24h                   # how long a proposal may wait for a decision
+      approval_ttl: 1h                   # how long a granted approval stays valid for dispatch
+      auto_approve: "params.qty <= 10"   # optional CEL expression over params, tenant, action
+      policy_version: "2026-11"          # recorded on every approval, person or policy
+  supplier.short_form: {provider: acme}
+`
+
+func TestParseAcceptsTheActionContractExample(t *testing.T) {
+	t.Parallel()
+	reg := mustParse(t, contractExample)
+	a, ok := reg.Action("supplier.create_order")
+	if !ok {
+		t.Fatal("Action(supplier.create_order) not found")
+	}
+	if a.Provider != "acme" || !strings.HasPrefix(a.Description, "Order goods") ||
+		a.Approval.RequestTTL.Duration != 24*time.Hour || a.Approval.ApprovalTTL.Duration != time.Hour ||
+		a.Approval.PolicyVersion != "2026-11" || a.PolicyApprover() != "policy:2026-11" || !a.HasPolicy() {
+		t.Errorf("contract = %+v", a)
+	}
+	short, ok := reg.Action("supplier.short_form")
+	if !ok || short.HasPolicy() || short.Approval.RequestTTL.Duration != DefaultRequestTTL ||
+		short.Approval.ApprovalTTL.Duration != DefaultApprovalTTL || short.Approval.PolicyVersion != DefaultPolicyVersion {
+		t.Errorf("short form = %+v, want defaults and no policy", short)
+	}
+	if err := short.CheckParams([]byte(`{"anything":[1,2]}`)); err != nil {
+		t.Errorf("short form refuses params: %v", err)
+	}
+}
+
+func TestCheckParamsNamesTheFailingField(t *testing.T) {
+	t.Parallel()
+	a, _ := mustParse(t, contractExample).Action("supplier.create_order")
+	for _, tc := range []struct {
+		params, path string
+	}{
+		{`{"sku":"A-1","qty":3}`, ""},
+		{`{"sku":"A-1","qty":0}`, "/qty"},
+		{`{"sku":"A-1","qty":1.5}`, "/qty"},
+		{`{"sku":7,"qty":1}`, "/sku"},
+		{`{"sku":"A-1"}`, "-"},
+		{`{"sku":"A-1","qty":1,"colour":"red"}`, "-"},
+	} {
+		err := a.CheckParams([]byte(tc.params))
+		var pe *ParamsError
+		switch {
+		case tc.path == "" && err != nil:
+			t.Errorf("%s: refused: %v", tc.params, err)
+		case tc.path == "":
+		case !errors.As(err, &pe):
+			t.Errorf("%s: err = %v, want a *ParamsError", tc.params, err)
+		case tc.path != "-" && pe.Path != tc.path:
+			t.Errorf("%s: path %q, want %q (%v)", tc.params, pe.Path, tc.path, err)
+		}
+	}
+}
+
+func TestAutoApproveEvaluatesThePolicyAndNeverApprovesOnError(t *testing.T) {
+	t.Parallel()
+	a, _ := mustParse(t, strings.Replace(contractExample, `"params.qty <= 10"`,
+		`"params.qty <= 10 && tenant == 'acme' && action == 'supplier.create_order'"`, 1)).Action("supplier.create_order")
+	for _, tc := range []struct {
+		params, tenant string
+		want, err      bool
+	}{
+		{`{"sku":"A","qty":10}`, "acme", true, false},
+		{`{"sku":"A","qty":10.0}`, "acme", true, false},
+		{`{"sku":"A","qty":11}`, "acme", false, false},
+		{`{"sku":"A","qty":1}`, "other", false, false},
+		{`{"sku":"A"}`, "acme", false, true},
+		{`{"sku":"A","qty":"ten"}`, "acme", false, true},
+	} {
+		got, err := a.AutoApprove(context.Background(), []byte(tc.params), tc.tenant)
+		if got != tc.want || (err != nil) != tc.err {
+			t.Errorf("%s (%s) = %v, %v; want %v, error %v", tc.params, tc.tenant, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestAutoApproveStopsAtTheCostLimit(t *testing.T) {
+	t.Parallel()
+	doc := strings.Replace(contractExample, `"params.qty <= 10"`,
+		`"params.items.all(a, params.items.all(b, params.items.all(c, a + b + c >= 0)))"`, 1)
+	doc = strings.Replace(doc, "required: [sku, qty]", "required: []", 1)
+	doc = strings.Replace(doc, "additionalProperties: false", "additionalProperties: true", 1)
+	a, _ := mustParse(t, doc).Action("supplier.create_order")
+	items := strings.Repeat("1,", 199) + "1"
+	got, err := a.AutoApprove(context.Background(), []byte(`{"items":[`+items+`]}`), "acme")
+	if got || err == nil || !strings.Contains(err.Error(), "cost") {
+		t.Errorf("= %v, %v; want false and a cost limit error", got, err)
+	}
+}
+
+func TestBadActionContractStopsTheStartNamingTheAction(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, from, to, field string
+	}{
+		{"schema", "type: object\n", "type: objekt\n", "params_schema"},
+		{"policy does not compile", `"params.qty <= 10"`, `"params.qty <="`, "approval.auto_approve"},
+		{"policy not bool", `"params.qty <= 10"`, `"params.qty + 1"`, "approval.auto_approve"},
+		{"unknown variable", `"params.qty <= 10"`, `"user == 'x'"`, "approval.auto_approve"},
+		{"policy without version", `policy_version: "2026-11"`, `description2: x`, "approval.policy_version"},
+		{"bad ttl", "request_ttl: 24h", "request_ttl: 0s", "approval.request_ttl"},
+	} {
+		doc := strings.Replace(contractExample, tc.from, tc.to, 1)
+		if tc.name == "policy without version" {
+			doc = strings.Replace(contractExample, `      policy_version: "2026-11"          # recorded on every approval, person or policy`+"\n", "", 1)
+		}
+		_, err := Parse([]byte(doc))
+		var fe *FieldError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), `action "supplier.create_order": `+tc.field) {
+			t.Errorf("%s: err = %v, want one naming action supplier.create_order and %s", tc.name, err, tc.field)
+		}
+	}
+}
