@@ -191,7 +191,7 @@ func TestResumeReleasesRetryWaitAndUnknownAtTheirSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	subject := broker.DispatchSubject("TEST", "acme")
-	if err := outbox.Insert(ctx, f.pool, ledger.DispatchOutbox(subject, scheduled.ID, scheduled.Version, later)); err != nil {
+	if err := outbox.Insert(ctx, f.pool, ledger.DispatchMessage{Subject: subject, OperationID: scheduled.ID, Version: scheduled.Version, DeliverAfter: later}.Outbox()); err != nil {
 		t.Fatal(err)
 	}
 

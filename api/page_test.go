@@ -213,7 +213,7 @@ func TestOperationEventsArePaged(t *testing.T) {
 	f := setup(t)
 	id := f.queuedOperation(t, "po-1")
 	for i := range 6 {
-		if err := f.store.AppendEvent(context.Background(), f.pool, uuid.MustParse(id), fmt.Sprintf("note_%d", i), "test", nil); err != nil {
+		if err := f.store.AppendEvent(context.Background(), f.pool, uuid.MustParse(id), ledger.EventKind(fmt.Sprintf("note_%d", i)), "test", nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
 )
 
@@ -184,7 +185,7 @@ func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Pri
 		s.writeError(w, r, err)
 		return
 	}
-	opts := reconciler.ReplayOptions{Reason: req.Reason, DryRun: req.DryRun}
+	opts := reconciler.ReplayOptions{Reason: ledger.ReviewReason(req.Reason), DryRun: req.DryRun}
 	if req.Since != "" {
 		if t, err := time.Parse(time.RFC3339, req.Since); err == nil {
 			opts.Since = t

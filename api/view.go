@@ -31,9 +31,9 @@ type operationView struct {
 }
 
 type reviewView struct {
-	Reason   string  `json:"reason"`
-	Owner    string  `json:"owner"`
-	Deadline *string `json:"deadline"`
+	Reason   ledger.ReviewReason `json:"reason"`
+	Owner    string              `json:"owner"`
+	Deadline *string             `json:"deadline"`
 }
 
 func viewOperation(op ledger.Operation) operationView {
@@ -80,13 +80,13 @@ func viewApproval(a ledger.Approval) approvalView {
 }
 
 type eventView struct {
-	Seq    int64           `json:"seq"`
-	At     string          `json:"at"`
-	Kind   string          `json:"kind"`
-	From   *ledger.Status  `json:"from"`
-	To     ledger.Status   `json:"to"`
-	Actor  string          `json:"actor"`
-	Detail json.RawMessage `json:"detail"`
+	Seq    int64            `json:"seq"`
+	At     string           `json:"at"`
+	Kind   ledger.EventKind `json:"kind"`
+	From   *ledger.Status   `json:"from"`
+	To     ledger.Status    `json:"to"`
+	Actor  string           `json:"actor"`
+	Detail json.RawMessage  `json:"detail"`
 }
 
 func viewEvent(e ledger.Event) eventView {

@@ -18,12 +18,6 @@ import (
 // were refused would resend them forever.
 const maxEventIDLength = 1024
 
-// Webhook statuses the contract allows.
-const (
-	webhookSucceeded = "succeeded"
-	webhookFailed    = "failed"
-)
-
 var (
 	errUnknownProvider = errorf(http.StatusNotFound, "unknown_provider", "no webhooks are configured for this provider")
 	errBadSignature    = errorf(http.StatusUnauthorized, "invalid_signature",
@@ -36,11 +30,11 @@ var (
 // Unknown fields are allowed (suppliers add fields); the whole body is kept
 // as the event's payload.
 type webhookRequest struct {
-	EventID           string `json:"event_id"`
-	Type              string `json:"type"`
-	Reference         string `json:"reference"`
-	ProviderReference string `json:"provider_reference"`
-	Status            string `json:"status"`
+	EventID           string                `json:"event_id"`
+	Type              string                `json:"type"`
+	Reference         string                `json:"reference"`
+	ProviderReference string                `json:"provider_reference"`
+	Status            ledger.EvidenceStatus `json:"status"`
 }
 
 // webhook is POST /v1/webhooks/{provider}. There is no bearer token: the
@@ -173,9 +167,9 @@ func (req webhookRequest) validate() error {
 		}
 	}
 	switch {
-	case req.Status != webhookSucceeded && req.Status != webhookFailed:
+	case req.Status != ledger.EvidenceSucceeded && req.Status != ledger.EvidenceFailed:
 		return fieldError("status", `must be "succeeded" or "failed"`)
-	case req.Status == webhookSucceeded && req.ProviderReference == "":
+	case req.Status == ledger.EvidenceSucceeded && req.ProviderReference == "":
 		return fieldError("provider_reference", "is required when status is succeeded")
 	}
 	return nil

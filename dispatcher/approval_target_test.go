@@ -35,7 +35,7 @@ func TestApprovalForAnotherAccountIsHeldBeforeAnyCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	last := events[len(events)-1]
-	if last.Kind != string(ledger.LapseApprovalMismatch) {
+	if last.Kind != ledger.EventKind(ledger.LapseApprovalMismatch) {
 		t.Errorf("held by event %q, want %q; history:\n%s", last.Kind, ledger.LapseApprovalMismatch, p.History(op))
 	}
 	if !strings.Contains(string(last.Detail), `"account": "acct_other"`) || !strings.Contains(string(last.Detail), `"sent": false`) {

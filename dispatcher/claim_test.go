@@ -115,8 +115,8 @@ func TestRefusedResendAfterAnUnknownOutcomeGoesToReviewNotFailed(t *testing.T) {
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	p.Start(1)
 	done := p.WaitStatus(op, ledger.StatusReview, settle)
-	if *done.ReviewReason != dispatcher.ReasonRejectedAfterUnknown {
-		t.Errorf("review reason %s, want %s; history:\n%s", *done.ReviewReason, dispatcher.ReasonRejectedAfterUnknown, p.History(op))
+	if *done.ReviewReason != ledger.ReasonRejectedAfterUnknown {
+		t.Errorf("review reason %s, want %s; history:\n%s", *done.ReviewReason, ledger.ReasonRejectedAfterUnknown, p.History(op))
 	}
 	if p.Orders(op) != 1 || p.Creates(op) != 2 {
 		t.Errorf("orders %d, create requests %d; want 1 and 2", p.Orders(op), p.Creates(op))
@@ -151,8 +151,8 @@ func TestRevokeDuringALookupStopsTheResend(t *testing.T) {
 	}
 	done := p.WaitStatus(op, ledger.StatusReview, settle)
 	p.StopAll()
-	if *done.ReviewReason != dispatcher.ReasonLapsedUnknown {
-		t.Errorf("review reason %s, want %s", *done.ReviewReason, dispatcher.ReasonLapsedUnknown)
+	if *done.ReviewReason != ledger.ReasonLapsedUnknown {
+		t.Errorf("review reason %s, want %s", *done.ReviewReason, ledger.ReasonLapsedUnknown)
 	}
 	if p.Orders(op) != 0 || p.Creates(op) != 1 {
 		t.Errorf("orders %d, create requests %d; want 0 and 1 (no resend); history:\n%s", p.Orders(op), p.Creates(op), p.History(op))

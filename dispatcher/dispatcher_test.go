@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
@@ -66,7 +65,7 @@ func TestLostResponseWithoutKeyOrLookupGoesToReview(t *testing.T) {
 	if got := p.Orders(op); got != 1 {
 		t.Errorf("supplier orders = %d, want 1", got)
 	}
-	if *done.ReviewReason != dispatcher.ReasonOutcomeUnknown || *done.ReviewOwner != "supply-ops" || done.ReviewDeadline == nil {
+	if *done.ReviewReason != ledger.ReasonOutcomeUnknown || *done.ReviewOwner != "supply-ops" || done.ReviewDeadline == nil {
 		t.Errorf("review %v %v %v", *done.ReviewReason, *done.ReviewOwner, done.ReviewDeadline)
 	}
 	if kinds := strings.Join(p.Kinds(op), ","); kinds != "created,claimed,attempt,needs_review" {
@@ -105,7 +104,7 @@ func TestDuplicatedMessagesAndRacingWorkersMakeOneCall(t *testing.T) {
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	// Two more copies of the dispatch message, past JetStream's dedup.
 	for i := range 2 {
-		m := ledger.RedispatchOutbox(p.Broker.DispatchSubject("acme"), op.ID, op.Version, time.Now().Add(time.Duration(i)))
+		m := ledger.DispatchMessage{Subject: p.Broker.DispatchSubject("acme"), OperationID: op.ID, Version: op.Version, RepublishedAt: time.Now().Add(time.Duration(i))}.Outbox()
 		if err := outbox.Insert(context.Background(), p.Pool, m); err != nil {
 			t.Fatal(err)
 		}
@@ -144,7 +143,7 @@ func TestRetriesExhaustedGoToReview(t *testing.T) {
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	p.Start(1)
 	done := p.WaitStatus(op, ledger.StatusReview, 20*time.Second)
-	if *done.ReviewReason != dispatcher.ReasonRetriesExhausted || done.Attempts != 2 || p.Orders(op) != 0 {
+	if *done.ReviewReason != ledger.ReasonRetriesExhausted || done.Attempts != 2 || p.Orders(op) != 0 {
 		t.Errorf("reason %s attempts %d orders %d", *done.ReviewReason, done.Attempts, p.Orders(op))
 	}
 }
@@ -158,7 +157,7 @@ func TestRetryAfterBeyondMaxElapsedGoesToReviewWithoutWaiting(t *testing.T) {
 	// The supplier asks for 30 s; the budget ends after 2 s: no retry is
 	// scheduled that could only be sent after it.
 	done := p.WaitStatus(op, ledger.StatusReview, 5*time.Second)
-	if *done.ReviewReason != dispatcher.ReasonRetriesExhausted || done.Attempts != 1 || p.Creates(op) != 1 {
+	if *done.ReviewReason != ledger.ReasonRetriesExhausted || done.Attempts != 1 || p.Creates(op) != 1 {
 		t.Errorf("reason %s attempts %d create requests %d; want retries_exhausted after 1", *done.ReviewReason, done.Attempts, p.Creates(op))
 	}
 }
@@ -351,8 +350,8 @@ func TestLookupIsNotTrustedInAnotherAccountThanTheSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := p.WaitStatus(op, ledger.StatusReview, settle)
-	if *done.ReviewReason != dispatcher.ReasonLookupUntrusted {
-		t.Errorf("review reason %s, want %s", *done.ReviewReason, dispatcher.ReasonLookupUntrusted)
+	if *done.ReviewReason != ledger.ReasonLookupUntrusted {
+		t.Errorf("review reason %s, want %s", *done.ReviewReason, ledger.ReasonLookupUntrusted)
 	}
 	if kinds := strings.Join(p.Kinds(op), ","); strings.Contains(kinds, "lookup_found") || p.Creates(op) != 1 {
 		t.Errorf("events %s, create requests %d: want no lookup trusted and no resend", kinds, p.Creates(op))

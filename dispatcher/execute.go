@@ -21,22 +21,6 @@ import (
 // killed worker.
 var errCrashed = errors.New("dispatcher: worker crashed (test hook)")
 
-// Review reasons the dispatcher gives.
-const (
-	ReasonRetriesExhausted = "retries_exhausted"
-	ReasonOutcomeUnknown   = "outcome_unknown"
-	ReasonLookupFailing    = "lookup_failing"
-	ReasonLapsedUnknown    = "approval_lapsed_outcome_unknown"
-	// ReasonLookupUntrusted: the operation was sent to another provider
-	// account or environment than the one a lookup would ask now.
-	ReasonLookupUntrusted = "lookup_untrusted"
-	// ReasonRejectedAfterUnknown: the provider definitely refused a
-	// resend, but an earlier attempt's outcome was unknown and nothing
-	// has excluded its effect; the refusal says nothing about it (the
-	// resend may have been refused before its key was looked at).
-	ReasonRejectedAfterUnknown = "rejected_after_unknown"
-)
-
 // errNoTimeToCall is returned when the worker could not confirm its claim
 // quickly enough for a call to fit in the lease it got: nothing is called,
 // and the lease runs out into the sweeper's hands.
@@ -157,7 +141,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 	}
 	if lapse != ledger.LapseNone {
 		log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(lapse), Detail: w.lapseDetail()})
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(lapse), Detail: w.lapseDetail()})
 	}
 	return w.create(ctx)
 }
@@ -300,7 +284,7 @@ func (w *work) create(ctx context.Context) error {
 	}
 	evidence := attemptEvidence(attempt, res)
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
-	c := ledger.Change{Kind: "attempt", Detail: evidence, Attempted: true}
+	c := ledger.Change{Kind: ledger.EventAttempt, Detail: evidence, Attempted: true}
 	if res.Sent {
 		// The request may have reached the provider from the moment the
 		// claim was confirmed. A definite answer ends the request at the
@@ -331,7 +315,7 @@ func (w *work) create(ctx context.Context) error {
 		if open {
 			evidence["why"] = "the provider refused a resend, but an earlier attempt's outcome is unknown and may have had the effect"
 			w.log.WarnContext(ctx, "resend refused after an unknown outcome; handing it to a person", "attempt", attempt, "http_status", res.HTTPStatus)
-			c.To, c.Review = ledger.StatusReview, w.review(ReasonRejectedAfterUnknown, now)
+			c.To, c.Review = ledger.StatusReview, w.review(ledger.ReasonRejectedAfterUnknown, now)
 			return w.move(ctx, c)
 		}
 		c.To = ledger.StatusFailed
@@ -341,7 +325,7 @@ func (w *work) create(ctx context.Context) error {
 		// that could only be sent after max_elapsed is not scheduled.
 		next := now.Add(max(backoff(w.pc.Retry, attempt), res.RetryAfter))
 		if w.exhausted(attempt, c.SentAt, next) {
-			c.To, c.Review = ledger.StatusReview, w.review(ReasonRetriesExhausted, now)
+			c.To, c.Review = ledger.StatusReview, w.review(ledger.ReasonRetriesExhausted, now)
 			return w.move(ctx, c)
 		}
 		c.To, c.NextAttemptAt = ledger.StatusRetryWait, next
@@ -371,10 +355,10 @@ func (w *work) lapseDetail() map[string]any {
 func (w *work) lapsed(ctx context.Context) error {
 	if !w.settling {
 		w.log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", w.lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: string(w.lapse), Detail: w.lapseDetail()})
+		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(w.lapse), Detail: w.lapseDetail()})
 	}
 	w.log.InfoContext(ctx, "not resent: approval or access lapsed while an earlier outcome is unsettled", "lapse", w.lapse)
-	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: string(w.lapse), Review: w.review(ReasonLapsedUnknown, w.store.Now()),
+	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventKind(w.lapse), Review: w.review(ledger.ReasonLapsedUnknown, w.store.Now()),
 		Detail: map[string]any{"lapse": w.lapse, "why": "the approval or its token lapsed before the resend, and an earlier attempt may have had the effect"}})
 }
 
@@ -434,14 +418,14 @@ func (w *work) mayResend(now time.Time) bool {
 }
 
 // noWayToSettle says why an unknown outcome goes to a person.
-func (w *work) noWayToSettle(now time.Time) (reason, why string) {
+func (w *work) noWayToSettle(now time.Time) (reason ledger.ReviewReason, why string) {
 	switch {
 	case w.lapse != ledger.LapseNone:
-		return ReasonLapsedUnknown, "the approval or its token lapsed, so nothing may be resent, and the provider has no lookup"
+		return ledger.ReasonLapsedUnknown, "the approval or its token lapsed, so nothing may be resent, and the provider has no lookup"
 	case w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now):
-		return ReasonRetriesExhausted, "the retry budget is spent and the provider has no lookup"
+		return ledger.ReasonRetriesExhausted, "the retry budget is spent and the provider has no lookup"
 	default:
-		return ReasonOutcomeUnknown, "the provider has no lookup, and no idempotency key within its retention covers a resend"
+		return ledger.ReasonOutcomeUnknown, "the provider has no lookup, and no idempotency key within its retention covers a resend"
 	}
 }
 
@@ -475,7 +459,7 @@ func (w *work) lookup(ctx context.Context) error {
 	}
 	if len(foreign) > 0 {
 		w.log.WarnContext(ctx, "lookup not trusted: the operation was sent to another account or environment", "sent_to", foreign, "lookup_in", here)
-		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_untrusted", Review: w.review(ReasonLookupUntrusted, now),
+		return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_untrusted", Review: w.review(ledger.ReasonLookupUntrusted, now),
 			Detail: map[string]any{"sent_to": foreign, "lookup_in": here,
 				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
@@ -493,7 +477,7 @@ func (w *work) lookup(ctx context.Context) error {
 	w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)
 	switch lr.Status {
 	case provider.LookupFound:
-		return w.move(ctx, ledger.Change{To: ledger.StatusSucceeded, Kind: "lookup_found", ProviderReference: lr.ProviderReference, Detail: evidence})
+		return w.move(ctx, ledger.Change{To: ledger.StatusSucceeded, Kind: ledger.EventLookupFound, ProviderReference: lr.ProviderReference, Detail: evidence})
 	case provider.LookupAbsent:
 		believable := now
 		if w.op.LastSentAt != nil {
@@ -501,27 +485,27 @@ func (w *work) lookup(ctx context.Context) error {
 		}
 		if now.Before(believable) {
 			evidence["believable_at"] = believable
-			return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: "lookup_absent_too_early", NextAttemptAt: believable, Detail: evidence})
+			return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: ledger.EventLookupAbsentTooEarly, NextAttemptAt: believable, Detail: evidence})
 		}
 		// Absence is confirmed: nothing happened, so a resend with the
 		// same key is safe, if the approval still stands.
 		if w.lapse != ledger.LapseNone {
 			evidence["lapse"] = w.lapse
-			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_absent_confirmed", Review: w.review(ReasonLapsedUnknown, now), Detail: evidence})
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupAbsentConfirmed, Review: w.review(ledger.ReasonLapsedUnknown, now), Detail: evidence})
 		}
 		if w.exhausted(w.op.Attempts, time.Time{}, now) {
-			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_absent_confirmed", Review: w.review(ReasonRetriesExhausted, now), Detail: evidence})
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupAbsentConfirmed, Review: w.review(ledger.ReasonRetriesExhausted, now), Detail: evidence})
 		}
-		if err := w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, "lookup_absent_confirmed", w.actor, evidence); err != nil {
+		if err := w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, ledger.EventLookupAbsentConfirmed, w.actor, evidence); err != nil {
 			return err
 		}
 		w.log.InfoContext(ctx, "absence confirmed after the visibility lag; resending with the same key")
 		return w.create(ctx)
 	default:
 		if w.exhausted(w.op.RetryBase, time.Time{}, now) {
-			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: "lookup_failed", Review: w.review(ReasonLookupFailing, now), Detail: evidence})
+			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupFailed, Review: w.review(ledger.ReasonLookupFailing, now), Detail: evidence})
 		}
-		return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: "lookup_failed", NextAttemptAt: now.Add(w.pc.Retry.Max.Duration), Detail: evidence})
+		return w.move(ctx, ledger.Change{To: ledger.StatusUnknown, Kind: ledger.EventLookupFailed, NextAttemptAt: now.Add(w.pc.Retry.Max.Duration), Detail: evidence})
 	}
 }
 
@@ -575,7 +559,9 @@ func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Chang
 			op = next
 		}
 		if (op.Status == ledger.StatusRetryWait || op.Status == ledger.StatusUnknown) && op.NextAttemptAt != nil {
-			msg := ledger.DispatchOutbox(w.broker.DispatchSubject(op.Provider), op.ID, op.Version, *op.NextAttemptAt)
+			msg := ledger.DispatchMessage{
+				Subject: w.broker.DispatchSubject(op.Provider), OperationID: op.ID, Version: op.Version, DeliverAfter: *op.NextAttemptAt,
+			}.Outbox()
 			scheduled = true
 			return outbox.Insert(ctx, tx, msg)
 		}
@@ -602,7 +588,7 @@ func (w *work) fenced(ctx context.Context, c ledger.Change, err error) error {
 		if c.To == ledger.StatusSucceeded && c.ProviderReference != "" {
 			// A success is the truth whoever saw it: the reconciler applies
 			// it to whatever state the operation is in now.
-			evidence = &ledger.EvidenceMessage{Kind: "stale_result", Provider: w.op.Provider, Reference: w.op.ExternalKey,
+			evidence = &ledger.EvidenceMessage{Kind: ledger.EvidenceStaleResult, Provider: w.op.Provider, Reference: w.op.ExternalKey,
 				ProviderReference: c.ProviderReference, Worker: w.actor}
 		}
 		return w.store.KeepStaleResult(ctx, w.op.ID, w.actor, detail, evidence, w.broker.EvidenceSubject(w.op.Provider))
@@ -610,7 +596,7 @@ func (w *work) fenced(ctx context.Context, c ledger.Change, err error) error {
 	return err
 }
 
-func (w *work) review(reason string, now time.Time) *ledger.Review {
+func (w *work) review(reason ledger.ReviewReason, now time.Time) *ledger.Review {
 	return &ledger.Review{Reason: reason, Owner: w.pc.Review.Owner, Deadline: now.Add(w.pc.Review.Deadline.Duration)}
 }
 

@@ -179,7 +179,8 @@ func (s *LeaseSweeper) redispatch(ctx context.Context) error {
 			return err
 		}
 		for _, op := range stuck {
-			if err := outbox.Insert(ctx, tx, ledger.RedispatchOutbox(s.broker.DispatchSubject(op.Provider), op.ID, op.Version, now)); err != nil {
+			msg := ledger.DispatchMessage{Subject: s.broker.DispatchSubject(op.Provider), OperationID: op.ID, Version: op.Version, RepublishedAt: now}
+			if err := outbox.Insert(ctx, tx, msg.Outbox()); err != nil {
 				return err
 			}
 		}
@@ -230,7 +231,7 @@ func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
 	op.FirstSentAt = firstSentPtr(op, claimedAt)
 	w := &work{store: s.store, broker: s.broker, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, op: op, pc: pc, lapse: lapse}
 	c := ledger.Change{
-		To: ledger.StatusUnknown, Kind: "lease_expired", SentAt: lastSent, SentFrom: claimedAt, OnlyIfLeaseExpired: true,
+		To: ledger.StatusUnknown, Kind: ledger.EventLeaseExpired, SentAt: lastSent, SentFrom: claimedAt, OnlyIfLeaseExpired: true,
 		Detail: map[string]any{"lease_owner": op.LeaseOwner, "lease_expires_at": op.LeaseExpiresAt},
 	}
 	return w.unknown(ctx, c, now)

@@ -92,7 +92,8 @@ const (
 
 	approvalInsert = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
     policy_version, approver_token_id, expires_at, max_uses, created_at, account, environment)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()), $11, $12)
+VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver, @expires_at, @max_uses, coalesce(@now::timestamptz, now()),
+    @account, @environment)
 RETURNING ` + approvalColumns
 
 	approvalRevoke = `UPDATE approvals SET revoked_at = coalesce(revoked_at, coalesce($3::timestamptz, now()))
@@ -124,9 +125,12 @@ func (s *Store) CreateApprovalTx(ctx context.Context, db DBTX, a NewApproval) (A
 	if a.MaxUses == 0 {
 		a.MaxUses = 1
 	}
-	rows, _ := db.Query(ctx, approvalInsert, uuid.Must(uuid.NewV7()), a.TenantID, a.Action,
-		canonical, fingerprint, a.PolicyVersion, a.ApproverTokenID, a.ExpiresAt, a.MaxUses, s.nowArg(),
-		a.Target.Account, a.Target.Environment)
+	rows, _ := db.Query(ctx, approvalInsert, pgx.StrictNamedArgs{
+		"id": uuid.Must(uuid.NewV7()), "tenant": a.TenantID, "action": a.Action,
+		"params": canonical, "fingerprint": fingerprint, "policy_version": a.PolicyVersion,
+		"approver": a.ApproverTokenID, "expires_at": a.ExpiresAt, "max_uses": a.MaxUses, "now": s.nowArg(),
+		"account": a.Target.Account, "environment": a.Target.Environment,
+	})
 	approval, err := collectApproval(rows)
 	if err != nil {
 		return Approval{}, fmt.Errorf("create approval: %w", err)

@@ -99,7 +99,7 @@ func TestOutcomeOpenUntilALookupConfirmsAbsence(t *testing.T) {
 	}
 	ctx := context.Background()
 	steps := []struct {
-		kind   string
+		kind   ledger.EventKind
 		detail map[string]any
 		open   bool
 	}{

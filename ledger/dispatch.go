@@ -74,7 +74,7 @@ type Pause struct {
 // message will move.
 const waitsForMessage = `NOT EXISTS (
       SELECT 1 FROM outbox b
-      WHERE b.published_at IS NULL AND b.msg_id LIKE 'dispatch.' || o.id::text || '.%')
+      WHERE b.published_at IS NULL AND b.msg_id LIKE '` + dispatchMsgIDPrefix + `' || o.id::text || '.%')
   AND NOT EXISTS (
       SELECT 1 FROM dispatch_pauses p
       WHERE p.tenant_id = o.tenant_id
@@ -101,19 +101,21 @@ FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id
 LIMIT ` + maxPausesSQL
 
 	// operationsReleasable finds the work a resume releases: operations of
-	// the scope that no remaining pause covers and that wait for a dispatch
+	// the scope (@provider, @action; '' matches any) that no remaining pause covers and that wait for a dispatch
 	// message: queued, retry_wait and unknown ones whose message is no
 	// longer waiting in the outbox (it may have arrived during the pause,
 	// had its claim refused and been acknowledged). One whose message still
-	// waits there gets it on time, and a repeated resume adds nothing.
+	// waits there gets it on time, and a repeated resume adds nothing. A
+	// page: at most @limit, after position (@after_at, @after_id) when
+	// @after_at is set.
 	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at, o.created_at FROM operations o
-WHERE o.tenant_id = $1
-  AND ($2 = '' OR o.provider = $2) AND ($3 = '' OR o.action = $3)
+WHERE o.tenant_id = @tenant
+  AND (@provider = '' OR o.provider = @provider) AND (@action = '' OR o.action = @action)
   AND o.status IN ('queued', 'retry_wait', 'unknown')
   AND ` + waitsForMessage + `
-  AND ($4::timestamptz IS NULL OR (o.created_at, o.id) > ($4, $5))
+  AND (@after_at::timestamptz IS NULL OR (o.created_at, o.id) > (@after_at, @after_id))
 ORDER BY o.created_at, o.id
-LIMIT $6`
+LIMIT @limit`
 )
 
 // PauseDispatch stops claims of the tenant's operations for provider and/or
@@ -148,11 +150,11 @@ const DefaultResumeBatch = 500
 // before next_attempt_at as early, and the operation would then wait for
 // the stuck sweeper.
 func (r Requeue) Message(subject string, at time.Time) outbox.Message {
-	m := RedispatchOutbox(subject, r.ID, r.Version, at)
+	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at}
 	if r.NextAttemptAt != nil {
 		m.DeliverAfter = *r.NextAttemptAt
 	}
-	return m
+	return m.Outbox()
 }
 
 // ResumeDispatch removes every pause of tenant that lies within the scope
@@ -181,7 +183,10 @@ func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, 
 				}
 				removed = int(tag.RowsAffected())
 			}
-			rows, _ := tx.Query(ctx, operationsReleasable, tenant, provider, action, afterAt, afterID, s.resumeBatch)
+			rows, _ := tx.Query(ctx, operationsReleasable, pgx.StrictNamedArgs{
+				"tenant": tenant, "provider": provider, "action": action,
+				"after_at": afterAt, "after_id": afterID, "limit": s.resumeBatch,
+			})
 			released, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
 			if err != nil {
 				return fmt.Errorf("find released operations: %w", err)
@@ -259,36 +264,37 @@ LIMIT $2`
 	// operationsRedispatch finds operations waiting for a dispatch message
 	// that should have arrived long ago (a message lost by JetStream, or
 	// never delivered): queued and not updated since before, or due since
-	// before, the cutoff $1, with no message of theirs waiting in the
-	// outbox, and not paused. It takes only those whose last re-publish
-	// (redispatched_at) is older than their backoff: base $3 doubled per
-	// re-publish since the operation last changed, capped at $4. It
+	// before, @cutoff, with no message of theirs waiting in the outbox, and
+	// not paused. It takes only those whose last re-publish
+	// (redispatched_at) is older than their backoff: @base_us doubled per
+	// re-publish since the operation last changed, capped at
+	// @max_backoff_us. It
 	// records the re-publish on the operation and as an event, in the same
 	// statement, so two sweepers never re-publish one operation twice.
 	operationsRedispatch = `WITH due AS (
     SELECT o.id FROM operations o
-    WHERE ((o.status = 'queued' AND o.updated_at < $1)
-        OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < $1))
+    WHERE ((o.status = 'queued' AND o.updated_at < @cutoff)
+        OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < @cutoff))
       AND ` + waitsForMessage + `
       AND (o.redispatched_at IS NULL OR o.redispatched_at < o.updated_at
-           OR o.redispatched_at <= coalesce($2::timestamptz, now())
-                - least($3::bigint * interval '1 microsecond' * power(2, least(o.redispatches, 30))::float8, $4::bigint * interval '1 microsecond'))
+           OR o.redispatched_at <= coalesce(@now::timestamptz, now())
+                - least(@base_us::bigint * interval '1 microsecond' * power(2, least(o.redispatches, 30))::float8, @max_backoff_us::bigint * interval '1 microsecond'))
     ORDER BY o.updated_at
-    LIMIT $5
+    LIMIT @limit
     FOR UPDATE OF o SKIP LOCKED
 ), upd AS (
     UPDATE operations o SET
         redispatches    = CASE WHEN o.redispatched_at IS NULL OR o.redispatched_at < o.updated_at
                                THEN 1 ELSE o.redispatches + 1 END,
-        redispatched_at = coalesce($2::timestamptz, now())
+        redispatched_at = coalesce(@now::timestamptz, now())
     FROM due WHERE o.id = due.id
     RETURNING o.*
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-    SELECT id, tenant_id, redispatched_at, 'redispatched', status, status, $6,
+    SELECT id, tenant_id, redispatched_at, 'redispatched', status, status, @actor,
            jsonb_build_object('redispatches', redispatches,
-               'next_not_before', redispatched_at + least($3::bigint * interval '1 microsecond' * power(2, least(redispatches, 30))::float8,
-                                                          $4::bigint * interval '1 microsecond'))
+               'next_not_before', redispatched_at + least(@base_us::bigint * interval '1 microsecond' * power(2, least(redispatches, 30))::float8,
+                                                          @max_backoff_us::bigint * interval '1 microsecond'))
     FROM upd
 )
 SELECT ` + operationColumns + `
@@ -313,7 +319,10 @@ func (s *Store) LeaseExpired(ctx context.Context, limit int) ([]Operation, error
 // stays stuck is found again only after its backoff: base, doubled per
 // re-publish since it last changed, at most maxBackoff.
 func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, base, maxBackoff time.Duration, limit int, actor string) ([]Operation, error) {
-	rows, _ := tx.Query(ctx, operationsRedispatch, cutoff, s.nowArg(), base.Microseconds(), maxBackoff.Microseconds(), limit, actor)
+	rows, _ := tx.Query(ctx, operationsRedispatch, pgx.StrictNamedArgs{
+		"cutoff": cutoff, "now": s.nowArg(), "base_us": base.Microseconds(), "max_backoff_us": maxBackoff.Microseconds(),
+		"limit": limit, "actor": actor,
+	})
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("find stuck operations: %w", err)
@@ -324,21 +333,21 @@ func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, bas
 // operationConfirmClaim is the check a worker makes right before every
 // provider call: the claim is still its own (same version, owner and
 // status: nobody expired, settled or re-claimed it), its lease now lasts
-// at least $5 microseconds past the database's clock (the call's full
+// at least @hold_us microseconds past the database's clock (the call's full
 // timeout plus a margin), and the approval and the requesting token still
-// stand, the approval granted for the target the call goes to ($6
-// account, $7 environment; see operationLapse). The version bumps, so any writer holding the version read before
-// (a sweeper that found the old lease expired) is fenced. clock_timestamp,
+// stand, the approval granted for the target the call goes to (@account,
+// @environment; see operationLapse). The version bumps, so any writer
+// holding the version read before (a sweeper that found the old lease expired) is fenced. clock_timestamp,
 // not now(): a shared batch's transaction may have started before the
 // worker asked, and the worker measures from when it asked.
 const operationConfirmClaim = `WITH clock AS (
-    SELECT coalesce($4::timestamptz, clock_timestamp()) AS now
+    SELECT coalesce(@now::timestamptz, clock_timestamp()) AS now
 ), upd AS (
     UPDATE operations SET
         version          = version + 1,
-        lease_expires_at = greatest(lease_expires_at, clock.now + $5::bigint * interval '1 microsecond')
+        lease_expires_at = greatest(lease_expires_at, clock.now + @hold_us::bigint * interval '1 microsecond')
     FROM clock
-    WHERE id = $1 AND version = $2 AND status = 'dispatching' AND lease_owner = $3
+    WHERE id = @id AND version = @version AND status = 'dispatching' AND lease_owner = @owner
     RETURNING operations.version, operations.lease_expires_at, operations.approval_id, operations.requested_by, clock.now
 )
 SELECT u.version, u.lease_expires_at, u.now,
@@ -346,13 +355,15 @@ SELECT u.version, u.lease_expires_at, u.now,
         WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
         WHEN a.expires_at <= u.now THEN 'approval_expired'
         WHEN a.account IS NOT NULL
-             AND (a.account, a.environment) IS DISTINCT FROM ($6::text, $7::text) THEN 'approval_mismatch'
+             AND (a.account, a.environment) IS DISTINCT FROM (@account::text, @environment::text) THEN 'approval_mismatch'
         WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
         ELSE ''
     END AS lapse
 FROM upd u
 JOIN approvals a ON a.id = u.approval_id
 JOIN api_tokens k ON k.id = u.requested_by`
+
+var confirmClaimStmt = mustNamed(operationConfirmClaim)
 
 // Confirmation is a worker's claim as the database confirmed it right
 // before a provider call.
@@ -380,8 +391,15 @@ func (s *Store) ConfirmClaim(ctx context.Context, id uuid.UUID, version int64, o
 		conf       Confirmation
 		confirmErr error
 	)
-	err := s.group.do(ctx, id, func(b *pgx.Batch) {
-		b.Queue(operationConfirmClaim, id, version, owner, s.nowArg(), hold.Microseconds(), at.Account, at.Environment).Query(func(rows pgx.Rows) error {
+	args, err := confirmClaimStmt.args(pgx.StrictNamedArgs{
+		"id": id, "version": version, "owner": owner, "now": s.nowArg(), "hold_us": hold.Microseconds(),
+		"account": at.Account, "environment": at.Environment,
+	})
+	if err != nil {
+		return Confirmation{}, err
+	}
+	err = s.group.do(ctx, id, func(b *pgx.Batch) {
+		b.Queue(confirmClaimStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 			c, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Confirmation])
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):

@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -26,36 +25,6 @@ type EnqueueRequest struct {
 	ApprovalID uuid.UUID
 }
 
-// Dispatch is the message the outbox carries for an operation that is ready
-// to be sent. The dispatcher reads everything else from the ledger.
-type Dispatch struct {
-	OperationID uuid.UUID `json:"operation_id"`
-	Version     int64     `json:"version"`
-}
-
-// DispatchMsgID is the Nats-Msg-Id of the dispatch message for an operation
-// at version: republishing the same row is deduplicated, while a later
-// deliberate re-publish (at a newer version) is not.
-func DispatchMsgID(id uuid.UUID, version int64) string {
-	return fmt.Sprintf("dispatch.%s.%d", id, version)
-}
-
-// DispatchOutbox is the outbox message that hands operation id at version
-// to a dispatcher, at due (zero: now).
-func DispatchOutbox(subject string, id uuid.UUID, version int64, due time.Time) outbox.Message {
-	payload, _ := json.Marshal(Dispatch{OperationID: id, Version: version})
-	return outbox.Message{Subject: subject, MsgID: DispatchMsgID(id, version), Payload: payload, DeliverAfter: due}
-}
-
-// RedispatchOutbox is DispatchOutbox for a deliberate re-publish of the same
-// version (a resume, a sweep of a lost message): its Nats-Msg-Id is new, so
-// JetStream's duplicate window does not swallow it.
-func RedispatchOutbox(subject string, id uuid.UUID, version int64, at time.Time) outbox.Message {
-	m := DispatchOutbox(subject, id, version, time.Time{})
-	m.MsgID = fmt.Sprintf("%s.r%d", m.MsgID, at.UnixNano())
-	return m
-}
-
 // ExternalKey is the stable key sent to the provider for operation id, in
 // the idempotency header and in the reference param. It never changes,
 // whatever happens to the operation.
@@ -66,7 +35,10 @@ func ExternalKey(id uuid.UUID) string {
 // operationEnqueue runs schema/004_enqueue.sql's enqueue_operation: the
 // whole enqueue transaction in one round trip.
 const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operation(
-    $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`
+    p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
+    p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
+    p_external_key => @external_key, p_now => @now, p_actor => @actor,
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload)`
 
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
@@ -90,7 +62,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	// their unique key keeps two shared transactions from deadlocking on it.
 	order := uuid.NewSHA1(c.req.TenantID, []byte(c.req.Action+"\x00"+c.req.Key))
 	err = s.group.do(ctx, order, func(b *pgx.Batch) {
-		b.Queue(operationEnqueue, c.args()...).QueryRow(c.scan)
+		b.Queue(enqueueStmt.SQL, c.args...).QueryRow(c.scan)
 	})
 	op, replayed, err = s.finishEnqueue(ctx, s.pool, c, err)
 	if err == nil && !replayed {
@@ -109,7 +81,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, su
 	if err != nil {
 		return Operation{}, false, err
 	}
-	err = c.scan(tx.QueryRow(ctx, operationEnqueue, c.args()...))
+	err = c.scan(tx.QueryRow(ctx, enqueueStmt.SQL, c.args...))
 	return s.finishEnqueue(ctx, tx, c, err)
 }
 
@@ -121,6 +93,7 @@ type enqueueCall struct {
 	fingerprint string
 	msg         outbox.Message
 	now         *time.Time
+	args        []any // enqueueStmt's
 
 	created   bool
 	createdAt *time.Time
@@ -142,16 +115,27 @@ func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall
 		req.Actor = "token:" + req.TokenID.String()
 	}
 	id := uuid.Must(uuid.NewV7())
-	return &enqueueCall{
+	c := &enqueueCall{
 		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
-		msg: DispatchOutbox(subject, id, 1, time.Time{}), now: s.nowArg(),
-	}, nil
+		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1}.Outbox(), now: s.nowArg(),
+	}
+	if c.args, err = c.namedArgs(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
-func (c *enqueueCall) args() []any {
-	return []any{c.id, c.req.TenantID, c.req.Action, c.req.Key, c.req.Provider,
-		c.canonical, c.fingerprint, c.req.ApprovalID, c.req.TokenID, ExternalKey(c.id), c.now,
-		c.req.Actor, c.msg.Subject, c.msg.MsgID, c.msg.Payload}
+var enqueueStmt = mustNamed(operationEnqueue)
+
+// namedArgs are operationEnqueue's arguments; an error means the statement
+// and this list disagree.
+func (c *enqueueCall) namedArgs() ([]any, error) {
+	return enqueueStmt.args(pgx.StrictNamedArgs{
+		"id": c.id, "tenant": c.req.TenantID, "action": c.req.Action, "key": c.req.Key, "provider": c.req.Provider,
+		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
+		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
+		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload,
+	})
 }
 
 // scan keeps the call's results; it may run twice (a failed shared batch

@@ -69,7 +69,7 @@ func TestSharedCommitsKeepEveryWriteItsOwnOutcome(t *testing.T) {
 	errs := make(map[string]error)
 	for _, op := range claimed {
 		wg.Go(func() {
-			kind := "provider_answered"
+			kind := ledger.EventKind("provider_answered")
 			if op.ID == bad {
 				kind = "bad\x00kind"
 			}

@@ -66,13 +66,13 @@ func (s *Store) HoldUnsentByToken(ctx context.Context, tx pgx.Tx, token uuid.UUI
 
 // holdUnsent holds the operations query finds with arg, with an event of
 // kind.
-func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any, kind, actor string) ([]Operation, error) {
+func (s *Store) holdUnsent(ctx context.Context, tx pgx.Tx, query string, arg any, kind EventKind, actor string) ([]Operation, error) {
 	return s.holdUnsentFlagged(ctx, tx, query, arg, kind, actor, "")
 }
 
 // holdUnsentFlagged is holdUnsent that also adds flag (when not empty) to
 // each held operation.
-func (s *Store) holdUnsentFlagged(ctx context.Context, tx pgx.Tx, query string, arg any, kind, actor, flag string) ([]Operation, error) {
+func (s *Store) holdUnsentFlagged(ctx context.Context, tx pgx.Tx, query string, arg any, kind EventKind, actor, flag string) ([]Operation, error) {
 	type target struct {
 		ID      uuid.UUID `db:"id"`
 		Status  Status    `db:"status"`

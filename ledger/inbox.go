@@ -15,18 +15,6 @@ import (
 	"github.com/actledger/actledger/outbox"
 )
 
-// EvidenceKind says which table an evidence message's row is in.
-type EvidenceKind string
-
-// Kinds of evidence messages.
-const (
-	// EvidenceWebhook names a webhook_events row.
-	EvidenceWebhook EvidenceKind = "webhook"
-	// EvidenceStaleResult names a stale_results row: a success that a
-	// fenced worker saw.
-	EvidenceStaleResult EvidenceKind = "stale_result"
-)
-
 // EvidenceMessage is the outbox/JetStream message that hands a piece of
 // evidence to the reconciler. It is a pointer: it names a stored row
 // (WebhookEventID or StaleResultID, by Kind), and the reconciler applies
@@ -57,13 +45,13 @@ type StaleResult struct {
 	ID          int64     `db:"id"`
 	OperationID uuid.UUID `db:"operation_id"`
 	// Provider and Reference (the external key sent) are the operation's.
-	Provider          string     `db:"provider"`
-	Reference         string     `db:"reference"`
-	ProviderReference string     `db:"provider_reference"`
-	Worker            string     `db:"worker"`
-	RecordedAt        time.Time  `db:"recorded_at"`
-	AppliedAt         *time.Time `db:"applied_at"`
-	Outcome           *string    `db:"outcome"`
+	Provider          string           `db:"provider"`
+	Reference         string           `db:"reference"`
+	ProviderReference string           `db:"provider_reference"`
+	Worker            string           `db:"worker"`
+	RecordedAt        time.Time        `db:"recorded_at"`
+	AppliedAt         *time.Time       `db:"applied_at"`
+	Outcome           *EvidenceOutcome `db:"outcome"`
 }
 
 const (
@@ -94,7 +82,7 @@ WHERE id = $1`
 func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string, detail any, evidence *EvidenceMessage, subject string) error {
 	published := false
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := s.AppendEvent(ctx, tx, id, "stale_result", actor, detail); err != nil {
+		if err := s.AppendEvent(ctx, tx, id, EventStaleResult, actor, detail); err != nil {
 			return err
 		}
 		if evidence == nil || evidence.ProviderReference == "" {
@@ -142,7 +130,7 @@ func (s *Store) StaleResult(ctx context.Context, id int64) (StaleResult, error) 
 // MarkStaleResultApplied records that the reconciler applied stale result
 // id, with what came of it; like MarkWebhookApplied it keeps the first
 // mark. ErrNotFound if there is no such row.
-func (s *Store) MarkStaleResultApplied(ctx context.Context, db DBTX, id int64, outcome string) error {
+func (s *Store) MarkStaleResultApplied(ctx context.Context, db DBTX, id int64, outcome EvidenceOutcome) error {
 	tag, err := db.Exec(ctx, staleResultMarkApplied, id, s.nowArg(), outcome)
 	if err != nil {
 		return fmt.Errorf("mark stale result %d applied: %w", id, err)
@@ -167,16 +155,17 @@ type WebhookEvent struct {
 	Type              string `db:"type"`
 	Reference         string `db:"reference"`
 	ProviderReference string `db:"provider_reference"`
-	// Status is "succeeded" or "failed" (a CHECK constraint enforces it).
-	Status string `db:"status"`
+	// Status is EvidenceSucceeded or EvidenceFailed (a CHECK constraint
+	// enforces it).
+	Status EvidenceStatus `db:"status"`
 	// Payload is the verified body as the supplier sent it, kept whole so
 	// that fields this code does not read yet remain available as evidence.
 	Payload    json.RawMessage `db:"payload"`
 	ReceivedAt time.Time       `db:"received_at"`
 	// AppliedAt and Outcome are set once by the reconciler
 	// (MarkWebhookApplied); nil means not applied yet.
-	AppliedAt *time.Time `db:"applied_at"`
-	Outcome   *string    `db:"outcome"`
+	AppliedAt *time.Time       `db:"applied_at"`
+	Outcome   *EvidenceOutcome `db:"outcome"`
 }
 
 // WebhookMsgID is the Nats-Msg-Id of the evidence message for a webhook:
@@ -195,7 +184,7 @@ const (
 	// for the first to commit or roll back, so exactly one of them stores.
 	webhookEventInsert = `INSERT INTO webhook_events (provider, event_id, type, reference, provider_reference,
     status, payload, received_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, coalesce($8::timestamptz, now()))
+VALUES (@provider, @event_id, @type, @reference, @provider_reference, @status, @payload, coalesce(@now::timestamptz, now()))
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id`
 
@@ -223,8 +212,10 @@ WHERE id = $1`
 func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject string) (stored bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var id int64
-		err := tx.QueryRow(ctx, webhookEventInsert, ev.Provider, ev.EventID, ev.Type, ev.Reference,
-			ev.ProviderReference, ev.Status, []byte(ev.Payload), s.nowArg()).Scan(&id)
+		err := tx.QueryRow(ctx, webhookEventInsert, pgx.StrictNamedArgs{
+			"provider": ev.Provider, "event_id": ev.EventID, "type": ev.Type, "reference": ev.Reference,
+			"provider_reference": ev.ProviderReference, "status": ev.Status, "payload": []byte(ev.Payload), "now": s.nowArg(),
+		}).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
@@ -273,7 +264,7 @@ func (s *Store) WebhookEvent(ctx context.Context, id int64) (WebhookEvent, error
 // It is idempotent, because evidence messages may be delivered more than
 // once: an event already marked keeps its first applied_at and outcome, and
 // marking it again returns nil. ErrNotFound if there is no such event.
-func (s *Store) MarkWebhookApplied(ctx context.Context, db DBTX, id int64, outcome string) error {
+func (s *Store) MarkWebhookApplied(ctx context.Context, db DBTX, id int64, outcome EvidenceOutcome) error {
 	tag, err := db.Exec(ctx, webhookEventMarkApplied, id, s.nowArg(), outcome)
 	if err != nil {
 		return fmt.Errorf("mark webhook event %d applied: %w", id, err)

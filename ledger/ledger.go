@@ -70,7 +70,7 @@ type Operation struct {
 	FirstSentAt       *time.Time      `db:"first_sent_at"`
 	LastSentAt        *time.Time      `db:"last_sent_at"`
 	ProviderReference *string         `db:"provider_reference"`
-	ReviewReason      *string         `db:"review_reason"`
+	ReviewReason      *ReviewReason   `db:"review_reason"`
 	ReviewOwner       *string         `db:"review_owner"`
 	ReviewDeadline    *time.Time      `db:"review_deadline"`
 	Flags             []string        `db:"flags"`
@@ -85,7 +85,7 @@ type Operation struct {
 type Event struct {
 	Seq    int64           `db:"seq"`
 	At     time.Time       `db:"at"`
-	Kind   string          `db:"kind"`
+	Kind   EventKind       `db:"kind"`
 	From   *Status         `db:"from_status"`
 	To     Status          `db:"to_status"`
 	Actor  string          `db:"actor"`
@@ -266,7 +266,7 @@ func (s *Store) EventsPage(ctx context.Context, tenant, id uuid.UUID, afterSeq i
 // AppendEvent records something that happened to an operation without
 // changing its state: a conflicting request, a stale worker's late answer,
 // evidence that needs no transition.
-func (s *Store) AppendEvent(ctx context.Context, db DBTX, id uuid.UUID, kind, actor string, detail any) error {
+func (s *Store) AppendEvent(ctx context.Context, db DBTX, id uuid.UUID, kind EventKind, actor string, detail any) error {
 	body, err := marshalDetail(detail)
 	if err != nil {
 		return err

@@ -312,7 +312,7 @@ func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decisi
 	if err != nil {
 		return Operation{}, Approval{}, fmt.Errorf("encode event detail: %w", err)
 	}
-	msg := DispatchOutbox(subject, op.ID, op.Version+1, time.Time{})
+	msg := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version + 1}.Outbox()
 	rows, _ = tx.Query(ctx, operationApprove, pgx.StrictNamedArgs{
 		"id": op.ID, "version": op.Version, "approval": approval.ID, "now": now, "actor": d.Approver,
 		"detail": detail, "subject": msg.Subject, "msg_id": msg.MsgID, "payload": msg.Payload,

@@ -134,22 +134,19 @@ type Unmatched struct {
 	Source            string          `db:"source"`
 	Reference         string          `db:"reference"`
 	ProviderReference *string         `db:"provider_reference"`
-	Status            string          `db:"status"`
+	Status            EvidenceStatus  `db:"status"`
 	Detail            json.RawMessage `db:"detail"`
 	Owner             string          `db:"owner"`
 	Deadline          time.Time       `db:"deadline"`
 	CreatedAt         time.Time       `db:"created_at"`
 }
 
-// ReasonUnmatchedEvidence is the review reason of unmatched evidence.
-const ReasonUnmatchedEvidence = "unmatched_evidence"
-
 const (
 	unmatchedColumns = `id, tenant_id, provider, source, reference, provider_reference, status, detail, owner, deadline, created_at`
 
 	unmatchedInsert = `INSERT INTO unmatched_evidence (tenant_id, provider, source, reference, provider_reference,
     status, detail, owner, deadline, created_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, coalesce($10::timestamptz, now()))
+VALUES (@tenant, @provider, @source, @reference, @provider_reference, @status, @detail, @owner, @deadline, coalesce(@now::timestamptz, now()))
 ON CONFLICT (provider, source) DO NOTHING
 RETURNING ` + unmatchedColumns
 
@@ -192,8 +189,11 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 		detail = json.RawMessage("{}")
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, unmatchedInsert, u.TenantID, u.Provider, u.Source, u.Reference, u.ProviderReference,
-			u.Status, detail, u.Owner, u.Deadline, s.nowArg())
+		rows, _ := tx.Query(ctx, unmatchedInsert, pgx.StrictNamedArgs{
+			"tenant": u.TenantID, "provider": u.Provider, "source": u.Source, "reference": u.Reference,
+			"provider_reference": u.ProviderReference, "status": u.Status, "detail": detail,
+			"owner": u.Owner, "deadline": u.Deadline, "now": s.nowArg(),
+		})
 		got, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unmatched])
 		if err != nil {
 			return fmt.Errorf("record unmatched evidence: %w", err)
@@ -212,7 +212,7 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 			token = u.TenantID.String()
 		}
 		return outbox.Insert(ctx, tx, outbox.Message{
-			Subject: s.reviewSubject + "." + token + "." + ReasonUnmatchedEvidence,
+			Subject: s.reviewSubject + "." + token + "." + string(ReasonUnmatchedEvidence),
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})

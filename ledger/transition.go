@@ -18,9 +18,9 @@ type Change struct {
 	Version int64
 	To      Status
 
-	Kind   string // event kind, e.g. "claimed", "provider_answered", "approval_revoked"
-	Actor  string // who or what: "worker:<id>", "operator:<token name>", "system"
-	Detail any    // evidence, stored as JSON
+	Kind   EventKind // event kind, e.g. "claimed", "provider_answered", "approval_revoked"
+	Actor  string    // who or what: "worker:<id>", "operator:<token name>", "system"
+	Detail any       // evidence, stored as JSON
 
 	// LeaseOwner and a lease end (LeaseFor, or LeaseUntil) are required
 	// when To is dispatching and cleared otherwise.
@@ -72,33 +72,33 @@ type Change struct {
 
 // Review says why an operation needs a person, who owns it and by when.
 type Review struct {
-	Reason   string
+	Reason   ReviewReason
 	Owner    string
 	Deadline time.Time
 }
 
 const operationTransition = `WITH upd AS (
     UPDATE operations SET
-        status             = $4,
+        status             = @to,
         version            = version + 1,
-        updated_at         = coalesce($5::timestamptz, now()),
-        lease_owner        = CASE WHEN $4 = 'dispatching' THEN $6 END,
-        lease_expires_at   = CASE WHEN $4 = 'dispatching'
-                                  THEN coalesce($7::timestamptz, coalesce($5::timestamptz, now()) + $22::bigint * interval '1 microsecond') END,
-        next_attempt_at    = $8,
-        attempts           = attempts + CASE WHEN $9 THEN 1 ELSE 0 END,
-        first_sent_at      = coalesce(first_sent_at, CASE WHEN $18::timestamptz IS NOT NULL THEN coalesce($24::timestamptz, $18::timestamptz) END),
-        last_sent_at       = coalesce($18::timestamptz, last_sent_at),
-        provider_reference = coalesce($10, provider_reference),
-        review_reason      = CASE WHEN $4 = 'review' THEN $11 END,
-        review_owner       = CASE WHEN $4 = 'review' THEN $12 END,
-        review_deadline    = CASE WHEN $4 = 'review' THEN $13::timestamptz END,
-        retry_base         = CASE WHEN $21 THEN attempts ELSE retry_base END,
-        retry_since        = CASE WHEN $21 THEN coalesce($5::timestamptz, now()) ELSE retry_since END,
-        flags              = CASE WHEN $14::text IS NULL OR $14 = ANY (flags) THEN flags ELSE flags || $14::text END
-    WHERE id = $1 AND version = $2 AND status = $3
-      AND NOT ($23::boolean AND lease_expires_at >= coalesce($5::timestamptz, now()))
-      AND NOT ($19 AND EXISTS (
+        updated_at         = coalesce(@now::timestamptz, now()),
+        lease_owner        = CASE WHEN @to = 'dispatching' THEN @lease_owner END,
+        lease_expires_at   = CASE WHEN @to = 'dispatching'
+                                  THEN coalesce(@lease_until::timestamptz, coalesce(@now::timestamptz, now()) + @lease_for_us::bigint * interval '1 microsecond') END,
+        next_attempt_at    = @next_attempt_at,
+        attempts           = attempts + CASE WHEN @attempted THEN 1 ELSE 0 END,
+        first_sent_at      = coalesce(first_sent_at, CASE WHEN @sent_at::timestamptz IS NOT NULL THEN coalesce(@sent_from::timestamptz, @sent_at::timestamptz) END),
+        last_sent_at       = coalesce(@sent_at::timestamptz, last_sent_at),
+        provider_reference = coalesce(@provider_reference, provider_reference),
+        review_reason      = CASE WHEN @to = 'review' THEN @review_reason END,
+        review_owner       = CASE WHEN @to = 'review' THEN @review_owner END,
+        review_deadline    = CASE WHEN @to = 'review' THEN @review_deadline::timestamptz END,
+        retry_base         = CASE WHEN @reset_retry_budget THEN attempts ELSE retry_base END,
+        retry_since        = CASE WHEN @reset_retry_budget THEN coalesce(@now::timestamptz, now()) ELSE retry_since END,
+        flags              = CASE WHEN @flag::text IS NULL OR @flag = ANY (flags) THEN flags ELSE flags || @flag::text END
+    WHERE id = @id AND version = @version AND status = @from
+      AND NOT (@only_if_lease_expired::boolean AND lease_expires_at >= coalesce(@now::timestamptz, now()))
+      AND NOT (@unless_paused AND EXISTS (
           SELECT 1 FROM dispatch_pauses p
           WHERE p.tenant_id = operations.tenant_id
             AND (p.provider IS NULL OR p.provider = operations.provider)
@@ -106,22 +106,24 @@ const operationTransition = `WITH upd AS (
     RETURNING *
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-    SELECT id, tenant_id, updated_at, $15, $3, $4, $16, $17 FROM upd
+    SELECT id, tenant_id, updated_at, @kind, @from, @to, @actor, @detail FROM upd
 ), review AS (
     -- Every review item is also announced on the review stream, through the
     -- outbox, in this same statement.
     INSERT INTO outbox (subject, msg_id, payload)
-    SELECT $20 || '.' || u.tenant_id::text || '.' || u.review_reason,
+    SELECT @review_subject || '.' || u.tenant_id::text || '.' || u.review_reason,
            'review.' || u.id || '.' || u.version,
            convert_to(json_build_object(
                'operation_id', u.id, 'tenant', t.name, 'action', u.action, 'key', u.key,
                'provider', u.provider, 'reason', u.review_reason, 'owner', u.review_owner,
                'deadline', u.review_deadline, 'version', u.version, 'at', u.updated_at)::text, 'UTF8')
     FROM upd u JOIN tenants t ON t.id = u.tenant_id
-    WHERE u.status = 'review' AND $20::text <> ''
+    WHERE u.status = 'review' AND @review_subject::text <> ''
 )
 SELECT ` + operationColumns + `
 FROM upd o JOIN tenants t ON t.id = o.tenant_id`
+
+var transitionStmt = mustNamed(operationTransition)
 
 // Transition applies c with a conditional update on the operation's version
 // and status and appends its event in the same statement. It returns the
@@ -133,7 +135,7 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 	if err != nil {
 		return Operation{}, err
 	}
-	rows, _ := db.Query(ctx, operationTransition, args...)
+	rows, _ := db.Query(ctx, transitionStmt.SQL, args...)
 	return collectTransition(rows, c)
 }
 
@@ -157,7 +159,7 @@ func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Laps
 		claimErr error
 	)
 	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
-		b.Queue(operationTransition, args...).Query(func(rows pgx.Rows) error {
+		b.Queue(transitionStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 			op, claimErr = collectTransition(rows, c)
 			return unlessStale(claimErr)
 		})
@@ -189,7 +191,7 @@ func (s *Store) Record(ctx context.Context, c Change) (Operation, error) {
 		recordErr error
 	)
 	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
-		b.Queue(operationTransition, args...).Query(func(rows pgx.Rows) error {
+		b.Queue(transitionStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 			op, recordErr = collectTransition(rows, c)
 			return unlessStale(recordErr)
 		})
@@ -225,7 +227,8 @@ func (s *Store) transitionArgs(c Change) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reason, owner *string
+	var reason *ReviewReason
+	var owner *string
 	var deadline *time.Time
 	if c.Review != nil {
 		reason, owner = &c.Review.Reason, &c.Review.Owner
@@ -233,13 +236,16 @@ func (s *Store) transitionArgs(c Change) ([]any, error) {
 			deadline = &c.Review.Deadline
 		}
 	}
-	return []any{
-		c.ID, c.Version, c.From, c.To, s.nowArg(),
-		nullString(c.LeaseOwner), nullTime(c.LeaseUntil), nullTime(c.NextAttemptAt), c.Attempted,
-		nullString(c.ProviderReference), reason, owner, deadline, nullString(c.Flag),
-		c.Kind, c.Actor, detail, nullTime(c.SentAt), c.UnlessPaused, s.reviewSubject, c.ResetRetryBudget,
-		c.LeaseFor.Microseconds(), c.OnlyIfLeaseExpired, nullTime(c.SentFrom),
-	}, nil
+	return transitionStmt.args(pgx.StrictNamedArgs{
+		"id": c.ID, "version": c.Version, "from": c.From, "to": c.To, "now": s.nowArg(),
+		"lease_owner": nullString(c.LeaseOwner), "lease_until": nullTime(c.LeaseUntil), "lease_for_us": c.LeaseFor.Microseconds(),
+		"only_if_lease_expired": c.OnlyIfLeaseExpired, "unless_paused": c.UnlessPaused,
+		"next_attempt_at": nullTime(c.NextAttemptAt), "attempted": c.Attempted,
+		"sent_at": nullTime(c.SentAt), "sent_from": nullTime(c.SentFrom),
+		"provider_reference": nullString(c.ProviderReference), "flag": nullString(c.Flag),
+		"review_reason": reason, "review_owner": owner, "review_deadline": deadline, "review_subject": s.reviewSubject,
+		"reset_retry_budget": c.ResetRetryBudget, "kind": c.Kind, "actor": c.Actor, "detail": detail,
+	})
 }
 
 // collectTransition reads operationTransition's result: the operation

@@ -1,17 +1,13 @@
-// Package outbox is the transactional outbox: messages are written in the
-// same Postgres transaction as the state they announce (Insert), and a Relay
-// publishes them to JetStream.
+// Package outbox holds the rows of the transactional outbox: messages are
+// written in the same Postgres transaction as the state they announce
+// (Insert), so a message exists if and only if that state does.
 //
-// The relay wakes on LISTEN/NOTIFY, sent by a Notifier after the writers'
-// commits (a NOTIFY inside a data transaction would hold Postgres's notify
-// lock until the commit is flushed and serialise commits), and also polls, claims unpublished rows in
-// batches with FOR UPDATE SKIP LOCKED (so several relays share the work and
-// never process one row at the same time), publishes them asynchronously
-// with Nats-Msg-Id, and marks them published only after JetStream
-// acknowledged them. A crash between publish and mark makes the row be
-// published again, which JetStream's duplicate window absorbs and any
-// consumer tolerates: receivers act through conditional updates on the
-// ledger, never on the message alone.
+// A Notifier wakes the relays after the writers' commits (a NOTIFY inside a
+// data transaction would hold Postgres's notify lock until the commit is
+// flushed and serialise commits). Publishing the rows to JetStream is the
+// job of package relay.
 //
-// The relay never decides anything about operations; it only moves rows.
+// This package speaks only to Postgres (pgx); it must never import a NATS
+// package, so that the ledger, which writes outbox rows, stays free of the
+// transport.
 package outbox

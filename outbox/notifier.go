@@ -10,6 +10,10 @@ import (
 	"github.com/actledger/actledger/internal/startstop"
 )
 
+// Channel is the LISTEN/NOTIFY channel a Notifier notifies and relays
+// listen on.
+const Channel = "actledger_outbox"
+
 // outboxNotify wakes every relay listening on Channel. It runs in a
 // transaction of its own with synchronous_commit off: nothing is written, so
 // nothing needs a flush, and no data transaction waits for the notify-queue

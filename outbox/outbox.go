@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -45,4 +46,23 @@ func Insert(ctx context.Context, db Execer, m Message) error {
 		return fmt.Errorf("outbox: insert %s: %w", m.MsgID, err)
 	}
 	return nil
+}
+
+const (
+	// outboxBacklog counts rows that are due and unpublished; scheduled
+	// retries are not lag.
+	outboxBacklog = `SELECT count(*), coalesce(extract(epoch FROM now() - min(coalesce(deliver_after, created_at))), 0)
+FROM outbox WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())`
+)
+
+// Backlog returns how many rows wait to be published and the age of the
+// oldest, for metrics and readiness.
+func Backlog(ctx context.Context, db interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}) (rows int64, oldest time.Duration, err error) {
+	var secs float64
+	if err := db.QueryRow(ctx, outboxBacklog).Scan(&rows, &secs); err != nil {
+		return 0, 0, fmt.Errorf("outbox: backlog: %w", err)
+	}
+	return rows, time.Duration(secs * float64(time.Second)), nil
 }

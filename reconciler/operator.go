@@ -30,21 +30,21 @@ var (
 
 // ReviewItem is one thing waiting for a person, with what is known.
 type ReviewItem struct {
-	OperationID         *uuid.UUID     `json:"operation_id"`
-	EvidenceID          *int64         `json:"evidence_id,omitempty"`
-	Action              string         `json:"action"`
-	Key                 string         `json:"key"`
-	Provider            string         `json:"provider"`
-	Status              string         `json:"status"`
-	Reason              string         `json:"reason"`
-	Owner               string         `json:"owner"`
-	Deadline            *time.Time     `json:"deadline"`
-	AgeSeconds          float64        `json:"age_seconds"`
-	Attempts            int            `json:"attempts"`
-	Facts               map[string]any `json:"facts"`
-	LastProviderAnswer  map[string]any `json:"last_provider_answer"`
-	RetryAllowed        bool           `json:"retry_allowed"`
-	LookupReliableAfter *time.Time     `json:"lookup_reliable_after"`
+	OperationID         *uuid.UUID          `json:"operation_id"`
+	EvidenceID          *int64              `json:"evidence_id,omitempty"`
+	Action              string              `json:"action"`
+	Key                 string              `json:"key"`
+	Provider            string              `json:"provider"`
+	Status              string              `json:"status"`
+	Reason              ledger.ReviewReason `json:"reason"`
+	Owner               string              `json:"owner"`
+	Deadline            *time.Time          `json:"deadline"`
+	AgeSeconds          float64             `json:"age_seconds"`
+	Attempts            int                 `json:"attempts"`
+	Facts               map[string]any      `json:"facts"`
+	LastProviderAnswer  map[string]any      `json:"last_provider_answer"`
+	RetryAllowed        bool                `json:"retry_allowed"`
+	LookupReliableAfter *time.Time          `json:"lookup_reliable_after"`
 }
 
 // Judgement is what the ledger's history establishes about an operation's
@@ -78,28 +78,28 @@ func judge(events []ledger.Event) Judgement {
 		var detail map[string]any
 		_ = json.Unmarshal(e.Detail, &detail)
 		switch e.Kind {
-		case "attempt":
+		case ledger.EventAttempt:
 			j.LastAnswer = detail
 			if c, _ := detail["class"].(string); c == string(provider.ClassUnknown) || c == string(provider.ClassSucceeded) {
 				j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
 				j.EffectConfirmed = j.EffectConfirmed || c == string(provider.ClassSucceeded)
 			}
-		case "evidence":
-			if detail["status"] == "succeeded" {
+		case ledger.EventEvidence:
+			if detail["status"] == string(ledger.EvidenceSucceeded) {
 				j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
 			}
-		case "stale_result":
+		case ledger.EventStaleResult:
 			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
 			j.EffectConfirmed = j.EffectConfirmed || detail["would_be"] == string(ledger.StatusSucceeded)
-		case "lease_expired":
+		case ledger.EventLeaseExpired:
 			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
-		case "lookup_found":
+		case ledger.EventLookupFound:
 			j.LastLookup = detail
 			j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
-		case "lookup_absent_confirmed", "replay_lookup_absent":
+		case ledger.EventLookupAbsentConfirmed, ledger.EventReplayLookupAbsent:
 			j.LastLookup = detail
 			j.AbsenceConfirmed = true
-		case "lookup_absent_too_early", "lookup_failed":
+		case ledger.EventLookupAbsentTooEarly, ledger.EventLookupFailed:
 			j.LastLookup = detail
 		}
 	}
@@ -408,7 +408,7 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 			return err
 		}
 		out = next
-		return outbox.Insert(ctx, tx, ledger.DispatchOutbox(r.broker.DispatchSubject(next.Provider), next.ID, next.Version, time.Time{}))
+		return outbox.Insert(ctx, tx, ledger.DispatchMessage{Subject: r.broker.DispatchSubject(next.Provider), OperationID: next.ID, Version: next.Version}.Outbox())
 	})
 	if err == nil {
 		r.store.OutboxCommitted()
@@ -426,9 +426,10 @@ func utc(t *time.Time) *time.Time {
 	return &u
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
 }

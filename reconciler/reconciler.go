@@ -21,13 +21,6 @@ import (
 	"github.com/actledger/actledger/provider"
 )
 
-// Review reasons the reconciler gives.
-const (
-	ReasonDuplicateEffect     = "duplicate_effect"
-	ReasonEvidenceMismatch    = "evidence_mismatch"
-	ReasonConflictingEvidence = "conflicting_evidence"
-)
-
 // FlagLateSuccess marks a success that arrived after the approval expired or
 // was revoked: the truth is recorded, and nothing is dispatched again.
 const FlagLateSuccess = "late_success_after_expiry"
@@ -177,7 +170,7 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	var (
-		outcome Outcome
+		outcome ledger.EvidenceOutcome
 		err     error
 	)
 	switch {
@@ -194,7 +187,7 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 			err = gerr
 		case ev.AppliedAt != nil:
 			// Applied already (a redelivery, or the sweep came first).
-			outcome = Outcome(deref(ev.Outcome))
+			outcome = deref(ev.Outcome)
 		default:
 			outcome, err = r.applyWebhook(ctx, ev)
 		}
@@ -210,7 +203,7 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		case gerr != nil:
 			err = gerr
 		case sr.AppliedAt != nil:
-			outcome = Outcome(deref(sr.Outcome))
+			outcome = deref(sr.Outcome)
 		default:
 			outcome, err = r.applyStaleResult(ctx, sr)
 		}
@@ -229,7 +222,7 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 }
 
 // applyWebhook applies a stored webhook event and marks it applied.
-func (r *Reconciler) applyWebhook(ctx context.Context, ev ledger.WebhookEvent) (Outcome, error) {
+func (r *Reconciler) applyWebhook(ctx context.Context, ev ledger.WebhookEvent) (ledger.EvidenceOutcome, error) {
 	outcome, err := r.Apply(ctx, Evidence{
 		Source: "webhook:" + ev.EventID, Provider: ev.Provider, Reference: ev.Reference,
 		ProviderReference: ev.ProviderReference, Status: ev.Status, Final: true, Data: webhookData(ev.Payload),
@@ -237,21 +230,21 @@ func (r *Reconciler) applyWebhook(ctx context.Context, ev ledger.WebhookEvent) (
 	if err != nil {
 		return "", err
 	}
-	return outcome, r.store.MarkWebhookApplied(ctx, r.store.Pool(), ev.ID, string(outcome))
+	return outcome, r.store.MarkWebhookApplied(ctx, r.store.Pool(), ev.ID, outcome)
 }
 
 // applyStaleResult applies a success that a worker saw after it lost its
 // lease (by then the operation may be unknown, in review, or settled) and
 // marks it applied.
-func (r *Reconciler) applyStaleResult(ctx context.Context, sr ledger.StaleResult) (Outcome, error) {
+func (r *Reconciler) applyStaleResult(ctx context.Context, sr ledger.StaleResult) (ledger.EvidenceOutcome, error) {
 	outcome, err := r.Apply(ctx, Evidence{
 		Source: "stale_result:" + sr.Worker, Provider: sr.Provider, Reference: sr.Reference,
-		ProviderReference: sr.ProviderReference, Status: "succeeded", Final: true,
+		ProviderReference: sr.ProviderReference, Status: ledger.EvidenceSucceeded, Final: true,
 	})
 	if err != nil {
 		return "", err
 	}
-	return outcome, r.store.MarkStaleResultApplied(ctx, r.store.Pool(), sr.ID, string(outcome))
+	return outcome, r.store.MarkStaleResultApplied(ctx, r.store.Pool(), sr.ID, outcome)
 }
 
 // sweepLoop runs Sweep every SweepInterval until ctx ends.
@@ -326,8 +319,7 @@ type Evidence struct {
 	// Reference is the external key the dispatcher sent.
 	Reference         string
 	ProviderReference string
-	// Status is "succeeded" or "failed".
-	Status string
+	Status            ledger.EvidenceStatus
 	// Final: a failure that the provider may still turn into a success is
 	// not final and settles nothing.
 	Final bool
@@ -336,22 +328,9 @@ type Evidence struct {
 	Data json.RawMessage
 }
 
-// Outcome says what applying evidence did.
-type Outcome string
-
-// Outcomes of Apply.
-const (
-	OutcomeSettledSucceeded Outcome = "settled_succeeded"
-	OutcomeSettledFailed    Outcome = "settled_failed"
-	OutcomeNoChange         Outcome = "no_change"
-	OutcomeReview           Outcome = "review"
-	OutcomeUnmatched        Outcome = "unmatched"
-	OutcomeRecorded         Outcome = "recorded" // kept as an event only
-)
-
 // Apply applies ev to the ledger. Each applied piece of evidence becomes an
 // event naming its source. It retries when the operation changes under it.
-func (r *Reconciler) Apply(ctx context.Context, ev Evidence) (Outcome, error) {
+func (r *Reconciler) Apply(ctx context.Context, ev Evidence) (ledger.EvidenceOutcome, error) {
 	for range 5 {
 		outcome, err := r.applyOnce(ctx, ev)
 		if !errors.Is(err, ledger.ErrStale) {
@@ -365,7 +344,7 @@ func (r *Reconciler) Apply(ctx context.Context, ev Evidence) (Outcome, error) {
 	return "", fmt.Errorf("reconciler: operation %s kept changing while applying %s", ev.Reference, ev.Source)
 }
 
-func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error) {
+func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.EvidenceOutcome, error) {
 	op, err := r.store.GetByExternalKey(ctx, ev.Reference)
 	if errors.Is(err, ledger.ErrNotFound) || (err == nil && op.Provider != ev.Provider) {
 		return r.unmatched(ctx, ev)
@@ -381,27 +360,27 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 	if len(ev.Data) > 0 && len(ev.Data) <= 4096 {
 		detail["data"] = ev.Data
 	}
-	change := ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, Kind: "evidence", Actor: "reconciler:" + ev.Source, Detail: detail}
-	review := func(reason string) (Outcome, error) {
+	change := ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, Kind: ledger.EventEvidence, Actor: "reconciler:" + ev.Source, Detail: detail}
+	review := func(reason ledger.ReviewReason) (ledger.EvidenceOutcome, error) {
 		change.To = ledger.StatusReview
 		change.Review = &ledger.Review{Reason: reason, Owner: pc.Review.Owner, Deadline: r.store.Now().Add(pc.Review.Deadline.Duration)}
 		if op.Status == ledger.StatusReview && op.ReviewReason != nil && *op.ReviewReason == reason {
-			return OutcomeNoChange, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "evidence", change.Actor, detail)
+			return ledger.OutcomeNoChange, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventEvidence, change.Actor, detail)
 		}
 		if !op.Status.CanMoveTo(ledger.StatusReview) {
-			return OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "evidence", change.Actor, detail)
+			return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventEvidence, change.Actor, detail)
 		}
 		_, err := r.store.Transition(ctx, r.store.Pool(), change)
-		return OutcomeReview, err
+		return ledger.OutcomeReview, err
 	}
-	record := func() (Outcome, error) {
-		return OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "evidence", change.Actor, detail)
+	record := func() (ledger.EvidenceOutcome, error) {
+		return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventEvidence, change.Actor, detail)
 	}
 
-	if ev.Status == "succeeded" {
+	if ev.Status == ledger.EvidenceSucceeded {
 		if diff := mismatch(op.Params, ev.Data, pc.ReferenceParam); len(diff) > 0 {
 			detail["mismatched"] = diff
-			return review(ReasonEvidenceMismatch)
+			return review(ledger.ReasonEvidenceMismatch)
 		}
 		switch {
 		case op.Status == ledger.StatusCancelled, contested(op):
@@ -411,12 +390,12 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 			// because of it, e.g. a duplicate): the same reference again
 			// changes nothing, another one is a second effect.
 			if op.ProviderReference == nil || *op.ProviderReference == ev.ProviderReference {
-				return OutcomeNoChange, nil
+				return ledger.OutcomeNoChange, nil
 			}
 			detail["recorded_reference"] = *op.ProviderReference
-			return review(ReasonDuplicateEffect)
+			return review(ledger.ReasonDuplicateEffect)
 		case op.Status == ledger.StatusFailed:
-			return review(ReasonConflictingEvidence)
+			return review(ledger.ReasonConflictingEvidence)
 		}
 		lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
 		if err != nil {
@@ -428,7 +407,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 		}
 		change.To, change.ProviderReference = ledger.StatusSucceeded, ev.ProviderReference
 		_, err = r.store.Transition(ctx, r.store.Pool(), change)
-		return OutcomeSettledSucceeded, err
+		return ledger.OutcomeSettledSucceeded, err
 	}
 
 	// A failure settles only what never confirmed an outcome, and only
@@ -438,17 +417,17 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (Outcome, error
 	}
 	switch op.Status {
 	case ledger.StatusSucceeded:
-		return review(ReasonConflictingEvidence)
+		return review(ledger.ReasonConflictingEvidence)
 	case ledger.StatusReview, ledger.StatusUnknown, ledger.StatusDispatching:
 		if op.ProviderReference != nil {
 			// An effect was confirmed: a failure contradicts it.
-			return review(ReasonConflictingEvidence)
+			return review(ledger.ReasonConflictingEvidence)
 		}
 		change.To = ledger.StatusFailed
 		_, err := r.store.Transition(ctx, r.store.Pool(), change)
-		return OutcomeSettledFailed, err
+		return ledger.OutcomeSettledFailed, err
 	case ledger.StatusFailed:
-		return OutcomeNoChange, nil
+		return ledger.OutcomeNoChange, nil
 	default:
 		return record()
 	}
@@ -463,7 +442,7 @@ func contested(op ledger.Operation) bool {
 		return false
 	}
 	switch *op.ReviewReason {
-	case ReasonDuplicateEffect, ReasonEvidenceMismatch, ReasonConflictingEvidence:
+	case ledger.ReasonDuplicateEffect, ledger.ReasonEvidenceMismatch, ledger.ReasonConflictingEvidence:
 		return true
 	}
 	return false
@@ -473,7 +452,7 @@ func contested(op ledger.Operation) bool {
 // provider's tenant. A provider without a tenant (one that sends no
 // webhooks; the config requires a tenant of those that do) gets an item
 // no tenant sees: unmatched evidence never crosses tenants.
-func (r *Reconciler) unmatched(ctx context.Context, ev Evidence) (Outcome, error) {
+func (r *Reconciler) unmatched(ctx context.Context, ev Evidence) (ledger.EvidenceOutcome, error) {
 	pc, ok := r.cfg.Registry.Provider(ev.Provider)
 	if !ok {
 		return "", fmt.Errorf("reconciler: evidence from unconfigured provider %s", ev.Provider)
@@ -499,7 +478,7 @@ func (r *Reconciler) unmatched(ctx context.Context, ev Evidence) (Outcome, error
 	r.log.WarnContext(ctx, "evidence matches no operation; opened a review item", "provider", ev.Provider,
 		"tenant", tenant, "reference", ev.Reference, "source", ev.Source)
 	_, err := r.store.RecordUnmatched(ctx, u, tenant)
-	return OutcomeUnmatched, err
+	return ledger.OutcomeUnmatched, err
 }
 
 // mismatch lists the params whose values the provider's data reports

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
@@ -80,8 +79,8 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	}
 	res.Body.Close()
 	done := p.WaitStatus(op, ledger.StatusReview, settle)
-	if *done.ReviewReason != reconciler.ReasonDuplicateEffect || p.Orders(op) != 2 {
-		t.Errorf("reason %s orders %d; want %s and 2", *done.ReviewReason, p.Orders(op), reconciler.ReasonDuplicateEffect)
+	if *done.ReviewReason != ledger.ReasonDuplicateEffect || p.Orders(op) != 2 {
+		t.Errorf("reason %s orders %d; want %s and 2", *done.ReviewReason, p.Orders(op), ledger.ReasonDuplicateEffect)
 	}
 	if *done.ProviderReference != *first.ProviderReference {
 		t.Errorf("the recorded reference changed from %s to %s", *first.ProviderReference, *done.ProviderReference)
@@ -89,8 +88,8 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	// The first order's success arriving again (a late webhook, a fenced
 	// worker's answer) does not close the duplicate.
 	again, err := p.Reconciler.Apply(context.Background(), reconciler.Evidence{Source: "late", Provider: "acme",
-		Reference: op.ExternalKey, ProviderReference: *first.ProviderReference, Status: "succeeded", Final: true})
-	if err != nil || again != reconciler.OutcomeRecorded || p.Get(op).Status != ledger.StatusReview {
+		Reference: op.ExternalKey, ProviderReference: *first.ProviderReference, Status: ledger.EvidenceSucceeded, Final: true})
+	if err != nil || again != ledger.OutcomeRecorded || p.Get(op).Status != ledger.StatusReview {
 		t.Errorf("late success of the first order: %s, %v, now %s; want it recorded for the person and still review", again, err, p.Get(op).Status)
 	}
 	// An operation whose effect was confirmed is never sent again, even
@@ -180,7 +179,7 @@ func TestEvidenceThatMatchesNoOperationBecomesAReviewItem(t *testing.T) {
 		_, out := p.Do("GET", "/v1/review", p.Operator, "")
 		items, _ := out["items"].([]any)
 		for _, it := range items {
-			if m := it.(map[string]any); m["reason"] == ledger.ReasonUnmatchedEvidence {
+			if m := it.(map[string]any); m["reason"] == string(ledger.ReasonUnmatchedEvidence) {
 				item = m
 				return true
 			}
@@ -216,14 +215,14 @@ func TestEvidenceWithOtherQuantitiesThanApprovedGoesToReview(t *testing.T) {
 	}
 	p.Eventually(settle, "the mismatch review", func() bool {
 		got := p.Get(op)
-		return got.Status == ledger.StatusReview && *got.ReviewReason == reconciler.ReasonEvidenceMismatch
+		return got.Status == ledger.StatusReview && *got.ReviewReason == ledger.ReasonEvidenceMismatch
 	})
 	// Evidence that agrees with the approval (a late answer without the
 	// amounts) is kept for the person but does not override the mismatch.
-	for _, status := range []string{"succeeded", "failed"} {
+	for _, status := range []ledger.EvidenceStatus{ledger.EvidenceSucceeded, ledger.EvidenceFailed} {
 		out, err := p.Reconciler.Apply(context.Background(), reconciler.Evidence{Source: "late", Provider: "acme",
 			Reference: op.ExternalKey, ProviderReference: "ord_m", Status: status, Final: true})
-		if got := p.Get(op); err != nil || out != reconciler.OutcomeRecorded || got.Status != ledger.StatusReview || *got.ReviewReason != reconciler.ReasonEvidenceMismatch {
+		if got := p.Get(op); err != nil || out != ledger.OutcomeRecorded || got.Status != ledger.StatusReview || *got.ReviewReason != ledger.ReasonEvidenceMismatch {
 			t.Errorf("%s evidence after the mismatch: %s, %v; now %s; want recorded and still in review", status, out, err, got.Status)
 		}
 	}
@@ -255,13 +254,13 @@ func TestReplayAfterTheProviderRecoversSettlesWhatItCanAndASecondReplayChangesNo
 	// lost: the order exists, but lookups fail until the review deadline.
 	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
 	lost := p.Enqueue("po-lost", `{"sku":"A-1"}`)
-	if got := *p.WaitStatus(lost, ledger.StatusReview, settle).ReviewReason; got != dispatcher.ReasonLookupFailing {
+	if got := *p.WaitStatus(lost, ledger.StatusReview, settle).ReviewReason; got != ledger.ReasonLookupFailing {
 		t.Fatalf("lost: reason %s", got)
 	}
 	// refused: the supplier refused every attempt; no order exists.
 	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.RateLimit429}, mocksupplier.Fault{Kind: mocksupplier.RateLimit429})
 	refused := p.Enqueue("po-refused", `{"sku":"B-2"}`)
-	if got := *p.WaitStatus(refused, ledger.StatusReview, settle).ReviewReason; got != dispatcher.ReasonRetriesExhausted {
+	if got := *p.WaitStatus(refused, ledger.StatusReview, settle).ReviewReason; got != ledger.ReasonRetriesExhausted {
 		t.Fatalf("refused: reason %s", got)
 	}
 
@@ -269,19 +268,19 @@ func TestReplayAfterTheProviderRecoversSettlesWhatItCanAndASecondReplayChangesNo
 	// both announcements (an operation is in review a moment before).
 	announced(t, p)
 	during := replay(t, p, `{}`)
-	if during.summary.Changed != 0 || during.results["po-lost"] != "lookup_failed" {
+	if during.summary.Changed != 0 || during.results["po-lost"] != reconciler.ReplayLookupFailed {
 		t.Errorf("replay during the outage: %+v", during)
 	}
 	down.Store(false) // the provider recovers
 	dry := replay(t, p, `{"dry_run":true}`)
-	if dry.summary.Changed != 0 || dry.results["po-lost"] != "would_settle_succeeded" {
+	if dry.summary.Changed != 0 || dry.results["po-lost"] != reconciler.ReplayWouldSettleSucceeded {
 		t.Errorf("dry run: %+v", dry)
 	}
 	if got := p.Get(lost); got.Status != ledger.StatusReview {
 		t.Fatalf("a dry run changed the ledger: %s", got.Status)
 	}
 	first := replay(t, p, `{}`)
-	if first.results["po-lost"] != string(reconciler.OutcomeSettledSucceeded) || first.results["po-refused"] != "absence_confirmed" || first.summary.Changed != 2 {
+	if first.results["po-lost"] != reconciler.ReplayApplied(ledger.OutcomeSettledSucceeded) || first.results["po-refused"] != reconciler.ReplayAbsenceConfirmed || first.summary.Changed != 2 {
 		t.Errorf("first replay: %+v", first)
 	}
 	p.WaitStatus(lost, ledger.StatusSucceeded, time.Second)
@@ -319,7 +318,7 @@ func announced(t *testing.T, p *testpipeline.Pipeline) {
 }
 
 type replayResult struct {
-	results map[string]string
+	results map[string]reconciler.ReplayResult
 	summary reconciler.ReplaySummary
 }
 
@@ -338,7 +337,7 @@ func replayAs(t *testing.T, p *testpipeline.Pipeline, token, body string) replay
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	out := replayResult{results: map[string]string{}}
+	out := replayResult{results: map[string]reconciler.ReplayResult{}}
 	sc := bufio.NewScanner(res.Body)
 	for sc.Scan() {
 		var line struct {

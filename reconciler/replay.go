@@ -21,24 +21,53 @@ type ReplayOptions struct {
 	// Since skips items announced before it; zero reads the whole stream.
 	Since time.Time
 	// Reason keeps only items of this review reason; empty keeps all.
-	Reason string
+	Reason ledger.ReviewReason
 	// DryRun reports what would change and changes nothing.
 	DryRun bool
 }
 
 // ReplayItem is what replay found for one review item.
 type ReplayItem struct {
-	OperationID *uuid.UUID `json:"operation_id,omitempty"`
-	EvidenceID  *int64     `json:"evidence_id,omitempty"`
-	Key         string     `json:"key,omitempty"`
-	Reason      string     `json:"reason"`
-	// Result: settled_succeeded, would_settle_succeeded, absence_confirmed,
-	// absent_not_yet_believable, lookup_failed, no_lookup, already_closed,
-	// left_for_a_person.
-	Result  string `json:"result"`
-	Changed bool   `json:"changed"`
-	Detail  string `json:"detail,omitempty"`
+	OperationID *uuid.UUID          `json:"operation_id,omitempty"`
+	EvidenceID  *int64              `json:"evidence_id,omitempty"`
+	Key         string              `json:"key,omitempty"`
+	Reason      ledger.ReviewReason `json:"reason"`
+	Result      ReplayResult        `json:"result"`
+	Changed     bool                `json:"changed"`
+	Detail      string              `json:"detail,omitempty"`
 }
+
+// ReplayResult says what replay found, or did, for one review item.
+type ReplayResult string
+
+// Replay results. When a lookup finds the effect and replay applies it
+// (not a dry run), the result is what applying the evidence did: a
+// ledger.EvidenceOutcome such as settled_succeeded (see ReplayApplied).
+const (
+	// ReplayLeftForAPerson: unmatched evidence, which only an operator
+	// settles.
+	ReplayLeftForAPerson ReplayResult = "left_for_a_person"
+	// ReplayAlreadyClosed: the operation is no longer in review.
+	ReplayAlreadyClosed ReplayResult = "already_closed"
+	// ReplayNoLookup: the provider has no lookup to ask.
+	ReplayNoLookup ReplayResult = "no_lookup"
+	// ReplayLookupUntrusted: the operation was sent to another account or
+	// environment than the provider's config names now; a lookup proves
+	// nothing.
+	ReplayLookupUntrusted ReplayResult = "lookup_untrusted"
+	// ReplayWouldSettleSucceeded: a dry run's lookup found the effect.
+	ReplayWouldSettleSucceeded ReplayResult = "would_settle_succeeded"
+	// ReplayAbsentNotYetBelievable: the lookup found nothing, but too soon
+	// after the last send for that to mean anything.
+	ReplayAbsentNotYetBelievable ReplayResult = "absent_not_yet_believable"
+	// ReplayAbsenceConfirmed: a believable lookup found nothing.
+	ReplayAbsenceConfirmed ReplayResult = "absence_confirmed"
+	// ReplayLookupFailed: the lookup itself failed.
+	ReplayLookupFailed ReplayResult = "lookup_failed"
+)
+
+// ReplayApplied is the result of a lookup's evidence that replay applied.
+func ReplayApplied(outcome ledger.EvidenceOutcome) ReplayResult { return ReplayResult(outcome) }
 
 // ReplaySummary counts a replay.
 type ReplaySummary struct {
@@ -51,11 +80,11 @@ type ReplaySummary struct {
 }
 
 type reviewAnnouncement struct {
-	OperationID *uuid.UUID `json:"operation_id"`
-	EvidenceID  *int64     `json:"evidence_id"`
-	Key         string     `json:"key"`
-	Reference   string     `json:"reference"`
-	Reason      string     `json:"reason"`
+	OperationID *uuid.UUID          `json:"operation_id"`
+	EvidenceID  *int64              `json:"evidence_id"`
+	Key         string              `json:"key"`
+	Reference   string              `json:"reference"`
+	Reason      ledger.ReviewReason `json:"reason"`
 }
 
 // Replay re-reads the tenant's review stream and re-runs reconciliation (a
@@ -69,14 +98,12 @@ type reviewAnnouncement struct {
 // tenantName is kept for callers; subjects never use it.
 func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName string, opts ReplayOptions, emit func(ReplayItem)) (ReplaySummary, error) {
 	sum := ReplaySummary{DryRun: opts.DryRun}
-	reason := opts.Reason
-	if reason == "" {
-		reason = "*"
-	}
+	// An empty reason reads every reason's subject.
+	reason := cmp.Or(string(opts.Reason), "*")
 	var items []reviewAnnouncement
 	seen := make(map[string]bool)
 	n, err := r.readReviewStream(ctx, r.broker.ReviewSubject(tenant, reason), opts.Since, func(a reviewAnnouncement) {
-		id := a.Reason + "/" + a.Key
+		id := string(a.Reason) + "/" + a.Key
 		if a.OperationID != nil {
 			id = a.OperationID.String()
 		} else if a.EvidenceID != nil {
@@ -105,7 +132,7 @@ func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName st
 			return sum, err
 		}
 		sum.Items++
-		if item.Result != "already_closed" {
+		if item.Result != ReplayAlreadyClosed {
 			sum.Open++
 		}
 		if item.Changed {
@@ -166,7 +193,7 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 			return item, cmp.Or(err, errNotThisTenants)
 		}
 		item.Key = a.Reference
-		item.Result, item.Detail = "left_for_a_person", "evidence that matches no operation is settled by an operator"
+		item.Result, item.Detail = ReplayLeftForAPerson, "evidence that matches no operation is settled by an operator"
 		return item, nil
 	}
 	op, err := r.store.Get(ctx, tenant, *a.OperationID)
@@ -178,13 +205,13 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 	}
 	item.Key = op.Key
 	if op.Status != ledger.StatusReview {
-		item.Result, item.Detail = "already_closed", "now "+string(op.Status)
+		item.Result, item.Detail = ReplayAlreadyClosed, "now "+string(op.Status)
 		return item, nil
 	}
 	item.Reason = deref(op.ReviewReason)
 	pc, ok := r.cfg.Registry.Provider(op.Provider)
 	if !ok || pc.Lookup == nil {
-		item.Result = "no_lookup"
+		item.Result = ReplayNoLookup
 		return item, nil
 	}
 	foreign, err := r.store.ForeignTargets(ctx, op.ID, ledger.Target{Account: pc.Account, Environment: pc.Environment})
@@ -192,42 +219,42 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 		return item, err
 	}
 	if len(foreign) > 0 {
-		item.Result, item.Detail = "lookup_untrusted", fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", foreign[0].Account, foreign[0].Environment)
+		item.Result, item.Detail = ReplayLookupUntrusted, fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", foreign[0].Account, foreign[0].Environment)
 		return item, nil
 	}
 	lr := r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
 	switch lr.Status {
 	case provider.LookupFound:
 		if dryRun {
-			item.Result, item.Detail = "would_settle_succeeded", lr.ProviderReference
+			item.Result, item.Detail = ReplayWouldSettleSucceeded, lr.ProviderReference
 			return item, nil
 		}
 		outcome, err := r.Apply(ctx, Evidence{Source: "replay:lookup", Provider: op.Provider, Reference: op.ExternalKey,
-			ProviderReference: lr.ProviderReference, Status: "succeeded", Final: true})
+			ProviderReference: lr.ProviderReference, Status: ledger.EvidenceSucceeded, Final: true})
 		if err != nil {
 			return item, err
 		}
-		item.Result, item.Detail, item.Changed = string(outcome), lr.ProviderReference, outcome != OutcomeNoChange
+		item.Result, item.Detail, item.Changed = ReplayApplied(outcome), lr.ProviderReference, outcome != ledger.OutcomeNoChange
 		return item, nil
 	case provider.LookupAbsent:
 		if op.LastSentAt != nil && r.store.Now().Before(pc.LookupBelievableAt(*op.LastSentAt)) {
-			item.Result = "absent_not_yet_believable"
+			item.Result = ReplayAbsentNotYetBelievable
 			return item, nil
 		}
 		events, err := r.store.Events(ctx, tenant, op.ID)
 		if err != nil {
 			return item, err
 		}
-		item.Result = "absence_confirmed"
+		item.Result = ReplayAbsenceConfirmed
 		if judge(events).AbsenceConfirmed || dryRun {
 			return item, nil // already known: nothing new to record
 		}
 		item.Changed = true
-		return item, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{
+		return item, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventReplayLookupAbsent, "reconciler:replay", map[string]any{
 			"lookup": lr.Status, "http_status": lr.HTTPStatus, "at": lr.At, "account": lr.Account, "environment": lr.Environment,
 		})
 	default:
-		item.Result, item.Detail = "lookup_failed", lr.Error
+		item.Result, item.Detail = ReplayLookupFailed, lr.Error
 		return item, nil
 	}
 }

@@ -158,8 +158,8 @@ func TestLostEvidenceMessageIsStillApplied(t *testing.T) {
 	if err := p.Pool.QueryRow(context.Background(), `SELECT outcome, sweeps FROM webhook_events WHERE event_id = 'evt_lost'`).Scan(&outcome, &sweeps); err != nil {
 		t.Fatal(err)
 	}
-	if outcome != string(reconciler.OutcomeSettledSucceeded) || sweeps != 1 {
-		t.Errorf("webhook event: outcome %q after %d sweeps, want %s after 1", outcome, sweeps, reconciler.OutcomeSettledSucceeded)
+	if outcome != string(ledger.OutcomeSettledSucceeded) || sweeps != 1 {
+		t.Errorf("webhook event: outcome %q after %d sweeps, want %s after 1", outcome, sweeps, ledger.OutcomeSettledSucceeded)
 	}
 	if p.Orders(op) != 1 || p.Creates(op) != 1 {
 		t.Errorf("orders %d, create requests %d; want 1 and 1", p.Orders(op), p.Creates(op))
@@ -242,8 +242,8 @@ actions:
 	}
 	for _, name := range []string{"acme", "untenanted"} {
 		out, err := r.Apply(context.Background(), reconciler.Evidence{Source: "webhook:evt_" + name, Provider: name,
-			Reference: "nobody-asked-" + name, ProviderReference: "ord_" + name, Status: "succeeded", Final: true})
-		if err != nil || out != reconciler.OutcomeUnmatched {
+			Reference: "nobody-asked-" + name, ProviderReference: "ord_" + name, Status: ledger.EvidenceSucceeded, Final: true})
+		if err != nil || out != ledger.OutcomeUnmatched {
 			t.Fatalf("evidence of %s: %s, %v; want unmatched", name, out, err)
 		}
 	}

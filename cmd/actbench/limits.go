@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/ledger"
 )
 
 // limitSchema is the scratch schema of the two-INSERT limit: an
@@ -98,7 +99,7 @@ func (l *insertLimit) run(ctx context.Context, clients int, dur time.Duration) (
 					if _, err := tx.Exec(ctx, limitOpInsert, id, tenant, benchAction, id.String(), benchParams); err != nil {
 						return err
 					}
-					_, err := tx.Exec(ctx, limitOutboxInsert, subject, "dispatch."+id.String()+".1", payload)
+					_, err := tx.Exec(ctx, limitOutboxInsert, subject, ledger.DispatchMsgID(id, 1), payload)
 					return err
 				})
 				if err != nil {
@@ -156,12 +157,12 @@ func (l *publishLimit) run(ctx context.Context, n int) (float64, error) {
 	futures := make([]jetstream.PubAckFuture, 0, n)
 	start := time.Now()
 	for range n {
-		id := uuid.NewString()
-		msg := &nats.Msg{Subject: l.subject, Data: []byte(`{"operation_id":"` + id + `","version":1}`)}
+		id := uuid.New()
+		msg := &nats.Msg{Subject: l.subject, Data: []byte(`{"operation_id":"` + id.String() + `","version":1}`)}
 		// A publish that finds 4,096 acknowledgements pending waits for
 		// room; the default 200 ms wait fails the run on a moment of
 		// contention, which is not what this limit measures.
-		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID("dispatch."+id+".1"), jetstream.WithStallWait(10*time.Second))
+		f, err := js.PublishMsgAsync(msg, jetstream.WithMsgID(ledger.DispatchMsgID(id, 1)), jetstream.WithStallWait(10*time.Second))
 		if err != nil {
 			return 0, fmt.Errorf("publish: %w", err)
 		}

@@ -17,8 +17,8 @@ import (
 	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/relay"
 )
 
 // The one action and provider every pipeline configures.
@@ -104,7 +104,7 @@ type pipeline struct {
 	app      *app.App
 	broker   *broker.Broker
 	store    *ledger.Store
-	relay    *outbox.Relay
+	relay    *relay.Relay
 	server   *http.Server
 	client   *http.Client
 	url      string // the API's base URL

@@ -30,6 +30,7 @@ import (
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/relay"
 )
 
 // DefaultDispatchers is Config.Dispatchers' default: one dispatcher per
@@ -86,7 +87,7 @@ type Config struct {
 	Dispatcher  dispatcher.Config
 	Sweeper     dispatcher.SweeperConfig
 	Reconciler  reconciler.Config
-	Relay       outbox.Config
+	Relay       relay.Config
 	// API: WebhookSecrets, ReadyChecks (default: postgres and nats),
 	// MaxBody and RequestTimeout are taken from here.
 	API    api.Config
@@ -131,7 +132,7 @@ type App struct {
 	// Handler is the HTTP API; nil without Roles.API.
 	Handler http.Handler
 	// Relay is nil without Roles.Relay.
-	Relay *outbox.Relay
+	Relay *relay.Relay
 	// Dispatchers are empty without Roles.Dispatcher.
 	Dispatchers []*dispatcher.Dispatcher
 	// Metrics is nil without Config.Metrics.
@@ -184,7 +185,9 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Roles.Relay {
 		rl := cfg.Relay
 		rl.Logger = cfg.Logger
-		a.Relay = outbox.NewRelay(cfg.Pool, a.Broker.JetStream(), rl)
+		if a.Relay, err = relay.New(cfg.Pool, a.Broker.JetStream(), rl); err != nil {
+			return nil, err
+		}
 		a.services = append(a.services, a.Relay)
 	}
 	if cfg.Roles.Dispatcher {

@@ -33,9 +33,9 @@ import (
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/relay"
 )
 
 // Action is the action every pipeline configures, on provider "acme".
@@ -189,7 +189,7 @@ func (p *Pipeline) build() {
 		Roles:      app.Roles{API: true, Relay: true, Sweeper: true, Reconciler: true},
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
 		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
-		Relay:      outbox.Config{PollInterval: 100 * time.Millisecond},
+		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
 		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
 			if name != "acme" {
 				return nil, false
@@ -456,7 +456,7 @@ func (p *Pipeline) Kinds(op ledger.Operation) []string {
 	}
 	kinds := make([]string, len(events))
 	for i, e := range events {
-		kinds[i] = e.Kind
+		kinds[i] = string(e.Kind)
 	}
 	return kinds
 }

@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 import (
 	"cmp"
@@ -16,26 +16,64 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/outbox"
 )
 
-// Channel is the LISTEN/NOTIFY channel the outbox insert trigger notifies.
-const Channel = "actledger_outbox"
+// Defaults for the zero values of Config, applied in one place
+// (Config.withDefaults).
+const (
+	// DefaultBatchSize stays below the broker's 4,096 pending asynchronous
+	// publishes, so a batch never waits for room to publish.
+	DefaultBatchSize = 3000
+	// DefaultPollInterval bounds how long a lost NOTIFY delays a message.
+	DefaultPollInterval = time.Second
+	// DefaultPublishTimeout bounds the wait for a batch's acknowledgements.
+	DefaultPublishTimeout = 10 * time.Second
+	// DefaultRetention keeps published rows for a day, for inspection,
+	// before they are deleted.
+	DefaultRetention = 24 * time.Hour
+)
 
-// Config configures a Relay. Zero values mean the documented defaults.
+// Config configures a Relay. Zero values mean the Default… constants.
 type Config struct {
-	// BatchSize is how many rows one claim takes. Default 3000 (below the
-	// broker's 4,096 pending asynchronous publishes).
+	// BatchSize is how many rows one claim takes (DefaultBatchSize).
 	BatchSize int
 	// PollInterval is how often the relay looks for rows without a
-	// notification (a lost NOTIFY only delays a message). Default 1s.
+	// notification (DefaultPollInterval).
 	PollInterval time.Duration
-	// PublishTimeout bounds the wait for a batch's acknowledgements.
-	// Default 10s.
+	// PublishTimeout bounds the wait for a batch's acknowledgements
+	// (DefaultPublishTimeout).
 	PublishTimeout time.Duration
 	// Retention is how long published rows are kept before they are
-	// deleted. Default 24h.
+	// deleted (DefaultRetention).
 	Retention time.Duration
 	Logger    *slog.Logger
+}
+
+// withDefaults returns cfg with its zero values replaced by the defaults.
+func (cfg Config) withDefaults() Config {
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
+	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
+	cfg.PublishTimeout = cmp.Or(cfg.PublishTimeout, DefaultPublishTimeout)
+	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	return cfg
+}
+
+// validate refuses values no relay can run with: a negative one, which a
+// caller may have computed by mistake, is never taken for "the default".
+func (cfg Config) validate() error {
+	switch {
+	case cfg.BatchSize <= 0:
+		return fmt.Errorf("relay: BatchSize must be positive, got %d", cfg.BatchSize)
+	case cfg.PollInterval <= 0:
+		return fmt.Errorf("relay: PollInterval must be positive, got %s", cfg.PollInterval)
+	case cfg.PublishTimeout <= 0:
+		return fmt.Errorf("relay: PublishTimeout must be positive, got %s", cfg.PublishTimeout)
+	case cfg.Retention <= 0:
+		return fmt.Errorf("relay: Retention must be positive, got %s", cfg.Retention)
+	}
+	return nil
 }
 
 // Relay publishes outbox rows to JetStream. Run several: they share rows
@@ -71,17 +109,21 @@ func (r *Relay) Stats() Stats {
 	return Stats{Published: r.published.Load(), Duplicates: r.duplicates.Load()}
 }
 
-// NewRelay returns a relay that reads pool's outbox and publishes to js.
-func NewRelay(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) *Relay {
-	cfg.BatchSize = cmp.Or(cfg.BatchSize, 3000)
-	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
-	cfg.PublishTimeout = cmp.Or(cfg.PublishTimeout, 10*time.Second)
-	cfg.Retention = cmp.Or(cfg.Retention, 24*time.Hour)
+// New returns a relay that reads pool's outbox and publishes to js. It
+// fails on a Config that validate refuses.
+func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) (*Relay, error) {
+	if pool == nil || js == nil {
+		return nil, errors.New("relay: New needs a pool and a JetStream context")
+	}
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	return &Relay{
 		pool: pool, js: js, cfg: cfg,
-		log:  cmp.Or(cfg.Logger, slog.Default()).With("component", "relay"),
+		log:  cfg.Logger.With("component", "relay"),
 		wake: make(chan struct{}, 1),
-	}
+	}, nil
 }
 
 const (
@@ -97,11 +139,6 @@ FOR UPDATE SKIP LOCKED`
 
 	outboxNextDue = `SELECT min(deliver_after) FROM outbox
 WHERE published_at IS NULL AND deliver_after > now()`
-
-	// outboxBacklog counts rows that are due and unpublished; scheduled
-	// retries are not lag.
-	outboxBacklog = `SELECT count(*), coalesce(extract(epoch FROM now() - min(coalesce(deliver_after, created_at))), 0)
-FROM outbox WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())`
 )
 
 // Start runs the relay in the background until Stop or ctx ends. It
@@ -145,7 +182,7 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+Channel); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+outbox.Channel); err != nil {
 		return err
 	}
 	r.signal()
@@ -232,14 +269,14 @@ type row struct {
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	tx, err := r.pool.Begin(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("outbox: begin: %w", err)
+		return 0, fmt.Errorf("relay: begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
 	rows, _ := tx.Query(ctx, outboxClaim, r.cfg.BatchSize)
 	batch, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
 	if err != nil {
-		return 0, fmt.Errorf("outbox: claim: %w", err)
+		return 0, fmt.Errorf("relay: claim: %w", err)
 	}
 	if len(batch) == 0 {
 		return 0, nil
@@ -254,7 +291,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 		// for room for as long as the batch may take, not nats.go's 200 ms.
 		futures[i], err = r.js.PublishMsgAsync(msg, jetstream.WithMsgID(m.MsgID), jetstream.WithStallWait(r.cfg.PublishTimeout))
 		if err != nil {
-			publishErr = fmt.Errorf("outbox: publish %s: %w", m.MsgID, err)
+			publishErr = fmt.Errorf("relay: publish %s: %w", m.MsgID, err)
 			futures = futures[:i]
 			break
 		}
@@ -275,9 +312,9 @@ wait:
 					"msg_id", batch[i].MsgID, "stream", ack.Stream, "seq", ack.Sequence)
 			}
 		case err := <-f.Err():
-			publishErr = errors.Join(publishErr, fmt.Errorf("outbox: publish %s: %w", batch[i].MsgID, err))
+			publishErr = errors.Join(publishErr, fmt.Errorf("relay: publish %s: %w", batch[i].MsgID, err))
 		case <-timeout.C:
-			publishErr = errors.Join(publishErr, fmt.Errorf("outbox: %d acknowledgements not received within %s", len(futures)-i, r.cfg.PublishTimeout))
+			publishErr = errors.Join(publishErr, fmt.Errorf("relay: %d acknowledgements not received within %s", len(futures)-i, r.cfg.PublishTimeout))
 			break wait
 		case <-ctx.Done():
 			publishErr = errors.Join(publishErr, ctx.Err())
@@ -292,10 +329,10 @@ wait:
 	}
 	if len(published) > 0 {
 		if _, err := tx.Exec(ctx, outboxMarkPublished, published); err != nil {
-			return len(batch), fmt.Errorf("outbox: mark published: %w", err)
+			return len(batch), fmt.Errorf("relay: mark published: %w", err)
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return len(batch), fmt.Errorf("outbox: commit: %w", err)
+			return len(batch), fmt.Errorf("relay: commit: %w", err)
 		}
 		r.published.Add(uint64(len(published)))
 		r.duplicates.Add(uint64(duplicates))
@@ -304,18 +341,6 @@ wait:
 		r.log.DebugContext(ctx, "outbox batch", "claimed", len(batch), "published", len(published), "duplicates", duplicates)
 	}
 	return len(batch), publishErr
-}
-
-// Backlog returns how many rows wait to be published and the age of the
-// oldest, for metrics and readiness.
-func Backlog(ctx context.Context, db interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}) (rows int64, oldest time.Duration, err error) {
-	var secs float64
-	if err := db.QueryRow(ctx, outboxBacklog).Scan(&rows, &secs); err != nil {
-		return 0, 0, fmt.Errorf("outbox: backlog: %w", err)
-	}
-	return rows, time.Duration(secs * float64(time.Second)), nil
 }
 
 func sleep(ctx context.Context, d time.Duration) {

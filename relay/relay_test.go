@@ -1,4 +1,4 @@
-package outbox_test
+package relay_test
 
 import (
 	"context"
@@ -16,11 +16,22 @@ import (
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/relay"
 )
 
 func setup(t *testing.T) (*pgxpool.Pool, *broker.Broker) {
 	t.Helper()
 	return testdb.New(t), testnats.New(t)
+}
+
+// newRelay returns a relay on pool's outbox and b's stream.
+func newRelay(t *testing.T, pool *pgxpool.Pool, b *broker.Broker, cfg relay.Config) *relay.Relay {
+	t.Helper()
+	r, err := relay.New(pool, b.JetStream(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -75,7 +86,7 @@ func TestRelayCrashBetweenPublishAndMarkLeavesOneMessagePerRow(t *testing.T) {
 	pool, b := setup(t)
 	insertRows(t, pool, b, 5)
 
-	crashing := outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: quiet()})
+	crashing := newRelay(t, pool, b, relay.Config{Logger: quiet()})
 	crashing.SetBeforeMark(func() error { return errors.New("crash before mark") })
 	if _, err := crashing.PublishBatch(context.Background()); err == nil {
 		t.Fatal("the crashing batch reported success")
@@ -84,8 +95,8 @@ func TestRelayCrashBetweenPublishAndMarkLeavesOneMessagePerRow(t *testing.T) {
 		t.Fatalf("unpublished after crash = %d, want 5 (nothing marked)", got)
 	}
 
-	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{Logger: quiet()})
-	if _, err := relay.PublishBatch(context.Background()); err != nil {
+	rl := newRelay(t, pool, b, relay.Config{Logger: quiet()})
+	if _, err := rl.PublishBatch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := unpublished(t, pool); got != 0 {
@@ -94,7 +105,7 @@ func TestRelayCrashBetweenPublishAndMarkLeavesOneMessagePerRow(t *testing.T) {
 	if got := streamMsgs(t, b); got != 5 {
 		t.Errorf("stream holds %d messages, want exactly 5", got)
 	}
-	if got := relay.Stats().Duplicates; got != 5 {
+	if got := rl.Stats().Duplicates; got != 5 {
 		t.Errorf("duplicates acknowledged = %d, want 5", got)
 	}
 }
@@ -106,9 +117,9 @@ func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
 	insertRows(t, pool, b, rows)
 
 	ctx := t.Context()
-	relays := []*outbox.Relay{
-		outbox.NewRelay(pool, b.JetStream(), outbox.Config{BatchSize: 500, Logger: quiet()}),
-		outbox.NewRelay(pool, b.JetStream(), outbox.Config{BatchSize: 500, Logger: quiet()}),
+	relays := []*relay.Relay{
+		newRelay(t, pool, b, relay.Config{BatchSize: 500, Logger: quiet()}),
+		newRelay(t, pool, b, relay.Config{BatchSize: 500, Logger: quiet()}),
 	}
 	for _, r := range relays {
 		if err := r.Start(ctx); err != nil {
@@ -143,11 +154,11 @@ func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
 func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
-	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{PollInterval: time.Hour, Logger: quiet()})
-	if err := relay.Start(t.Context()); err != nil {
+	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
+	if err := rl.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer relay.Stop()
+	defer rl.Stop()
 	notifier := outbox.NewNotifier(pool, quiet())
 	if err := notifier.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -182,8 +193,8 @@ func TestRelayRetriesWhenJetStreamIsDown(t *testing.T) {
 	if err := b.DeleteStreams(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{PublishTimeout: time.Second, Logger: quiet()})
-	if _, err := relay.PublishBatch(context.Background()); err == nil {
+	rl := newRelay(t, pool, b, relay.Config{PublishTimeout: time.Second, Logger: quiet()})
+	if _, err := rl.PublishBatch(context.Background()); err == nil {
 		t.Fatal("publish to a missing stream reported success")
 	}
 	if got := unpublished(t, pool); got != 3 {
@@ -195,7 +206,7 @@ func TestRelayRetriesWhenJetStreamIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b2.Close()
-	if _, err := relay.PublishBatch(context.Background()); err != nil {
+	if _, err := rl.PublishBatch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	if got := streamMsgs(t, b); got != 3 {
@@ -218,7 +229,7 @@ func getLast(b *broker.Broker) (*jetstream.RawStreamMsg, error) {
 func TestScheduledRowIsPublishedWhenDueAndNotBefore(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
-	relay := outbox.NewRelay(pool, b.JetStream(), outbox.Config{PollInterval: time.Hour, Logger: quiet()})
+	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	due := time.Now().Add(700 * time.Millisecond)
 	err := outbox.Insert(context.Background(), pool, outbox.Message{
 		Subject: b.DispatchSubject("acme"), MsgID: "later-1", Payload: []byte("{}"), DeliverAfter: due,
@@ -226,10 +237,10 @@ func TestScheduledRowIsPublishedWhenDueAndNotBefore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := relay.Start(t.Context()); err != nil {
+	if err := rl.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer relay.Stop()
+	defer rl.Stop()
 	waitFor(t, 10*time.Second, "the scheduled row to be published", func() bool { return unpublished(t, pool) == 0 })
 	if now := time.Now(); now.Before(due) {
 		t.Errorf("published %s before it was due", due.Sub(now))

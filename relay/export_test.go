@@ -1,4 +1,4 @@
-package outbox
+package relay
 
 // SetBeforeMark installs a hook that runs between publishing a batch and
 // marking it, so tests can crash the relay exactly there.

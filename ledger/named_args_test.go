@@ -1,0 +1,63 @@
+package ledger
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestWideStatementsTakeExactlyTheirNamedArguments builds the arguments
+// of the widest statements as their callers do: a placeholder without an
+// argument, or an argument no placeholder uses, fails here rather than on
+// the first write of that kind.
+func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
+	t.Parallel()
+	s := New(nil, Config{})
+	claim := Change{
+		ID: uuid.New(), From: StatusQueued, Version: 1, To: StatusDispatching, Kind: "claimed", Actor: "worker:w",
+		LeaseOwner: "w", LeaseFor: time.Minute,
+	}
+	review := Change{
+		ID: uuid.New(), From: StatusUnknown, Version: 3, To: StatusReview, Kind: "review", Actor: "system",
+		Review: &Review{Reason: ReasonUnmatchedEvidence, Owner: "ops", Deadline: time.Now()},
+	}
+	for name, c := range map[string]Change{"claim": claim, "review": review} {
+		args, err := s.transitionArgs(c)
+		if err != nil || len(args) != 24 {
+			t.Errorf("operationTransition (%s): %d positional arguments, err %v", name, len(args), err)
+		}
+	}
+	call, err := s.newEnqueueCall(EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()}, "subject")
+	if err != nil || len(call.args) != 15 {
+		t.Errorf("operationEnqueue: %d positional arguments, err %v", len(call.args), err)
+	}
+}
+
+// TestNamedStatementMatchesPgxRewriteAndRefusesMissingOrExtra holds the
+// once-rewritten statements to pgx's own StrictNamedArgs: the same
+// positional SQL and argument order, and the same refusals.
+func TestNamedStatementMatchesPgxRewriteAndRefusesMissingOrExtra(t *testing.T) {
+	t.Parallel()
+	const sql = `SELECT @b::int + @a::int, @b::int -- not @c
+, '@d'`
+	stmt := mustNamed(sql)
+	wantSQL, wantArgs, err := pgx.StrictNamedArgs{"a": 1, "b": 2}.RewriteQuery(t.Context(), nil, sql, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := stmt.args(pgx.StrictNamedArgs{"a": 1, "b": 2})
+	if err != nil || stmt.SQL != wantSQL || len(got) != len(wantArgs) || got[0] != wantArgs[0] || got[1] != wantArgs[1] {
+		t.Errorf("mustNamed: %q %v, %v; pgx: %q %v", stmt.SQL, got, err, wantSQL, wantArgs)
+	}
+	for name, args := range map[string]pgx.StrictNamedArgs{
+		"missing": {"a": 1},
+		"extra":   {"a": 1, "b": 2, "c": 3},
+		"renamed": {"a": 1, "x": 2},
+	} {
+		if _, err := stmt.args(args); err == nil {
+			t.Errorf("%s argument accepted", name)
+		}
+	}
+}
