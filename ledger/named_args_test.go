@@ -25,7 +25,7 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 	}
 	for name, c := range map[string]Change{"claim": claim, "review": review} {
 		args, err := s.transitionArgs(c)
-		if err != nil || len(args) != 24 {
+		if err != nil || len(args) != len(transitionStmt.names) {
 			t.Errorf("operationTransition (%s): %d positional arguments, err %v", name, len(args), err)
 		}
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/outbox"
 )
 
 // Errors of deciding a proposal, which callers branch on.
@@ -101,26 +103,6 @@ VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver
     @operation, @note, coalesce(@now::timestamptz, now()) + @ttl::bigint * interval '1 microsecond',
     1, 1, coalesce(@now::timestamptz, now()), @account, @environment)
 RETURNING ` + approvalColumns
-
-	// operationApprove queues an awaiting operation under its new
-	// approval, with its event and its dispatch message, in one statement.
-	operationApprove = `WITH upd AS (
-    UPDATE operations SET status = 'queued', approval_id = @approval, version = version + 1,
-        updated_at = coalesce(@now::timestamptz, now())
-    WHERE id = @id AND version = @version AND status = 'awaiting_approval'
-    RETURNING *
-), ev AS (
-    INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-    SELECT id, tenant_id, updated_at, 'approved', 'awaiting_approval', 'queued', @actor, @detail FROM upd
-), msg AS (
-    INSERT INTO outbox (subject, msg_id, payload)
-    SELECT @subject, @msg_id, @payload FROM upd
-)
-SELECT ` + operationColumns + `
-FROM upd o JOIN tenants t ON t.id = o.tenant_id`
-
-	// operationDecisionReason keeps why a person declined, for the summary.
-	operationDecisionReason = `UPDATE operations SET decision_reason = @reason WHERE id = @id`
 
 	// operationsAwaitingPage is a page of a tenant's open proposals, oldest
 	// first, after the position (created_at, id) of the previous page.
@@ -251,15 +233,9 @@ func (s *Store) Deny(ctx context.Context, tenant, id uuid.UUID, actor, reason st
 		op, err = s.Transition(ctx, tx, Change{
 			ID: locked.ID, From: StatusAwaitingApproval, Version: locked.Version, To: StatusCancelled,
 			Kind: "denied", Actor: actor, Detail: map[string]string{"reason": reason}, Flag: FlagApprovalDenied,
+			DecisionReason: reason,
 		})
-		if err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, operationDecisionReason, pgx.StrictNamedArgs{"id": op.ID, "reason": reason}); err != nil {
-			return fmt.Errorf("record why %s was declined: %w", op.ID, err)
-		}
-		op.DecisionReason = &reason
-		return nil
+		return err
 	})
 	return op, err
 }
@@ -284,9 +260,6 @@ func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, tenant, id uuid.UUI
 // approveTx grants and uses an approval for op (awaiting approval, read
 // in tx) and queues op with its dispatch message.
 func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decision, subject string) (Operation, Approval, error) {
-	if !StatusAwaitingApproval.CanMoveTo(StatusQueued) {
-		return Operation{}, Approval{}, fmt.Errorf("%w: %s → %s", ErrBadTransition, StatusAwaitingApproval, StatusQueued)
-	}
 	if d.Target == nil {
 		return Operation{}, Approval{}, ErrNoTarget
 	}
@@ -305,23 +278,22 @@ func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decisi
 	if err != nil {
 		return Operation{}, Approval{}, fmt.Errorf("grant approval to %s: %w", op.ID, err)
 	}
-	detail, err := json.Marshal(map[string]any{
-		"approval_id": approval.ID, "approver": d.Approver, "policy_version": d.PolicyVersion,
-		"expires_at": approval.ExpiresAt, "note": d.Note, "params_fingerprint": op.ParamsFingerprint,
+	queued, err := s.Transition(ctx, tx, Change{
+		ID: op.ID, From: StatusAwaitingApproval, Version: op.Version, To: StatusQueued,
+		Kind: "approved", Actor: d.Approver, ApprovalID: approval.ID,
+		Detail: map[string]any{
+			"approval_id": approval.ID, "approver": d.Approver, "policy_version": d.PolicyVersion,
+			"expires_at": approval.ExpiresAt, "note": d.Note, "params_fingerprint": op.ParamsFingerprint,
+		},
 	})
-	if err != nil {
-		return Operation{}, Approval{}, fmt.Errorf("encode event detail: %w", err)
-	}
-	msg := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version + 1}.Outbox()
-	rows, _ = tx.Query(ctx, operationApprove, pgx.StrictNamedArgs{
-		"id": op.ID, "version": op.Version, "approval": approval.ID, "now": now, "actor": d.Approver,
-		"detail": detail, "subject": msg.Subject, "msg_id": msg.MsgID, "payload": msg.Payload,
-	})
-	queued, err := collectOperation(rows)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, ErrStale) {
 		return Operation{}, Approval{}, fmt.Errorf("%w: %s changed meanwhile", ErrNotAwaitingApproval, op.ID)
 	}
 	if err != nil {
+		return Operation{}, Approval{}, fmt.Errorf("queue approved %s: %w", op.ID, err)
+	}
+	msg := DispatchMessage{Subject: subject, OperationID: queued.ID, Version: queued.Version}.Outbox()
+	if err := outbox.Insert(ctx, tx, msg); err != nil {
 		return Operation{}, Approval{}, fmt.Errorf("queue approved %s: %w", op.ID, err)
 	}
 	return queued, approval, nil

@@ -68,6 +68,12 @@ type Change struct {
 	// Flag, when set, is added to the operation's flags
 	// (e.g. "late_success_after_expiry").
 	Flag string
+	// ApprovalID, when set, is the approval the operation now runs under
+	// (a proposal approved: awaiting_approval → queued).
+	ApprovalID uuid.UUID
+	// DecisionReason, when set, is why a person declined a proposal; the
+	// summary repeats it.
+	DecisionReason string
 }
 
 // Review says why an operation needs a person, who owns it and by when.
@@ -95,7 +101,9 @@ const operationTransition = `WITH upd AS (
         review_deadline    = CASE WHEN @to = 'review' THEN @review_deadline::timestamptz END,
         retry_base         = CASE WHEN @reset_retry_budget THEN attempts ELSE retry_base END,
         retry_since        = CASE WHEN @reset_retry_budget THEN coalesce(@now::timestamptz, now()) ELSE retry_since END,
-        flags              = CASE WHEN @flag::text IS NULL OR @flag = ANY (flags) THEN flags ELSE flags || @flag::text END
+        flags              = CASE WHEN @flag::text IS NULL OR @flag = ANY (flags) THEN flags ELSE flags || @flag::text END,
+        approval_id        = coalesce(@approval_id::uuid, approval_id),
+        decision_reason    = coalesce(@decision_reason::text, decision_reason)
     WHERE id = @id AND version = @version AND status = @from
       AND NOT (@only_if_lease_expired::boolean AND lease_expires_at >= coalesce(@now::timestamptz, now()))
       AND NOT (@unless_paused AND EXISTS (
@@ -245,6 +253,7 @@ func (s *Store) transitionArgs(c Change) ([]any, error) {
 		"provider_reference": nullString(c.ProviderReference), "flag": nullString(c.Flag),
 		"review_reason": reason, "review_owner": owner, "review_deadline": deadline, "review_subject": s.reviewSubject,
 		"reset_retry_budget": c.ResetRetryBudget, "kind": c.Kind, "actor": c.Actor, "detail": detail,
+		"approval_id": nullUUID(c.ApprovalID), "decision_reason": nullString(c.DecisionReason),
 	})
 }
 
@@ -266,6 +275,13 @@ func nullString(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+func nullUUID(id uuid.UUID) *uuid.UUID {
+	if id == uuid.Nil {
+		return nil
+	}
+	return &id
 }
 
 func nullTime(t time.Time) *time.Time {
