@@ -41,6 +41,9 @@ func TestApprovalForAnotherAccountIsHeldBeforeAnyCall(t *testing.T) {
 	if !strings.Contains(string(last.Detail), `"account": "acct_other"`) || !strings.Contains(string(last.Detail), `"sent": false`) {
 		t.Errorf("hold evidence %s: want the account it would have gone to and that nothing was sent", last.Detail)
 	}
+	if got := held.Summary(); !strings.Contains(got, "not the one its approval was granted for; nothing happened") {
+		t.Errorf("summary %q: want it to say the approval was granted for another account and nothing happened", got)
+	}
 	if held.Attempts != 0 || held.FirstSentAt != nil {
 		t.Errorf("held after %d attempts, first sent %v; want nothing sent", held.Attempts, held.FirstSentAt)
 	}

@@ -140,8 +140,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 		return w.settleUnknown(ctx)
 	}
 	if lapse != ledger.LapseNone {
-		log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(lapse), Detail: w.lapseDetail()})
+		return w.lapsed(ctx)
 	}
 	return w.create(ctx)
 }
@@ -341,13 +340,6 @@ func (w *work) create(ctx context.Context) error {
 	}
 }
 
-// lapseDetail is the evidence of a hold: the lapse, the account and
-// environment the call would have gone to (an approval_mismatch names the
-// ones the approval was not granted for), and that nothing was sent.
-func (w *work) lapseDetail() map[string]any {
-	return map[string]any{"lapse": w.lapse, "account": w.pc.Account, "environment": w.pc.Environment, "sent": false}
-}
-
 // lapsed ends a claim whose approval or token lapsed before a create: an
 // operation never sent with a possible effect is held (nothing happened);
 // one whose earlier attempt's outcome was unknown goes to a person, as the
@@ -355,7 +347,14 @@ func (w *work) lapseDetail() map[string]any {
 func (w *work) lapsed(ctx context.Context) error {
 	if !w.settling {
 		w.log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", w.lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(w.lapse), Detail: w.lapseDetail()})
+		// The evidence of a hold: the lapse, the account and environment
+		// the call would have gone to, and that nothing was sent.
+		c := ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(w.lapse),
+			Detail: map[string]any{"lapse": w.lapse, "account": w.pc.Account, "environment": w.pc.Environment, "sent": false}}
+		if w.lapse == ledger.LapseApprovalMismatch {
+			c.Flag = ledger.FlagApprovalMismatch
+		}
+		return w.move(ctx, c)
 	}
 	w.log.InfoContext(ctx, "not resent: approval or access lapsed while an earlier outcome is unsettled", "lapse", w.lapse)
 	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventKind(w.lapse), Review: w.review(ledger.ReasonLapsedUnknown, w.store.Now()),
