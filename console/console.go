@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/actledger/actledger/api"
@@ -112,25 +113,84 @@ func New(cfg Config) (*Console, error) {
 // ServeHTTP implements http.Handler.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
+// route is one page or action of the console: the table registers the
+// handlers and writes docs/console.md, so the list people read is the
+// list that runs.
+type route struct {
+	Method, Path string
+	// Roles may use it; none: anyone (signing in and out).
+	Roles []auth.Role
+	// Calls names the function the JSON API calls too.
+	Calls string
+	Does  string
+	page  pageHandler
+	open  http.HandlerFunc
+}
+
+// table is every route of the console.
+func (c *Console) table() []route {
+	approver, operator := auth.RoleApprover, auth.RoleOperator
+	return []route{
+		{Method: "GET", Path: "/console/signin", Does: "the sign-in form: paste an approver or operator token", open: c.signInPage},
+		{Method: "POST", Path: "/console/signin", Calls: "auth.Tokens.Authenticate", Does: "checks the token (agent tokens refused) and keeps it in the session cookie", open: c.signIn},
+		{Method: "POST", Path: "/console/signout", Does: "clears the session cookie", open: c.signOut},
+		{Method: "GET", Path: "/console/{$}", Roles: []auth.Role{approver, operator}, Does: "sends each role to its queue", page: c.home},
+		{Method: "GET", Path: "/console/approvals", Roles: []auth.Role{approver}, Calls: "api.Server.ApprovalRequests",
+			Does: "open proposals oldest first: params in full, fingerprint, requested by, age, expiry", page: c.approvals},
+		{Method: "POST", Path: "/console/approvals/{id}/approve", Roles: []auth.Role{approver}, Calls: "api.Server.ApproveProposal",
+			Does: "approves with the fingerprint the page showed (params_fingerprint, note)", page: c.approve},
+		{Method: "POST", Path: "/console/approvals/{id}/deny", Roles: []auth.Role{approver}, Calls: "api.Server.DenyProposal",
+			Does: "denies with a reason", page: c.deny},
+		{Method: "GET", Path: "/console/operations/{id}", Roles: []auth.Role{approver, operator}, Calls: "ledger.Store.Get, ledger.Store.EventsPage",
+			Does: "summary, state, timeline of events and attempts, evidence, compensation links", page: c.operation},
+		{Method: "GET", Path: "/console/review", Roles: []auth.Role{operator}, Calls: "reconciler.Reconciler.ReviewPage",
+			Does: "open review items, filtered by reason and owner", page: c.review},
+		{Method: "POST", Path: "/console/review", Roles: []auth.Role{operator},
+			Calls: "api.Server.ResolveOperation, api.Server.RetryOperation, api.Server.ResolveEvidence",
+			Does:  "resolves (succeeded with reference, failed, cancelled) or retries the selected items, with a note; one result per item", page: c.act},
+		{Method: "GET", Path: "/console/dispatch", Roles: []auth.Role{operator}, Calls: "api.Server.DispatchState",
+			Does: "pauses with who and when, calls in flight with their age", page: c.dispatch},
+		{Method: "POST", Path: "/console/dispatch/pause", Roles: []auth.Role{operator}, Calls: "api.Server.PauseDispatch",
+			Does: "pauses a provider, an action, or both (empty: any)", page: c.pause},
+		{Method: "POST", Path: "/console/dispatch/resume", Roles: []auth.Role{operator}, Calls: "api.Server.ResumeDispatch",
+			Does: "removes the pauses within a provider and action", page: c.resume},
+	}
+}
+
 func (c *Console) routes(mux *http.ServeMux) {
 	static, _ := fs.Sub(staticFS, "static")
 	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /console/signin", c.signInPage)
-	mux.HandleFunc("POST /console/signin", c.signIn)
-	mux.HandleFunc("POST /console/signout", c.signOut)
-	mux.Handle("GET /console/{$}", c.guard(c.home, auth.RoleApprover, auth.RoleOperator))
-	mux.Handle("GET /console/approvals", c.guard(c.approvals, auth.RoleApprover))
-	mux.Handle("POST /console/approvals/{id}/approve", c.guard(c.approve, auth.RoleApprover))
-	mux.Handle("POST /console/approvals/{id}/deny", c.guard(c.deny, auth.RoleApprover))
-	mux.Handle("GET /console/operations/{id}", c.guard(c.operation, auth.RoleApprover, auth.RoleOperator))
-	mux.Handle("GET /console/review", c.guard(c.review, auth.RoleOperator))
-	mux.Handle("POST /console/review", c.guard(c.act, auth.RoleOperator))
-	mux.Handle("GET /console/dispatch", c.guard(c.dispatch, auth.RoleOperator))
-	mux.Handle("POST /console/dispatch/pause", c.guard(c.pause, auth.RoleOperator))
-	mux.Handle("POST /console/dispatch/resume", c.guard(c.resume, auth.RoleOperator))
+	for _, rt := range c.table() {
+		pattern := rt.Method + " " + rt.Path
+		if rt.page != nil {
+			mux.Handle(pattern, c.guard(rt.page, rt.Roles...))
+			continue
+		}
+		mux.HandleFunc(pattern, rt.open)
+	}
 	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: notFoundText})
 	})
+}
+
+// RoutesMarkdown is docs/console.md: every page and action of the
+// console, who may use it and the function it shares with the JSON API.
+func RoutesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# Console pages and actions\n\n")
+	b.WriteString("Generated from the console's route table (`console.RoutesMarkdown`); `go test ./console -run RoutesDoc -update`\n")
+	b.WriteString("rewrites it. Every POST is refused from another origin (`http.CrossOriginProtection`); a page for\n")
+	b.WriteString("roles asks a signed-out browser to sign in and answers another role `403`.\n\n")
+	b.WriteString("| Method | Path | Roles | Calls (as the JSON API does) | Does |\n|---|---|---|---|---|\n")
+	for _, rt := range (*Console)(nil).table() {
+		roles := make([]string, len(rt.Roles))
+		for i, r := range rt.Roles {
+			roles[i] = string(r)
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", rt.Method, rt.Path, cmp.Or(strings.Join(roles, ", "), "anyone"),
+			cmp.Or(rt.Calls, "—"), rt.Does)
+	}
+	return b.String()
 }
 
 // notFoundText is the one answer for a missing object and another
