@@ -23,6 +23,7 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/console"
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
@@ -129,7 +130,8 @@ type App struct {
 	// Reconciler serves the operator's review methods; it consumes
 	// evidence only with Roles.Reconciler.
 	Reconciler *reconciler.Reconciler
-	// Handler is the HTTP API; nil without Roles.API.
+	// Handler is the HTTP API, with the web console under /console/;
+	// nil without Roles.API.
 	Handler http.Handler
 	// Relay is nil without Roles.Relay.
 	Relay *relay.Relay
@@ -137,6 +139,9 @@ type App struct {
 	Dispatchers []*dispatcher.Dispatcher
 	// Metrics is nil without Config.Metrics.
 	Metrics *metrics.Registry
+	// Watcher wakes the API's long polls (one LISTEN connection for the
+	// process); nil without Roles.API.
+	Watcher *ledger.Watcher
 
 	cfg         Config
 	services    []startstop.Service
@@ -213,6 +218,8 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.services = append(a.services, a.Reconciler)
 	}
 	if cfg.Roles.API {
+		a.Watcher = ledger.NewWatcher(cfg.Pool, cfg.Logger)
+		a.services = append(a.services, a.Watcher)
 		if a.Handler, err = a.newHandler(); err != nil {
 			return nil, err
 		}
@@ -239,6 +246,7 @@ func (a *App) newHandler() (http.Handler, error) {
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
 	ac.DispatchSubject, ac.EvidenceSubject = a.Broker.DispatchSubject, a.Broker.EvidenceSubject
 	ac.Registry = a.cfg.Registry
+	ac.Watcher = a.Watcher
 	ac.Actions = make(map[string]string)
 	for _, action := range a.cfg.Registry.Actions() {
 		pc, _ := a.cfg.Registry.ForAction(action)
@@ -265,7 +273,21 @@ func (a *App) newHandler() (http.Handler, error) {
 		ac.OnApprovalDecision = a.Metrics.ApprovalDecision
 		ac.Metrics = a.Metrics.Handler()
 	}
-	return api.New(ac)
+	srv, err := api.New(ac)
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.New(console.Config{API: srv, Ledger: a.Store, Tokens: a.Tokens, Reconciler: a.Reconciler,
+		RequestTimeout: ac.RequestTimeout, Logger: a.cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	// The console shares the API's listener under /console/; every
+	// other path is the JSON API's.
+	mux := http.NewServeMux()
+	mux.Handle("/console/", con)
+	mux.Handle("/", srv)
+	return mux, nil
 }
 
 // Start starts the roles in order (notifier, relay, dispatchers, sweeper,
