@@ -36,6 +36,11 @@ bench: ## measure the pipeline against this machine's own limits, 3-5 min (docs/
 	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
 	$(GO) run ./cmd/actbench $(BENCH_FLAGS)
 
+.PHONY: chaos
+chaos: build ## soak the system as separate processes under random faults, then check the invariants (DURATION=5m SEED=...)
+	$(GO) build -o $(BIN)/ ./cmd/actchaos
+	$(BIN)/actchaos -duration $${DURATION:-5m} $(if $(SEED),-seed $(SEED)) $(CHAOS_FLAGS)
+
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }

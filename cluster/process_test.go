@@ -213,6 +213,7 @@ func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
 		ap, err := store.CreateApproval(ctx, ledger.NewApproval{
 			TenantID: approver.TenantID, ApproverTokenID: approver.TokenID, Action: testpipeline.Action,
 			Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+			Target: &ledger.Target{Account: "acct_test", Environment: "test"},
 		})
 		if err != nil {
 			t.Fatal(err)

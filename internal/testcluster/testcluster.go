@@ -112,6 +112,20 @@ cluster {
 `, name, clientPort, storeDir, sync, ClusterName, clusterPort, strings.Join(routes, ", "))
 }
 
+// TB is the part of TB the cluster uses; cmd/actchaos, which runs
+// the cluster outside a test, supplies its own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+	Cleanup(func())
+	TempDir() string
+	Failed() bool
+}
+
+var _ TB = testing.TB(nil)
+
 // Node is one server of the cluster.
 type Node struct {
 	Name        string
@@ -138,7 +152,7 @@ func (n *Node) Running() bool {
 
 // Cluster is a running three-node cluster.
 type Cluster struct {
-	t          testing.TB
+	t          TB
 	Binary     string
 	Version    string
 	SyncAlways bool
@@ -147,7 +161,7 @@ type Cluster struct {
 
 // New starts the cluster and waits until JetStream answers on every node
 // (a meta leader is elected); it stops the processes when t ends.
-func New(t testing.TB) *Cluster {
+func New(t TB) *Cluster {
 	t.Helper()
 	bin, err := Binary()
 	if err != nil {
@@ -213,7 +227,7 @@ func tail(path string, lines int) string {
 // freePorts reserves n distinct loopback ports by listening on port 0.
 // They are released before the servers bind them; a collision with
 // another process in that instant fails the start, loudly.
-func freePorts(t testing.TB, n int) []int {
+func freePorts(t TB, n int) []int {
 	t.Helper()
 	var ports []int
 	var lns []net.Listener

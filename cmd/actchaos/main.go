@@ -1,0 +1,641 @@
+// Command actchaos is a bounded soak of the whole system under random
+// faults, ending with a check of the invariants actledger promises.
+//
+//	actchaos [-duration 5m] [-seed N] [-rate 20] [-bin bin] [-quiesce 3m]
+//
+// It runs, as separate OS processes, a three-node NATS JetStream cluster
+// (internal/testcluster; streams at 3 replicas) and three `actledger serve`
+// processes with the roles split (A: api,relay; B: dispatcher; C:
+// dispatcher,reconciler), all reaching Postgres through a TCP proxy it can
+// cut. The mock supplier runs inside actchaos, so its order book is read
+// directly; a third of the operations get a random supplier fault (a
+// response dropped after commit, 503 with Retry-After, an answer slower
+// than the timeout, a late commit, a stall, a 500 after commit), and every
+// order sends a signed webhook some time later.
+//
+// An open-loop load submits approved operations at -rate a second to A.
+// A seeded scheduler (the seed is printed; the same seed replays the same
+// schedule) injects, every few seconds: SIGKILL and restart of an
+// actledger process, SIGKILL and restart of a NATS node, and a cut of
+// every Postgres connection for a few seconds. Then the load stops,
+// everything is brought back, and actchaos waits (at most -quiesce) until
+// no accepted operation is in flight, and checks:
+//
+//   - no operation has two orders at the supplier unless it is in review
+//     as duplicate_effect;
+//   - every accepted operation is in the ledger, and terminal or in review
+//     with an owner and a deadline; none is dispatching;
+//   - every order at the supplier is explained by an operation;
+//   - every operation's event history is a path of ledger.Transitions.
+//
+// It prints a table and exits 1 on any violation. `make chaos
+// DURATION=5m` builds the binaries and runs it; see docs/reliability.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/testcluster"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/schema"
+)
+
+const (
+	action        = "supplier.create_order"
+	tenant        = "Chaos Corp."
+	webhookSecret = "whsec-chaos"
+)
+
+type options struct {
+	duration, quiesce time.Duration
+	seed              uint64
+	rate              int
+	bin               string
+	adminURL          string
+}
+
+func main() {
+	var o options
+	flag.DurationVar(&o.duration, "duration", 5*time.Minute, "how long the load and the faults run")
+	flag.DurationVar(&o.quiesce, "quiesce", 3*time.Minute, "how long to wait for every operation to settle afterwards")
+	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the fault schedule and the supplier faults")
+	flag.IntVar(&o.rate, "rate", 20, "operations submitted per second")
+	flag.StringVar(&o.bin, "bin", "bin", "directory holding the actledger binary")
+	flag.StringVar(&o.adminURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database (a fresh database is created beside it)")
+	flag.Parse()
+	os.Exit(run(o))
+}
+
+// fatal is the panic value of env.Fatal: run recovers it, cleans up and
+// exits 2.
+type fatal struct{ msg string }
+
+// env runs testcluster outside a test: its failures end the run.
+type env struct {
+	mu       sync.Mutex
+	dir      string
+	cleanups []func()
+	n        int
+}
+
+func (e *env) Helper()                      {}
+func (e *env) Fatal(args ...any)            { panic(fatal{fmt.Sprint(args...)}) }
+func (e *env) Fatalf(f string, args ...any) { panic(fatal{fmt.Sprintf(f, args...)}) }
+func (e *env) Logf(f string, args ...any)   { fmt.Fprintf(os.Stderr, f+"\n", args...) }
+func (e *env) Cleanup(f func())             { e.mu.Lock(); e.cleanups = append(e.cleanups, f); e.mu.Unlock() }
+func (e *env) Failed() bool                 { return false }
+func (e *env) TempDir() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.n++
+	d := filepath.Join(e.dir, fmt.Sprintf("%03d", e.n))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		panic(fatal{err.Error()})
+	}
+	return d
+}
+
+func (e *env) close() {
+	e.mu.Lock()
+	cs := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+func run(o options) (code int) {
+	dir, err := os.MkdirTemp("", "actchaos-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	e := &env{dir: dir}
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			fmt.Fprintln(os.Stderr, "actchaos:", f.msg)
+			code = 2
+		}
+		e.close()
+		fmt.Fprintln(os.Stderr, "actchaos: logs and stores are in", dir)
+	}()
+	bin, err := filepath.Abs(filepath.Join(o.bin, "actledger"))
+	if err != nil {
+		e.Fatal(err)
+	}
+	if _, err := os.Stat(bin); err != nil {
+		e.Fatalf("%v (run `make build` first, or `make chaos`)", err)
+	}
+	fmt.Printf("actchaos: seed %d, duration %s, %d ops/s\n", o.seed, o.duration, o.rate)
+	s := newSoak(e, o, bin)
+	s.setUp()
+	s.load()
+	s.settle()
+	code = s.check()
+	if code == 0 {
+		s.dropDatabase()
+	}
+	return code
+}
+
+// --- the Postgres proxy ---------------------------------------------------
+
+// pgProxy forwards loopback connections to Postgres; cut closes every
+// connection and refuses new ones until restore.
+type pgProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cut    bool
+	conns  map[net.Conn]struct{}
+}
+
+func newPGProxy(e *env, target string) *pgProxy {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.Fatal(err)
+	}
+	p := &pgProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	go p.accept()
+	e.Cleanup(func() { ln.Close(); p.setCut(true) })
+	return p
+}
+
+func (p *pgProxy) accept() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				return
+			}
+			p.mu.Lock()
+			if p.cut {
+				p.mu.Unlock()
+				c.Close()
+				up.Close()
+				return
+			}
+			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
+			_, _ = io.Copy(c, up)
+			c.Close()
+			up.Close()
+			p.mu.Lock()
+			delete(p.conns, c)
+			delete(p.conns, up)
+			p.mu.Unlock()
+		}()
+	}
+}
+
+func (p *pgProxy) setCut(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for c := range p.conns {
+			c.Close()
+		}
+		clear(p.conns)
+	}
+}
+
+// --- actledger processes --------------------------------------------------
+
+type process struct {
+	name, roles string
+	env         []string
+	log         string
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	done        chan struct{}
+}
+
+func (p *process) start(e *env, bin string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		return
+	}
+	f, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		e.Fatal(err)
+	}
+	cmd := exec.Command(bin, "serve", "--roles", p.roles)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		e.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	p.cmd, p.done = cmd, done
+}
+
+func (p *process) kill() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+	p.cmd = nil
+	return true
+}
+
+// alive reports whether the process runs; one that exited on its own (it
+// could not reach NATS or Postgres at start) is restarted by the caller.
+func (p *process) alive() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		p.cmd = nil
+		return false
+	default:
+		return true
+	}
+}
+
+// --- the soak -------------------------------------------------------------
+
+type soak struct {
+	e   *env
+	o   options
+	bin string
+	// loadRng picks the supplier faults (the load loop's own), schedRng
+	// the scheduler's faults, so each sequence replays from the seed
+	// whatever the other does.
+	loadRng, schedRng *rand.Rand
+	pool              *pgxpool.Pool
+	dbName            string
+	proxy             *pgProxy
+	cluster           *testcluster.Cluster
+	supplier          *mocksupplier.Server
+	procs             []*process
+	apiURL            string
+	store             *ledger.Store
+	agent             string
+	approver          auth.Principal
+
+	mu       sync.Mutex
+	accepted map[string]string // operation id -> external key
+	refused  int
+	refusals []string
+	faults   map[string]int
+	supplied map[mocksupplier.FaultKind]int
+}
+
+func newSoak(e *env, o options, bin string) *soak {
+	return &soak{e: e, o: o, bin: bin,
+		loadRng:  rand.New(rand.NewPCG(o.seed, 1)),
+		schedRng: rand.New(rand.NewPCG(o.seed, 2)),
+		accepted: map[string]string{}, faults: map[string]int{}, supplied: map[mocksupplier.FaultKind]int{}}
+}
+
+func (s *soak) setUp() {
+	e, ctx := s.e, context.Background()
+	s.dbName = fmt.Sprintf("actchaos_%d", time.Now().Unix())
+	admin, err := pgx.Connect(ctx, s.o.adminURL)
+	if err != nil {
+		e.Fatalf("connect to Postgres: %v", err)
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+s.dbName); err != nil {
+		e.Fatal(err)
+	}
+	admin.Close(ctx)
+	cfg, err := pgxpool.ParseConfig(s.o.adminURL)
+	if err != nil {
+		e.Fatal(err)
+	}
+	cfg.ConnConfig.Database = s.dbName
+	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+		e.Fatal(err)
+	}
+	e.Cleanup(s.pool.Close)
+	if _, err := schema.Migrate(ctx, s.pool, slog.New(slog.DiscardHandler)); err != nil {
+		e.Fatal(err)
+	}
+	s.store = ledger.New(s.pool, ledger.Config{})
+	tokens := auth.New(s.pool, s.store)
+	agent, err := tokens.Create(ctx, tenant, auth.RoleAgent, "")
+	if err != nil {
+		e.Fatal(err)
+	}
+	s.agent = agent.Secret
+	appr, err := tokens.Create(ctx, tenant, auth.RoleApprover, "")
+	if err != nil {
+		e.Fatal(err)
+	}
+	if s.approver, err = tokens.Authenticate(ctx, appr.Secret); err != nil {
+		e.Fatal(err)
+	}
+
+	s.proxy = newPGProxy(e, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+	s.cluster = testcluster.New(e)
+	fmt.Printf("actchaos: nats-server %s (sync_interval always: %v), database %s\n", s.cluster.Version, s.cluster.SyncAlways, s.dbName)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.Fatal(err)
+	}
+	apiAddr := ln.Addr().String()
+	ln.Close()
+	s.apiURL = "http://" + apiAddr
+
+	s.supplier = mocksupplier.New(mocksupplier.Config{LookupLag: 500 * time.Millisecond,
+		Webhook: &mocksupplier.WebhookConfig{URL: s.apiURL + "/v1/webhooks/acme", Secret: webhookSecret, Delay: 3 * time.Second}})
+	supplierLn, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		e.Fatal(err)
+	}
+	supplierSrv := &http.Server{Handler: s.supplier}
+	go func() { _ = supplierSrv.Serve(supplierLn) }()
+	e.Cleanup(func() { supplierSrv.Close(); s.supplier.Close() })
+
+	providers := filepath.Join(e.dir, "providers.yaml")
+	if err := os.WriteFile(providers, []byte(providersYAML("http://"+supplierLn.Addr().String())), 0o644); err != nil {
+		e.Fatal(err)
+	}
+	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.ConnConfig.User, s.proxy.ln.Addr(), s.dbName)
+	common := []string{"DATABASE_URL=" + dbURL, "NATS_URL=" + s.cluster.URLs(), "STREAM_REPLICAS=3",
+		"STREAM_PREFIX=CHAOS", "PROVIDERS_FILE=" + providers, "LEASE_DURATION=3s", "DISPATCH_CONCURRENCY=8",
+		"ACME_WEBHOOK_SECRET=" + webhookSecret, "EVIDENCE_UNAPPLIED_AFTER=10s", "LOG_LEVEL=info"}
+	for _, p := range []struct{ name, roles string }{{"A", "api,relay"}, {"B", "dispatcher"}, {"C", "dispatcher,reconciler"}} {
+		pr := &process{name: p.name, roles: p.roles, log: filepath.Join(e.dir, "actledger-"+p.name+".log"),
+			env: append(append([]string(nil), common...), "LISTEN_ADDR="+apiAddr)}
+		s.procs = append(s.procs, pr)
+	}
+	e.Cleanup(func() {
+		for _, p := range s.procs {
+			p.kill()
+		}
+	})
+	// A first: it creates the streams, which the others then find. A
+	// process that gave up at start (the cluster still electing) is
+	// started again.
+	s.procs[0].start(e, s.bin)
+	deadline := time.Now().Add(time.Minute)
+	for !s.apiReady() {
+		if time.Now().After(deadline) {
+			e.Fatalf("actledger A is not ready after a minute; see %s", s.procs[0].log)
+		}
+		if !s.procs[0].alive() {
+			s.procs[0].start(e, s.bin)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	for _, p := range s.procs[1:] {
+		p.start(e, s.bin)
+	}
+}
+
+// dropDatabase removes the soak's database after a clean run (a run with
+// violations keeps it, for inspection).
+func (s *soak) dropDatabase() {
+	for _, p := range s.procs {
+		p.kill()
+	}
+	s.pool.Close()
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, s.o.adminURL)
+	if err != nil {
+		return
+	}
+	defer admin.Close(ctx)
+	_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+s.dbName+" WITH (FORCE)")
+}
+
+func (s *soak) apiReady() bool {
+	res, err := http.Get(s.apiURL + "/readyz")
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+func providersYAML(baseURL string) string {
+	return fmt.Sprintf(`providers:
+  acme:
+    base_url: %s
+    account: acct_chaos
+    environment: test
+    timeout: 1s
+    create: {method: POST, path: /v1/orders}
+    reference_param: client_reference
+    reference_field: id
+    idempotency: {header: Idempotency-Key, retention: 24h}
+    lookup: {path: "/v1/orders?client_reference={reference}", visibility_lag: 500ms}
+    webhook_secret_env: ACME_WEBHOOK_SECRET
+    retry: {max_attempts: 20, initial: 100ms, max: 2s, max_elapsed: 5m}
+    tenant: %q
+    review: {owner: supply-ops, deadline: 4h}
+actions:
+  %s: {provider: acme}
+`, baseURL, tenant, action)
+}
+
+// supplierFaults are the faults a third of the operations get.
+var supplierFaults = []mocksupplier.Fault{
+	{Kind: mocksupplier.DropAfterCommit},
+	{Kind: mocksupplier.Error500AfterCommit},
+	{Kind: mocksupplier.UnavailableBeforeCommit, RetryAfterS: 1},
+	{Kind: mocksupplier.Delay, MS: 1500},
+	{Kind: mocksupplier.CommitLate, MS: 1500},
+	{Kind: mocksupplier.StallBeforeCommit, MS: 1500},
+}
+
+// load runs the open-loop load and the fault scheduler for the duration.
+func (s *soak) load() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.o.duration)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Go(func() { s.schedule(ctx) })
+	client := &http.Client{Timeout: 10 * time.Second}
+	tick := time.NewTicker(time.Second / time.Duration(s.o.rate))
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+		var fault *mocksupplier.Fault
+		if s.loadRng.IntN(3) == 0 {
+			f := supplierFaults[s.loadRng.IntN(len(supplierFaults))]
+			fault = &f
+		}
+		wg.Go(func() { s.submit(client, i, fault) })
+	}
+}
+
+func (s *soak) submit(client *http.Client, i int, fault *mocksupplier.Fault) {
+	ctx := context.Background()
+	params := fmt.Sprintf(`{"sku":"chaos-%d","qty":1}`, i)
+	ap, err := s.store.CreateApproval(ctx, ledger.NewApproval{TenantID: s.approver.TenantID, ApproverTokenID: s.approver.TokenID,
+		Action: action, Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+		Target: &ledger.Target{Account: "acct_chaos", Environment: "test"}})
+	if err != nil {
+		s.refuse("approval: " + err.Error())
+		return
+	}
+	body := fmt.Sprintf(`{"action":%q,"key":"chaos-%d","params":%s,"approval_id":%q}`, action, i, params, ap.ID)
+	req, _ := http.NewRequest("POST", s.apiURL+"/v1/operations", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.agent)
+	res, err := client.Do(req)
+	if err != nil {
+		s.refuse(err.Error())
+		return
+	}
+	defer res.Body.Close()
+	var out struct {
+		ID          string `json:"id"`
+		ExternalKey string `json:"external_key"`
+	}
+	if res.StatusCode != http.StatusCreated || json.NewDecoder(res.Body).Decode(&out) != nil {
+		s.refuse(res.Status)
+		return
+	}
+	if fault != nil {
+		s.supplier.SetFaults(out.ExternalKey, *fault)
+	}
+	s.mu.Lock()
+	s.accepted[out.ID] = out.ExternalKey
+	if fault != nil {
+		s.supplied[fault.Kind]++
+	}
+	s.mu.Unlock()
+}
+
+// refuse counts a submission the system did not accept, keeping the
+// first reason of each kind for the table.
+func (s *soak) refuse(why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refused++
+	if len(s.refusals) < 5 && !slices.Contains(s.refusals, why) {
+		s.refusals = append(s.refusals, why)
+	}
+}
+
+func (s *soak) intn(n int) int { return s.schedRng.IntN(n) }
+
+// schedule injects a fault every 5-15 s: it picks one, applies it, waits
+// a few seconds, and repairs it.
+func (s *soak) schedule(ctx context.Context) {
+	for {
+		wait := time.Duration(5+s.intn(11)) * time.Second
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		outage := time.Duration(2+s.intn(5)) * time.Second
+		var kind string
+		switch s.intn(3) {
+		case 0:
+			p := s.procs[s.intn(len(s.procs))]
+			kind = "sigkill actledger " + p.name
+			p.kill()
+			sleepCtx(ctx, outage)
+			p.start(s.e, s.bin)
+		case 1:
+			n := s.cluster.Nodes[s.intn(len(s.cluster.Nodes))]
+			kind = "sigkill nats " + n.Name
+			s.cluster.Kill(n)
+			sleepCtx(ctx, outage)
+			s.cluster.Start(n)
+		case 2:
+			kind = "cut postgres"
+			s.proxy.setCut(true)
+			sleepCtx(ctx, outage)
+			s.proxy.setCut(false)
+		}
+		fmt.Printf("actchaos: %s for %s\n", kind, outage)
+		s.mu.Lock()
+		s.faults[kind]++
+		s.mu.Unlock()
+		// A process that exited on its own (it could not reach NATS or
+		// Postgres while starting) is started again.
+		for _, p := range s.procs {
+			if !p.alive() {
+				p.start(s.e, s.bin)
+			}
+		}
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// settle brings everything back and waits until no accepted operation is
+// in flight.
+func (s *soak) settle() {
+	s.proxy.setCut(false)
+	for _, n := range s.cluster.Nodes {
+		if !n.Running() {
+			s.cluster.Start(n)
+		}
+	}
+	deadline := time.Now().Add(s.o.quiesce)
+	for {
+		for _, p := range s.procs {
+			if !p.alive() {
+				p.start(s.e, s.bin)
+			}
+		}
+		var inFlight int
+		err := s.pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM operations WHERE status IN ('queued','dispatching','retry_wait','unknown')`).Scan(&inFlight)
+		if err == nil && inFlight == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			fmt.Printf("actchaos: %d operations still in flight after %s of quiescence\n", inFlight, s.o.quiesce)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
