@@ -73,6 +73,10 @@ type options struct {
 	rate              int
 	bin               string
 	adminURL          string
+	// lyingSupplier makes the supplier ignore Idempotency-Key while the
+	// providers file says it honours them: the contract actledger relies
+	// on is broken, and the checker must say so (a check of the checker).
+	lyingSupplier bool
 }
 
 func main() {
@@ -83,6 +87,7 @@ func main() {
 	flag.IntVar(&o.rate, "rate", 20, "operations submitted per second")
 	flag.StringVar(&o.bin, "bin", "bin", "directory holding the actledger binary")
 	flag.StringVar(&o.adminURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database (a fresh database is created beside it)")
+	flag.BoolVar(&o.lyingSupplier, "lying-supplier", false, "the supplier ignores idempotency keys its contract promises to honour (the checker must report duplicates)")
 	flag.Parse()
 	os.Exit(run(o))
 }
@@ -311,7 +316,7 @@ type soak struct {
 	procs             []*process
 	apiURL            string
 	store             *ledger.Store
-	agent             string
+	agent, operator   string
 	approver          auth.Principal
 
 	mu       sync.Mutex
@@ -359,6 +364,11 @@ func (s *soak) setUp() {
 		e.Fatal(err)
 	}
 	s.agent = agent.Secret
+	op, err := tokens.Create(ctx, tenant, auth.RoleOperator, "")
+	if err != nil {
+		e.Fatal(err)
+	}
+	s.operator = op.Secret
 	appr, err := tokens.Create(ctx, tenant, auth.RoleApprover, "")
 	if err != nil {
 		e.Fatal(err)
@@ -379,7 +389,11 @@ func (s *soak) setUp() {
 	ln.Close()
 	s.apiURL = "http://" + apiAddr
 
-	s.supplier = mocksupplier.New(mocksupplier.Config{LookupLag: 500 * time.Millisecond,
+	mode := mocksupplier.Honour
+	if s.o.lyingSupplier {
+		mode = mocksupplier.Ignore
+	}
+	s.supplier = mocksupplier.New(mocksupplier.Config{Idempotency: mode, LookupLag: 500 * time.Millisecond,
 		Webhook: &mocksupplier.WebhookConfig{URL: s.apiURL + "/v1/webhooks/acme", Secret: webhookSecret, Delay: 3 * time.Second}})
 	supplierLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -570,7 +584,7 @@ func (s *soak) schedule(ctx context.Context) {
 		}
 		outage := time.Duration(2+s.intn(5)) * time.Second
 		var kind string
-		switch s.intn(3) {
+		switch s.intn(4) {
 		case 0:
 			p := s.procs[s.intn(len(s.procs))]
 			kind = "sigkill actledger " + p.name
@@ -588,6 +602,14 @@ func (s *soak) schedule(ctx context.Context) {
 			s.proxy.setCut(true)
 			sleepCtx(ctx, outage)
 			s.proxy.setCut(false)
+		case 3:
+			kind = "operator pause"
+			if !s.dispatchControl("pause") {
+				kind = "operator pause refused (API down)"
+				break
+			}
+			sleepCtx(ctx, outage)
+			s.resume()
 		}
 		fmt.Printf("actchaos: %s for %s\n", kind, outage)
 		s.mu.Lock()
@@ -607,6 +629,34 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	select {
 	case <-ctx.Done():
 	case <-time.After(d):
+	}
+}
+
+// dispatchControl asks the API, as an operator, to pause or resume the
+// dispatch of provider acme; it reports whether the API did.
+func (s *soak) dispatchControl(verb string) bool {
+	req, _ := http.NewRequest("POST", s.apiURL+"/v1/dispatch/"+verb, strings.NewReader(`{"provider":"acme"}`))
+	req.Header.Set("Authorization", "Bearer "+s.operator)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	res.Body.Close()
+	return res.StatusCode == http.StatusOK
+}
+
+// resume resumes dispatch, retrying while the API is down (killed by the
+// scheduler, or Postgres cut): a pause left in place would hold the rest
+// of the run.
+func (s *soak) resume() {
+	for !s.dispatchControl("resume") {
+		for _, p := range s.procs {
+			if !p.alive() {
+				p.start(s.e, s.bin)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
