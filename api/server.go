@@ -56,6 +56,11 @@ type Config struct {
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler
+	// MCP, when set, serves POST /mcp (package mcp's Handler) to agent
+	// tokens; the route authenticates first, like every route, and gives
+	// the request MCPBudget beyond RequestTimeout for get_operation's
+	// waits. Nil: no /mcp.
+	MCP http.Handler
 	// Metrics serves /metrics; nil serves nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody.
@@ -123,6 +128,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/operations", s.authed(s.createOperation, auth.RoleAgent))
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}", s.authed(s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/actions", s.authed(s.listActions, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/approval-requests", s.authed(s.listApprovalRequests, auth.RoleApprover))
 	s.mux.Handle("POST /v1/operations/{id}/approve", s.authed(s.approveOperation, auth.RoleApprover))
@@ -131,6 +137,9 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
 	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))
 	s.mux.HandleFunc("POST /v1/webhooks/{provider}", s.webhook)
+	if s.cfg.MCP != nil {
+		s.mux.Handle("POST /mcp", s.authedFor(mcpBudget, s.serveMCP, auth.RoleAgent))
+	}
 	if s.cfg.Reconciler != nil {
 		s.mux.Handle("GET /v1/review", s.authed(s.listReview, auth.RoleOperator))
 		s.mux.Handle("POST /v1/review/replay", s.authed(s.replayReview, auth.RoleOperator))
@@ -154,12 +163,23 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal
 // authed checks the bearer token (401) and the role (403) before h runs:
 // the contract's first two checks, in that order.
 func (s *Server) authed(h authedHandler, roles ...auth.Role) http.Handler {
+	return s.authedFor(nil, h, roles...)
+}
+
+// authedFor is authed for a route that may take longer than
+// Config.RequestTimeout by what extra says of the request (a long poll's
+// wait); nil means no longer.
+func (s *Server) authedFor(extra func(*http.Request) time.Duration, h authedHandler, roles ...auth.Role) http.Handler {
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = string(r)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		timeout := s.cfg.RequestTimeout
+		if extra != nil {
+			timeout += extra(r)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
 		secret, ok := bearer(r)
