@@ -30,6 +30,12 @@ type Config struct {
 	// Actions maps each known action to its provider; an action not in it
 	// answers 422.
 	Actions map[string]string
+	// Targets maps each provider to the account and environment its
+	// config names. Every approval is bound to its action's target as it
+	// is granted, and an operation whose action later points elsewhere is
+	// held before any call. Required; default TargetsOf the Registry's
+	// providers when a Registry is set.
+	Targets map[string]ledger.Target
 	// Registry, when set, holds the actions' contracts (params schema,
 	// approval policy) and the providers' accounts. Nil: any params
 	// object is accepted and every proposal waits for a person, with the
@@ -61,6 +67,10 @@ type Config struct {
 	// the request MCPBudget beyond RequestTimeout for get_operation's
 	// waits. Nil: no /mcp.
 	MCP http.Handler
+	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
+	// changes (ledger.Watcher, started by the caller). Without one a wait
+	// is answered when it runs out.
+	Watcher OperationWatcher
 	// Metrics serves /metrics; nil serves nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody.
@@ -71,11 +81,31 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
+// TargetsOf returns Config.Targets for the providers of a registry: each
+// provider's account and environment as its config names them.
+func TargetsOf(providers []*provider.Config) map[string]ledger.Target {
+	out := make(map[string]ledger.Target, len(providers))
+	for _, pc := range providers {
+		out[pc.Name] = ledger.Target{Account: pc.Account, Environment: pc.Environment}
+	}
+	return out
+}
+
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+	// draining is closed by Drain: long polls stop waiting.
+	draining  chan struct{}
+	drainOnce sync.Once
+}
+
+// Drain makes every long poll in progress, and every later one, answer at
+// once (304 when nothing changed), so a shutdown is not held for their
+// waits. Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.draining) })
 }
 
 // New returns a Server, or an error naming the first required field
@@ -85,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
 }
@@ -94,6 +124,9 @@ func New(cfg Config) (*Server, error) {
 func (cfg Config) withDefaults() Config {
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.Targets == nil && cfg.Registry != nil {
+		cfg.Targets = TargetsOf(cfg.Registry.Providers())
+	}
 	return cfg
 }
 
@@ -107,6 +140,8 @@ func (cfg Config) validate() error {
 		return errors.New("api: Config.Tokens is required")
 	case cfg.DispatchSubject == nil:
 		return errors.New("api: Config.DispatchSubject is required")
+	case cfg.Targets == nil:
+		return errors.New("api: Config.Targets is required")
 	case cfg.MaxBody <= 0:
 		return fmt.Errorf("api: Config.MaxBody %d must be positive", cfg.MaxBody)
 	case cfg.RequestTimeout <= 0:
@@ -127,7 +162,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/approvals/{id}/revoke", s.authed(s.revokeApproval, auth.RoleApprover))
 	s.mux.Handle("POST /v1/operations", s.authed(s.createOperation, auth.RoleAgent))
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
-	s.mux.Handle("GET /v1/operations/{id}", s.authed(s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/operations/{id}", s.authedFor(waitBudget, s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/actions", s.authed(s.listActions, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/approval-requests", s.authed(s.listApprovalRequests, auth.RoleApprover))
