@@ -209,6 +209,15 @@ func TestActionToolCalledTwiceWithOneKeyMakesOneOrder(t *testing.T) {
 	if n := p.Supplier.Orders(first.ExternalKey); n != 1 {
 		t.Fatalf("supplier has %d orders for the key, want exactly 1", n)
 	}
+	// An operation in an end state is news already: a wait answers at once,
+	// not after wait_seconds (it used to wait for a change that never came).
+	start := time.Now()
+	if again := operationOf(t, call(t, cs, "get_operation", map[string]any{"id": first.ID, "wait_seconds": 50})); again.Status != client.StatusSucceeded {
+		t.Fatalf("get_operation = %s, want succeeded", again.Status)
+	}
+	if took := time.Since(start); took > 25*time.Second {
+		t.Errorf("get_operation of a succeeded operation with wait_seconds 50 took %s, want an answer at once", took)
+	}
 	list := call(t, cs, "list_operations", map[string]any{"status": "succeeded"})
 	if list.IsError || !strings.Contains(text(list), first.ID) {
 		t.Errorf("list_operations(succeeded) = %s, want the operation", text(list))

@@ -127,7 +127,7 @@ func actionTool(a client.Action) (*sdk.Tool, error) {
 var getOperationTool = &sdk.Tool{
 	Name:        "get_operation",
 	Title:       "Get operation",
-	Description: "Read an operation by id. With wait_seconds (at most 50), wait until its status changes from what it is now (skipping the worker's own dispatching and retry steps), e.g. from awaiting_approval to queued, or from queued to succeeded.",
+	Description: "Read an operation by id. With wait_seconds (at most 50), wait for news: an end state (succeeded, failed, held, cancelled; at once if it is in one), or another status than now that is not the worker's own dispatching or retry step, e.g. from awaiting_approval to queued (approved), or from queued to succeeded.",
 	InputSchema: map[string]any{
 		"type": "object",
 		"properties": map[string]any{
@@ -221,18 +221,28 @@ func (t *tools) getOperation(ctx context.Context, req *sdk.CallToolRequest) (*sd
 	return operationResult(op), nil
 }
 
-// awaitStatusChange waits at most wait for op to reach a status other than
-// the one it has now, passing over the worker's own steps (dispatching,
-// retry_wait), and returns the operation as last read. It long-polls with
-// the operation's ETag; against an API that sends none it reads every
-// pollInterval.
+// awaitStatusChange waits at most wait for op to reach news for the
+// model, and returns the operation as last read: an end state (at once
+// when it is in one already), or another status than now that is not the
+// worker's own step (dispatching, retry_wait; queued only counts when it
+// means a decision: after awaiting_approval, review or unknown). It
+// long-polls with the operation's ETag; against an API that sends none it
+// reads every pollInterval.
 func awaitStatusChange(ctx context.Context, c *client.Client, op *client.Operation, wait time.Duration) (*client.Operation, error) {
 	from := op.Status
-	deadline := time.Now().Add(wait)
-	settled := func(o *client.Operation) bool {
-		return o.Status != from && o.Status != client.StatusDispatching && o.Status != client.StatusRetryWait
+	news := func(s client.Status) bool {
+		switch {
+		case s.Final():
+			return true
+		case s == from, s == client.StatusDispatching, s == client.StatusRetryWait:
+			return false
+		case s == client.StatusQueued:
+			return !from.InFlight()
+		}
+		return true
 	}
-	for !settled(op) && op.Status != client.StatusCancelled {
+	deadline := time.Now().Add(wait)
+	for !news(op.Status) {
 		remaining := time.Until(deadline)
 		if remaining <= 0 {
 			return op, nil
