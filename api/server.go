@@ -62,6 +62,11 @@ type Config struct {
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler
+	// MCP, when set, serves POST /mcp (package mcp's Handler) to agent
+	// tokens; the route authenticates first, like every route, and gives
+	// the request MCPBudget beyond RequestTimeout for get_operation's
+	// waits. Nil: no /mcp.
+	MCP http.Handler
 	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
 	// changes (ledger.Watcher, started by the caller). Without one a wait
 	// is answered when it runs out.
@@ -158,6 +163,7 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/operations", s.authed(s.createOperation, auth.RoleAgent))
 	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}", s.authedFor(waitBudget, s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
+	s.mux.Handle("GET /v1/actions", s.authed(s.listActions, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
 	s.mux.Handle("GET /v1/approval-requests", s.authed(s.listApprovalRequests, auth.RoleApprover))
 	s.mux.Handle("POST /v1/operations/{id}/approve", s.authed(s.approveOperation, auth.RoleApprover))
@@ -166,6 +172,9 @@ func (s *Server) routes() {
 	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
 	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))
 	s.mux.HandleFunc("POST /v1/webhooks/{provider}", s.webhook)
+	if s.cfg.MCP != nil {
+		s.mux.Handle("POST /mcp", s.authedFor(mcpBudget, s.serveMCP, auth.RoleAgent))
+	}
 	if s.cfg.Reconciler != nil {
 		s.mux.Handle("GET /v1/review", s.authed(s.listReview, auth.RoleOperator))
 		s.mux.Handle("POST /v1/review/replay", s.authed(s.replayReview, auth.RoleOperator))
