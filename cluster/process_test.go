@@ -3,7 +3,6 @@ package cluster_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -110,12 +109,7 @@ func startServe(t *testing.T, bin, name, dbURL, natsURLs, prefix, supplierURL, t
 	if err := os.WriteFile(providers, []byte(providersYAML(supplierURL, tenant)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePorts(t, 1)[0])
 	logFile, err := os.Create(filepath.Join(dir, name+".log"))
 	if err != nil {
 		t.Fatal(err)

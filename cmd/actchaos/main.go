@@ -381,12 +381,7 @@ func (s *soak) setUp() {
 	s.cluster = testcluster.New(e)
 	fmt.Printf("actchaos: nats-server %s (sync_interval always: %v), database %s\n", s.cluster.Version, s.cluster.SyncAlways, s.dbName)
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.Fatal(err)
-	}
-	apiAddr := ln.Addr().String()
-	ln.Close()
+	apiAddr := fmt.Sprintf("127.0.0.1:%d", testcluster.FreePorts(e, 1)[0])
 	s.apiURL = "http://" + apiAddr
 
 	mode := mocksupplier.Honour

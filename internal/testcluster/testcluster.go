@@ -24,11 +24,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -173,7 +175,7 @@ func New(t TB) *Cluster {
 	}
 	c := &Cluster{t: t, Binary: bin, Version: version, SyncAlways: SupportsSyncAlways(version)}
 	dir := t.TempDir()
-	ports := freePorts(t, 2*Size)
+	ports := FreePorts(t, 2*Size)
 	var clusterPorts []int
 	for i := range Size {
 		clusterPorts = append(clusterPorts, ports[Size+i])
@@ -224,25 +226,46 @@ func tail(path string, lines int) string {
 	return strings.Join(all[max(0, len(all)-lines):], "\n")
 }
 
-// freePorts reserves n distinct loopback ports by listening on port 0.
-// They are released before the servers bind them; a collision with
-// another process in that instant fails the start, loudly.
-func freePorts(t TB, n int) []int {
+// FreePorts returns n distinct loopback ports that nothing listens on,
+// drawn at random below the kernel's ephemeral range (read from
+// /proc/sys/net/ipv4/ip_local_port_range, default 32768). A port the
+// kernel hands out for ":0" or for an outgoing connection's local end
+// could be taken by any of the many connections a test run makes between
+// the check and the server's bind (it happened: "bind: address already in
+// use"); a port below the range is taken only by an explicit bind.
+func FreePorts(t TB, n int) []int {
 	t.Helper()
+	low := 10000
+	high := ephemeralLow() - 1
 	var ports []int
-	var lns []net.Listener
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 1000 {
+			t.Fatalf("testcluster: no %d free ports in %d-%d", n, low, high)
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
+		port := low + rand.IntN(high-low)
+		if slices.Contains(ports, port) {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
 		ln.Close()
+		ports = append(ports, port)
 	}
 	return ports
+}
+
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 11000 {
+				return n
+			}
+		}
+	}
+	return 32768
 }
 
 // URLs is the comma-separated client URL list of every node, as NATS_URL
@@ -274,6 +297,7 @@ func (c *Cluster) Start(n *Node) {
 	if n.cmd != nil {
 		c.t.Fatalf("testcluster: %s is already running", n.Name)
 	}
+	logStart := logSize(n.LogFile)
 	cmd := exec.Command(c.Binary, "-c", n.ConfFile, "-l", n.LogFile)
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("testcluster: start %s: %v", n.Name, err)
@@ -282,14 +306,17 @@ func (c *Cluster) Start(n *Node) {
 	go func() { _ = cmd.Wait(); close(done) }()
 	n.cmd, n.done = cmd, done
 	// A server that cannot bind its ports exits at once: say so now
-	// rather than as a timeout later.
-	if err := waitListening(n.ClientPort, done, 20*time.Second); err != nil {
+	// rather than as a timeout later. A dial alone could reach another
+	// process on the port; "Server is ready" is this server's own word.
+	if err := waitReadyLog(n.LogFile, logStart, done, 20*time.Second); err != nil {
 		n.cmd = nil
 		c.t.Fatalf("testcluster: %s: %v\n%s", n.Name, err, tail(n.LogFile, 20))
 	}
 }
 
-func waitListening(port int, done <-chan struct{}, timeout time.Duration) error {
+// waitReadyLog waits until the server's log, since this start, says it
+// is ready, or the process exits.
+func waitReadyLog(logFile string, start int64, done <-chan struct{}, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		select {
@@ -297,16 +324,23 @@ func waitListening(port int, done <-chan struct{}, timeout time.Duration) error 
 			return errors.New("the process exited")
 		default:
 		}
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			conn.Close()
+		if b, err := os.ReadFile(logFile); err == nil && int64(len(b)) >= start &&
+			strings.Contains(string(b[start:]), "Server is ready") {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("not listening on %d after %s", port, timeout)
+			return fmt.Errorf("not ready after %s", timeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+func logSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // Kill sends SIGKILL to n and waits for the process to be gone.
