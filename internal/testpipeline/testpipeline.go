@@ -24,6 +24,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/api/openapitest"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
@@ -178,7 +179,9 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.Operator, _ = p.token(p.app.Tokens, auth.RoleOperator)
 	p.TenantID = p.agent.TenantID
 
-	p.API = httptest.NewServer(p.app.Handler)
+	// Every request a pipeline test makes of the API, and every answer,
+	// is checked against the OpenAPI document.
+	p.API = httptest.NewServer(openapitest.Handler(t, p.app.Handler))
 	t.Cleanup(p.API.Close)
 	if opts.Webhooks {
 		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
