@@ -59,6 +59,7 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	cfg := api.Config{
 		Ledger: f.store, Tokens: f.tokens,
 		Actions:         map[string]string{action: "acme"},
+		Targets:         map[string]ledger.Target{"acme": {Account: "acct_test", Environment: "test"}},
 		DispatchSubject: func(p string) string { return broker.DispatchSubject("TEST", p) },
 		RequestTimeout:  3 * time.Second,
 		ReadyChecks:     []api.ReadyCheck{{Name: "postgres", Check: pool.Ping}},

@@ -54,9 +54,10 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 			s.log.WarnContext(ctx, "auto_approve policy failed; the proposal waits for a person",
 				"tenant", p.Tenant, "action", req.Action, "key", *req.Key, "err", err)
 		case approved:
+			target := s.cfg.Targets[providerName]
 			auto = &ledger.Decision{
 				Approver: contract.PolicyApprover(), PolicyVersion: contract.Approval.PolicyVersion,
-				TTL: contract.Approval.ApprovalTTL.Duration,
+				TTL: contract.Approval.ApprovalTTL.Duration, Target: &target,
 			}
 		}
 	}
@@ -78,7 +79,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 	}
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
-		writeJSON(w, http.StatusOK, viewOperation(op))
+		writeOperation(w, http.StatusOK, op)
 		return
 	}
 	w.Header().Set("Location", "/v1/operations/"+op.ID.String())
@@ -86,11 +87,11 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 		s.decided(metrics.ApprovedByPolicy)
 		s.log.InfoContext(ctx, "proposal approved by policy", "operation_id", op.ID, "tenant", p.Tenant,
 			"action", op.Action, "key", op.Key, "approver", auto.Approver)
-		writeJSON(w, http.StatusCreated, viewOperation(op))
+		writeOperation(w, http.StatusCreated, op)
 		return
 	}
 	s.log.InfoContext(ctx, "proposal awaits approval", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "key", op.Key)
-	writeJSON(w, http.StatusAccepted, viewOperation(op))
+	writeOperation(w, http.StatusAccepted, op)
 }
 
 // approvalRequestView is one item of GET /v1/approval-requests: what an
@@ -219,9 +220,15 @@ func (s *Server) approveOperation(w http.ResponseWriter, r *http.Request, p auth
 	// there.
 	decide := func(op ledger.Operation) ledger.Decision {
 		contract := s.contract(op.Action)
+		// Bound to the account and environment the operation's provider
+		// points at now: the dispatcher holds it if that changes.
+		target, ok := s.cfg.Targets[op.Provider]
 		d := ledger.Decision{
 			ApproverTokenID: p.TokenID, Approver: p.Actor(), Fingerprint: req.ParamsFingerprint,
 			PolicyVersion: contract.Approval.PolicyVersion, TTL: contract.Approval.ApprovalTTL.Duration, Note: note,
+		}
+		if ok {
+			d.Target = &target
 		}
 		if req.PolicyVersion != nil && *req.PolicyVersion != "" {
 			d.PolicyVersion = *req.PolicyVersion
@@ -245,7 +252,7 @@ func (s *Server) approveOperation(w http.ResponseWriter, r *http.Request, p auth
 	s.decided(metrics.ApprovedByPerson)
 	s.log.InfoContext(r.Context(), "proposal approved", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action,
 		"approval_id", approval.ID, "approver", p.Name)
-	writeJSON(w, http.StatusOK, viewOperation(op))
+	writeOperation(w, http.StatusOK, op)
 }
 
 type denyRequest struct {
@@ -280,5 +287,5 @@ func (s *Server) denyOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 	}
 	s.decided(metrics.Denied)
 	s.log.InfoContext(r.Context(), "proposal denied", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "approver", p.Name)
-	writeJSON(w, http.StatusOK, viewOperation(op))
+	writeOperation(w, http.StatusOK, op)
 }

@@ -38,7 +38,8 @@ func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, err)
 		return
 	}
-	if _, ok := s.cfg.Actions[req.Action]; !ok {
+	target, ok := s.actionTarget(req.Action)
+	if !ok {
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
 		return
 	}
@@ -52,14 +53,27 @@ func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.P
 	}
 	a, err := s.cfg.Ledger.CreateApproval(r.Context(), ledger.NewApproval{
 		TenantID: p.TenantID, ApproverTokenID: p.TokenID, Action: req.Action, Params: req.Params,
-		PolicyVersion: req.PolicyVersion, ExpiresAt: expires, MaxUses: maxUses,
+		PolicyVersion: req.PolicyVersion, ExpiresAt: expires, MaxUses: maxUses, Target: &target,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(r.Context(), "approval granted", "approval_id", a.ID, "tenant", p.Tenant, "action", a.Action, "approver", p.Name)
+	s.log.InfoContext(r.Context(), "approval granted", "approval_id", a.ID, "tenant", p.Tenant, "action", a.Action, "approver", p.Name,
+		"account", target.Account, "environment", target.Environment)
 	writeJSON(w, http.StatusCreated, viewApproval(a))
+}
+
+// actionTarget returns the provider account and environment action points
+// at now: what an approval of it is bound to. ok is false for an action
+// that is not configured.
+func (s *Server) actionTarget(action string) (ledger.Target, bool) {
+	provider, ok := s.cfg.Actions[action]
+	if !ok {
+		return ledger.Target{}, false
+	}
+	target, ok := s.cfg.Targets[provider]
+	return target, ok
 }
 
 func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {

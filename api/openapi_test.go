@@ -304,7 +304,10 @@ func TestDocumentedEnumsAreTheLedgersVocabulary(t *testing.T) {
 func TestOpenAPIJSONIsServedAndIsTheYAMLDocument(t *testing.T) {
 	t.Parallel()
 	store := ledger.New(nil, ledger.Config{})
-	s, err := New(Config{Ledger: store, Tokens: auth.New(nil, store), DispatchSubject: func(p string) string { return p }})
+	s, err := New(Config{
+		Ledger: store, Tokens: auth.New(nil, store), DispatchSubject: func(p string) string { return p },
+		Targets: map[string]ledger.Target{},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

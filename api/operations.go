@@ -79,12 +79,12 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 	}
 	if replayed {
 		w.Header().Set("Idempotent-Replayed", "true")
-		writeJSON(w, http.StatusOK, viewOperation(op))
+		writeOperation(w, http.StatusOK, op)
 		return
 	}
 	s.log.InfoContext(r.Context(), "operation queued", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "key", op.Key)
 	w.Header().Set("Location", "/v1/operations/"+op.ID.String())
-	writeJSON(w, http.StatusCreated, viewOperation(op))
+	writeOperation(w, http.StatusCreated, op)
 }
 
 // validate checks the fields other than action (the handler checks that
@@ -124,21 +124,6 @@ func (req createOperationRequest) validate() (uuid.UUID, error) {
 	return id, nil
 }
 
-// getOperation is GET /v1/operations/{id}.
-func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		s.writeError(w, r, errNotFound)
-		return
-	}
-	op, err := s.cfg.Ledger.Get(r.Context(), p.TenantID, id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, viewOperation(op))
-}
-
 // findOperation is GET /v1/operations?action=A&key=K.
 func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	action, key := r.URL.Query().Get("action"), r.URL.Query().Get("key")
@@ -151,7 +136,7 @@ func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOperation(op))
+	writeOperation(w, http.StatusOK, op)
 }
 
 // eventsList names the cursors of GET /v1/operations/{id}/events.

@@ -72,6 +72,9 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		v := viewOperation(*comp)
 		out.Compensation = &v
 	}
+	// The answer is the resolved operation's view (with its compensation):
+	// its ETag is the resolved operation's.
+	w.Header().Set("ETag", etag(op))
 	writeJSON(w, http.StatusOK, out)
 }
 
@@ -158,7 +161,7 @@ func (s *Server) retryOperation(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, viewOperation(op))
+	writeOperation(w, http.StatusOK, op)
 }
 
 type replayRequest struct {

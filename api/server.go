@@ -30,6 +30,12 @@ type Config struct {
 	// Actions maps each known action to its provider; an action not in it
 	// answers 422.
 	Actions map[string]string
+	// Targets maps each provider to the account and environment its
+	// config names. Every approval is bound to its action's target as it
+	// is granted, and an operation whose action later points elsewhere is
+	// held before any call. Required; default TargetsOf the Registry's
+	// providers when a Registry is set.
+	Targets map[string]ledger.Target
 	// Registry, when set, holds the actions' contracts (params schema,
 	// approval policy) and the providers' accounts. Nil: any params
 	// object is accepted and every proposal waits for a person, with the
@@ -56,6 +62,10 @@ type Config struct {
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler
+	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
+	// changes (ledger.Watcher, started by the caller). Without one a wait
+	// is answered when it runs out.
+	Watcher OperationWatcher
 	// Metrics serves /metrics; nil serves nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody.
@@ -66,11 +76,31 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
+// TargetsOf returns Config.Targets for the providers of a registry: each
+// provider's account and environment as its config names them.
+func TargetsOf(providers []*provider.Config) map[string]ledger.Target {
+	out := make(map[string]ledger.Target, len(providers))
+	for _, pc := range providers {
+		out[pc.Name] = ledger.Target{Account: pc.Account, Environment: pc.Environment}
+	}
+	return out
+}
+
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+	// draining is closed by Drain: long polls stop waiting.
+	draining  chan struct{}
+	drainOnce sync.Once
+}
+
+// Drain makes every long poll in progress, and every later one, answer at
+// once (304 when nothing changed), so a shutdown is not held for their
+// waits. Register it with http.Server.RegisterOnShutdown.
+func (s *Server) Drain() {
+	s.drainOnce.Do(func() { close(s.draining) })
 }
 
 // New returns a Server, or an error naming the first required field
@@ -83,7 +113,7 @@ func New(cfg Config) (*Server, error) {
 	if _, err := openAPIJSON(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
 }
@@ -92,6 +122,9 @@ func New(cfg Config) (*Server, error) {
 func (cfg Config) withDefaults() Config {
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	if cfg.Targets == nil && cfg.Registry != nil {
+		cfg.Targets = TargetsOf(cfg.Registry.Providers())
+	}
 	return cfg
 }
 
@@ -105,6 +138,8 @@ func (cfg Config) validate() error {
 		return errors.New("api: Config.Tokens is required")
 	case cfg.DispatchSubject == nil:
 		return errors.New("api: Config.DispatchSubject is required")
+	case cfg.Targets == nil:
+		return errors.New("api: Config.Targets is required")
 	case cfg.MaxBody <= 0:
 		return fmt.Errorf("api: Config.MaxBody %d must be positive", cfg.MaxBody)
 	case cfg.RequestTimeout <= 0:
@@ -126,6 +161,10 @@ type route struct {
 	// authed serves a route with roles; plain one without.
 	authed authedHandler
 	plain  http.Handler
+	// budget, when set, lets a request take longer than
+	// Config.RequestTimeout by what it says of the request (a long poll's
+	// wait); see authedFor.
+	budget func(*http.Request) time.Duration
 	// off leaves the route off the mux, because what serves it is not
 	// configured; it answers 404 like any unknown path. The document
 	// still describes it.
@@ -155,7 +194,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/approvals/{id}/revoke", roles: approvers, authed: s.revokeApproval},
 		{pattern: "POST /v1/operations", roles: agents, authed: s.createOperation},
 		{pattern: "GET /v1/operations", roles: anyRole, authed: s.findOperation},
-		{pattern: "GET /v1/operations/{id}", roles: anyRole, authed: s.getOperation},
+		{pattern: "GET /v1/operations/{id}", roles: anyRole, authed: s.getOperation, budget: waitBudget},
 		{pattern: "GET /v1/operations/{id}/events", roles: anyRole, authed: s.operationEvents},
 		{pattern: "GET /v1/approval-requests", roles: approvers, authed: s.listApprovalRequests},
 		{pattern: "POST /v1/operations/{id}/approve", roles: approvers, authed: s.approveOperation},
@@ -179,7 +218,7 @@ func (s *Server) routes() {
 		switch {
 		case rt.off:
 		case len(rt.roles) > 0:
-			s.mux.Handle(rt.pattern, s.authed(rt.authed, rt.roles...))
+			s.mux.Handle(rt.pattern, s.authedFor(rt.budget, rt.authed, rt.roles...))
 		default:
 			s.mux.Handle(rt.pattern, rt.plain)
 		}
@@ -207,12 +246,23 @@ type authedHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal
 // authed checks the bearer token (401) and the role (403) before h runs:
 // the contract's first two checks, in that order.
 func (s *Server) authed(h authedHandler, roles ...auth.Role) http.Handler {
+	return s.authedFor(nil, h, roles...)
+}
+
+// authedFor is authed for a route that may take longer than
+// Config.RequestTimeout by what extra says of the request (a long poll's
+// wait); nil means no longer.
+func (s *Server) authedFor(extra func(*http.Request) time.Duration, h authedHandler, roles ...auth.Role) http.Handler {
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = string(r)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+		timeout := s.cfg.RequestTimeout
+		if extra != nil {
+			timeout += extra(r)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
 		r = r.WithContext(ctx)
 		secret, ok := bearer(r)

@@ -64,6 +64,10 @@ type approvalView struct {
 	Uses              int             `json:"uses"`
 	RevokedAt         *string         `json:"revoked_at"`
 	CreatedAt         string          `json:"created_at"`
+	// Account and Environment are the provider's the approval was granted
+	// for; null on an approval older than the binding.
+	Account     *string `json:"account"`
+	Environment *string `json:"environment"`
 }
 
 func viewApproval(a ledger.Approval) approvalView {
@@ -71,6 +75,7 @@ func viewApproval(a ledger.Approval) approvalView {
 		ID: a.ID, Action: a.Action, Params: a.Params, ParamsFingerprint: a.ParamsFingerprint,
 		PolicyVersion: a.PolicyVersion, ExpiresAt: rfc3339(a.ExpiresAt), MaxUses: a.MaxUses,
 		Uses: a.Uses, RevokedAt: rfc3339Ptr(a.RevokedAt), CreatedAt: rfc3339(a.CreatedAt),
+		Account: a.Account, Environment: a.Environment,
 	}
 }
 

@@ -38,6 +38,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 		a, err := p.Store.CreateApproval(ctx, ledger.NewApproval{
 			TenantID: p.TenantID, ApproverTokenID: by, Action: testpipeline.Action, Params: []byte(params),
 			PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(time.Hour), MaxUses: 2,
+			Target: &testpipeline.DefaultTarget,
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -108,7 +108,7 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
 		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
-	})
+	}, targetOf(pc))
 	if err != nil {
 		return claimed{}, err
 	}
@@ -140,10 +140,15 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 		return w.settleUnknown(ctx)
 	}
 	if lapse != ledger.LapseNone {
-		log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(lapse), Detail: map[string]any{"lapse": lapse}})
+		return w.lapsed(ctx)
 	}
 	return w.create(ctx)
+}
+
+// targetOf is where pc's calls create effects: an approval granted for
+// another account or environment does not let the worker call.
+func targetOf(pc *provider.Config) ledger.Target {
+	return ledger.Target{Account: pc.Account, Environment: pc.Environment}
 }
 
 func (d *Dispatcher) actor() string { return "worker:" + d.cfg.WorkerID }
@@ -222,7 +227,7 @@ func (w *work) confirm(ctx context.Context) (callSlot, error) {
 	timeout := w.pc.Timeout.Duration
 	for range 3 {
 		asked := time.Now()
-		conf, err := w.store.ConfirmClaim(ctx, w.op.ID, w.op.Version, w.owner, timeout+w.margin)
+		conf, err := w.store.ConfirmClaim(ctx, w.op.ID, w.op.Version, w.owner, timeout+w.margin, targetOf(w.pc))
 		if err != nil {
 			return callSlot{}, err
 		}
@@ -342,7 +347,14 @@ func (w *work) create(ctx context.Context) error {
 func (w *work) lapsed(ctx context.Context) error {
 	if !w.settling {
 		w.log.InfoContext(ctx, "not sent: approval or access lapsed before anything was sent", "lapse", w.lapse)
-		return w.move(ctx, ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(w.lapse), Detail: map[string]any{"lapse": w.lapse}})
+		// The evidence of a hold: the lapse, the account and environment
+		// the call would have gone to, and that nothing was sent.
+		c := ledger.Change{To: ledger.StatusHeld, Kind: ledger.EventKind(w.lapse),
+			Detail: map[string]any{"lapse": w.lapse, "account": w.pc.Account, "environment": w.pc.Environment, "sent": false}}
+		if w.lapse == ledger.LapseApprovalMismatch {
+			c.Flag = ledger.FlagApprovalMismatch
+		}
+		return w.move(ctx, c)
 	}
 	w.log.InfoContext(ctx, "not resent: approval or access lapsed while an earlier outcome is unsettled", "lapse", w.lapse)
 	return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventKind(w.lapse), Review: w.review(ledger.ReasonLapsedUnknown, w.store.Now()),

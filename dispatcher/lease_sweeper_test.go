@@ -99,7 +99,7 @@ func TestExpiredLeaseCountsTheLeaseEndAsTheLastSend(t *testing.T) {
 	ctx := context.Background()
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	claimed, _, err := p.Store.Claim(ctx, ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching,
-		Kind: "claimed", Actor: "worker:gone", LeaseOwner: "gone", LeaseUntil: p.Clock.Now().Add(2 * time.Second)})
+		Kind: "claimed", Actor: "worker:gone", LeaseOwner: "gone", LeaseUntil: p.Clock.Now().Add(2 * time.Second)}, testpipeline.DefaultTarget)
 	if err != nil {
 		t.Fatal(err)
 	}

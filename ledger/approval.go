@@ -33,6 +33,20 @@ type Approval struct {
 	// for an approval made with POST /v1/approvals.
 	OperationID uuid.UUID `db:"operation_id"`
 	Note        *string   `db:"note"`
+	// Account and Environment are the provider's the approval was granted
+	// for (see TargetOf); nil on approvals granted before they were
+	// recorded (schema 013), which match any.
+	Account     *string `db:"account"`
+	Environment *string `db:"environment"`
+}
+
+// TargetOf returns the target an approval was granted for, nil when it
+// predates the binding (schema 013) and so matches any.
+func (a Approval) TargetOf() *Target {
+	if a.Account == nil || a.Environment == nil {
+		return nil
+	}
+	return &Target{Account: *a.Account, Environment: *a.Environment}
 }
 
 // ApprovalCode is the machine-readable reason an approval cannot be used.
@@ -63,15 +77,23 @@ type NewApproval struct {
 	PolicyVersion   string
 	ExpiresAt       time.Time
 	MaxUses         int // 0 means 1
+	// Target is the provider account and environment the action points at
+	// as the approval is granted (the registry's config of the action's
+	// provider). Required: every creator, a person's grant or a policy's,
+	// binds it, and the dispatcher holds the operation (approval_mismatch)
+	// if the action later points elsewhere.
+	Target *Target
 }
 
 const (
 	approvalColumns = `id, tenant_id, action, params, params_fingerprint, policy_version,
-    approver_token_id, expires_at, max_uses, uses, revoked_at, created_at, approver, operation_id, note`
+    approver_token_id, expires_at, max_uses, uses, revoked_at, created_at, approver, operation_id, note,
+    account, environment`
 
 	approvalInsert = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
-    policy_version, approver_token_id, expires_at, max_uses, created_at)
-VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver, @expires_at, @max_uses, coalesce(@now::timestamptz, now()))
+    policy_version, approver_token_id, expires_at, max_uses, created_at, account, environment)
+VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver, @expires_at, @max_uses, coalesce(@now::timestamptz, now()),
+    @account, @environment)
 RETURNING ` + approvalColumns
 
 	approvalRevoke = `UPDATE approvals SET revoked_at = coalesce(revoked_at, coalesce($3::timestamptz, now()))
@@ -79,8 +101,23 @@ WHERE id = $1 AND tenant_id = $2
 RETURNING ` + approvalColumns
 )
 
+// ErrNoTarget: an approval was to be created without the provider
+// account and environment it is granted for.
+var ErrNoTarget = errors.New("ledger: an approval needs the provider account and environment it is granted for")
+
 // CreateApproval stores a new approval.
 func (s *Store) CreateApproval(ctx context.Context, a NewApproval) (Approval, error) {
+	return s.CreateApprovalTx(ctx, s.pool, a)
+}
+
+// CreateApprovalTx is CreateApproval in the caller's transaction (an
+// approval decided and used in the transaction that queues its
+// operation). Every approval is created here, so every approval is bound
+// to its target.
+func (s *Store) CreateApprovalTx(ctx context.Context, db DBTX, a NewApproval) (Approval, error) {
+	if a.Target == nil {
+		return Approval{}, ErrNoTarget
+	}
 	canonical, fingerprint, err := Canonicalize(a.Params)
 	if err != nil {
 		return Approval{}, err
@@ -88,16 +125,22 @@ func (s *Store) CreateApproval(ctx context.Context, a NewApproval) (Approval, er
 	if a.MaxUses == 0 {
 		a.MaxUses = 1
 	}
-	rows, _ := s.pool.Query(ctx, approvalInsert, pgx.StrictNamedArgs{
+	rows, _ := db.Query(ctx, approvalInsert, pgx.StrictNamedArgs{
 		"id": uuid.Must(uuid.NewV7()), "tenant": a.TenantID, "action": a.Action,
 		"params": canonical, "fingerprint": fingerprint, "policy_version": a.PolicyVersion,
 		"approver": a.ApproverTokenID, "expires_at": a.ExpiresAt, "max_uses": a.MaxUses, "now": s.nowArg(),
+		"account": a.Target.Account, "environment": a.Target.Environment,
 	})
-	approval, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
+	approval, err := collectApproval(rows)
 	if err != nil {
 		return Approval{}, fmt.Errorf("create approval: %w", err)
 	}
 	return approval, nil
+}
+
+// collectApproval reads exactly one approval row.
+func collectApproval(rows pgx.Rows) (Approval, error) {
+	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
 }
 
 // RevokeApproval revokes approval id of tenant and, in the same
@@ -111,7 +154,7 @@ func (s *Store) RevokeApproval(ctx context.Context, tenant, id uuid.UUID, actor 
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		rows, _ := tx.Query(ctx, approvalRevoke, id, tenant, s.nowArg())
 		var err error
-		approval, err = pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
+		approval, err = collectApproval(rows)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}

@@ -20,7 +20,7 @@ func TestClaimLeaseEndsOnTheDatabaseClock(t *testing.T) {
 	claimed, lapse, err := f.store.Claim(context.Background(), ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: time.Minute,
-	})
+	}, testTarget)
 	if err != nil || lapse != ledger.LapseNone {
 		t.Fatal(err, lapse)
 	}
@@ -48,17 +48,17 @@ func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
 	claimed, _, err := f.store.Claim(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: 10 * time.Second,
-	})
+	}, testTarget)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "b", time.Minute); !errors.Is(err, ledger.ErrStale) {
+	if _, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "b", time.Minute, testTarget); !errors.Is(err, ledger.ErrStale) {
 		t.Errorf("another owner's confirmation: err = %v, want ErrStale", err)
 	}
-	if _, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version-1, "a", time.Minute); !errors.Is(err, ledger.ErrStale) {
+	if _, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version-1, "a", time.Minute, testTarget); !errors.Is(err, ledger.ErrStale) {
 		t.Errorf("an older version's confirmation: err = %v, want ErrStale", err)
 	}
-	conf, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "a", time.Minute)
+	conf, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "a", time.Minute, testTarget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
 	if _, _, err := f.store.RevokeApproval(ctx, f.tenant, a.ID, "approver:test"); err != nil {
 		t.Fatal(err)
 	}
-	again, err := f.store.ConfirmClaim(ctx, op.ID, conf.Version, "a", time.Second)
+	again, err := f.store.ConfirmClaim(ctx, op.ID, conf.Version, "a", time.Second, testTarget)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,5 +118,49 @@ func TestOutcomeOpenUntilALookupConfirmsAbsence(t *testing.T) {
 		if err != nil || open != s.open {
 			t.Errorf("after %d %s %v: open = %v (%v), want %v", i, s.kind, s.detail, open, err, s.open)
 		}
+	}
+}
+
+// TestClaimAndConfirmForAnotherTargetLapseAsMismatch: the claim and the
+// confirmation before every call both compare the approval's bound
+// account and environment with the ones the worker would call, and an
+// approval granted without them is refused.
+func TestClaimAndConfirmForAnotherTargetLapseAsMismatch(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	if _, err := f.store.CreateApproval(ctx, ledger.NewApproval{
+		TenantID: f.tenant, ApproverTokenID: f.approver.TokenID, Action: "a",
+		Params: []byte(`{}`), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+	}); !errors.Is(err, ledger.ErrNoTarget) {
+		t.Errorf("approval without a target: err = %v, want ErrNoTarget", err)
+	}
+	if _, _, err := f.store.Propose(ctx, ledger.ProposeRequest{
+		TenantID: f.tenant, TokenID: f.agent.TokenID, Action: action, Key: "auto-1", Provider: "acme",
+		Params: []byte(`{}`), RequestTTL: time.Hour,
+		AutoApproval: &ledger.Decision{Approver: "policy:p1", PolicyVersion: "p1", TTL: time.Hour},
+	}, "TEST.ops.acme"); !errors.Is(err, ledger.ErrNoTarget) {
+		t.Errorf("policy approval without a target: err = %v, want ErrNoTarget", err)
+	}
+	a := f.approve(t, `{"sku":"A-1"}`, 1)
+	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := ledger.Target{Account: testTarget.Account, Environment: "live"}
+	claimed, lapse, err := f.store.Claim(ctx, ledger.Change{
+		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
+		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: time.Minute,
+	}, elsewhere)
+	if err != nil || lapse != ledger.LapseApprovalMismatch {
+		t.Fatalf("claim for another environment: lapse %q, err %v; want %q", lapse, err, ledger.LapseApprovalMismatch)
+	}
+	conf, err := f.store.ConfirmClaim(ctx, op.ID, claimed.Version, "a", time.Minute, testTarget)
+	if err != nil || conf.Lapse != ledger.LapseNone {
+		t.Fatalf("confirm for the approved target: lapse %q, err %v", conf.Lapse, err)
+	}
+	conf, err = f.store.ConfirmClaim(ctx, op.ID, conf.Version, "a", time.Minute, elsewhere)
+	if err != nil || conf.Lapse != ledger.LapseApprovalMismatch {
+		t.Errorf("confirm for another environment: lapse %q, err %v; want %q", conf.Lapse, err, ledger.LapseApprovalMismatch)
 	}
 }

@@ -22,12 +22,22 @@ const (
 	LapseApprovalRevoked Lapse = "approval_revoked"
 	LapseApprovalExpired Lapse = "approval_expired"
 	LapseTokenRevoked    Lapse = "token_revoked"
+	// LapseApprovalMismatch: the action's provider now points at another
+	// account or environment than the approval was granted for.
+	LapseApprovalMismatch Lapse = "approval_mismatch"
 )
 
+// operationLapse says whether operation $1 may still be sent now ($2):
+// its approval neither revoked nor expired nor granted for another
+// provider target than the current one ($3 account, $4 environment; a NULL
+// $3 skips that comparison, and so does an approval older than the
+// binding, whose account is NULL), and its requesting token not revoked.
 const operationLapse = `SELECT
     CASE
         WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
         WHEN a.expires_at <= coalesce($2::timestamptz, now()) THEN 'approval_expired'
+        WHEN $3::text IS NOT NULL AND a.account IS NOT NULL
+             AND (a.account, a.environment) IS DISTINCT FROM ($3::text, $4::text) THEN 'approval_mismatch'
         WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
         ELSE ''
     END
@@ -39,10 +49,12 @@ WHERE o.id = $1`
 // CheckLapse tells whether operation id may still be sent: its approval
 // neither revoked nor expired, and the token that asked for it not revoked.
 // Workers learn the same in the statements that claim and confirm a claim
-// (Claim, ConfirmClaim), right before every provider call.
+// (Claim, ConfirmClaim), right before every provider call, and there also
+// whether the approval was granted for the provider target they would
+// send to; CheckLapse, which knows no target, does not compare it.
 func (s *Store) CheckLapse(ctx context.Context, db DBTX, id uuid.UUID) (Lapse, error) {
 	var lapse Lapse
-	if err := db.QueryRow(ctx, operationLapse, id, s.nowArg()).Scan(&lapse); err != nil {
+	if err := db.QueryRow(ctx, operationLapse, id, s.nowArg(), nil, nil).Scan(&lapse); err != nil {
 		return LapseNone, fmt.Errorf("check approval of %s: %w", id, err)
 	}
 	return lapse, nil
@@ -323,8 +335,9 @@ func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, bas
 // status: nobody expired, settled or re-claimed it), its lease now lasts
 // at least @hold_us microseconds past the database's clock (the call's full
 // timeout plus a margin), and the approval and the requesting token still
-// stand. The version bumps, so any writer holding the version read before
-// (a sweeper that found the old lease expired) is fenced. clock_timestamp,
+// stand, the approval granted for the target the call goes to (@account,
+// @environment; see operationLapse). The version bumps, so any writer
+// holding the version read before (a sweeper that found the old lease expired) is fenced. clock_timestamp,
 // not now(): a shared batch's transaction may have started before the
 // worker asked, and the worker measures from when it asked.
 const operationConfirmClaim = `WITH clock AS (
@@ -341,6 +354,8 @@ SELECT u.version, u.lease_expires_at, u.now,
     CASE
         WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
         WHEN a.expires_at <= u.now THEN 'approval_expired'
+        WHEN a.account IS NOT NULL
+             AND (a.account, a.environment) IS DISTINCT FROM (@account::text, @environment::text) THEN 'approval_mismatch'
         WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
         ELSE ''
     END AS lapse
@@ -366,17 +381,19 @@ type Confirmation struct {
 
 // ConfirmClaim confirms that operation id, claimed by owner at version,
 // is still that worker's claim, extends its lease to at least the
-// database's now plus hold, and tells whether it may still be sent. It
+// database's now plus hold, and tells whether it may still be sent to at
+// (the provider account and environment the call goes to). It
 // returns ErrStale when the claim is no longer the worker's: then the
 // worker must not call the provider. Concurrent confirmations share round
 // trips and commits (see Record).
-func (s *Store) ConfirmClaim(ctx context.Context, id uuid.UUID, version int64, owner string, hold time.Duration) (Confirmation, error) {
+func (s *Store) ConfirmClaim(ctx context.Context, id uuid.UUID, version int64, owner string, hold time.Duration, at Target) (Confirmation, error) {
 	var (
 		conf       Confirmation
 		confirmErr error
 	)
 	args, err := confirmClaimStmt.args(pgx.StrictNamedArgs{
 		"id": id, "version": version, "owner": owner, "now": s.nowArg(), "hold_us": hold.Microseconds(),
+		"account": at.Account, "environment": at.Environment,
 	})
 	if err != nil {
 		return Confirmation{}, err

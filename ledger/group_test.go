@@ -42,7 +42,7 @@ func TestSharedCommitsKeepEveryWriteItsOwnOutcome(t *testing.T) {
 				got, lapse, err := f.store.Claim(ctx, ledger.Change{
 					ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
 					Kind: "claimed", Actor: fmt.Sprintf("worker:%d", r), LeaseOwner: fmt.Sprint(r), LeaseUntil: time.Now().Add(time.Minute),
-				})
+				}, testTarget)
 				if errors.Is(err, ledger.ErrStale) {
 					return
 				}

@@ -18,6 +18,10 @@ import (
 
 const action = "supplier.create_order"
 
+// testTarget is the provider account and environment the tests' approvals
+// are granted for, and their workers call.
+var testTarget = ledger.Target{Account: "acct_test", Environment: "test"}
+
 type fixture struct {
 	pool     *pgxpool.Pool
 	store    *ledger.Store
@@ -28,7 +32,12 @@ type fixture struct {
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	pool := testdb.New(t)
+	return setupOn(t, testdb.New(t))
+}
+
+// setupOn is setup on a given pool (e.g. one behind a proxy).
+func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
+	t.Helper()
 	store := ledger.New(pool, ledger.Config{})
 	tokens := auth.New(pool, store)
 	ctx := context.Background()
@@ -53,6 +62,7 @@ func (f *fixture) approve(t *testing.T, params string, maxUses int) ledger.Appro
 	a, err := f.store.CreateApproval(context.Background(), ledger.NewApproval{
 		TenantID: f.tenant, ApproverTokenID: f.approver.TokenID, Action: action,
 		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour), MaxUses: maxUses,
+		Target: &testTarget,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +243,7 @@ func TestApprovalProblemsAreNamed(t *testing.T) {
 	expired, err := f.store.CreateApproval(ctx, ledger.NewApproval{
 		TenantID: f.tenant, ApproverTokenID: f.approver.TokenID, Action: action,
 		Params: []byte(`{"sku":"A-1"}`), PolicyVersion: "p1", ExpiresAt: time.Now().Add(-time.Second),
+		Target: &testTarget,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -244,6 +255,7 @@ func TestApprovalProblemsAreNamed(t *testing.T) {
 	otherAction, err := f.store.CreateApproval(ctx, ledger.NewApproval{
 		TenantID: f.tenant, ApproverTokenID: f.approver.TokenID, Action: "email.send",
 		Params: []byte(`{"sku":"A-1"}`), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+		Target: &testTarget,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -60,6 +60,10 @@ type Decision struct {
 	TTL time.Duration
 	// Note is the approver's optional remark, kept on the approval.
 	Note string
+	// Target is the provider account and environment the operation's
+	// provider points at as it is approved, which the approval is bound
+	// to (see NewApproval.Target). Required.
+	Target *Target
 }
 
 const (
@@ -93,10 +97,11 @@ FOR UPDATE OF o`
 	// approvalGrant creates an approval bound to one operation and uses
 	// its only use at once.
 	approvalGrant = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
-    policy_version, approver_token_id, approver, operation_id, note, expires_at, max_uses, uses, created_at)
+    policy_version, approver_token_id, approver, operation_id, note, expires_at, max_uses, uses, created_at,
+    account, environment)
 VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver_token, @approver,
     @operation, @note, coalesce(@now::timestamptz, now()) + @ttl::bigint * interval '1 microsecond',
-    1, 1, coalesce(@now::timestamptz, now()))
+    1, 1, coalesce(@now::timestamptz, now()), @account, @environment)
 RETURNING ` + approvalColumns
 
 	// operationsAwaitingPage is a page of a tenant's open proposals, oldest
@@ -255,6 +260,9 @@ func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, tenant, id uuid.UUI
 // approveTx grants and uses an approval for op (awaiting approval, read
 // in tx) and queues op with its dispatch message.
 func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decision, subject string) (Operation, Approval, error) {
+	if d.Target == nil {
+		return Operation{}, Approval{}, ErrNoTarget
+	}
 	var approverToken *uuid.UUID
 	if d.ApproverTokenID != uuid.Nil {
 		approverToken = &d.ApproverTokenID
@@ -264,6 +272,7 @@ func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decisi
 		"id": uuid.Must(uuid.NewV7()), "tenant": op.TenantID, "action": op.Action, "params": []byte(op.Params),
 		"fingerprint": op.ParamsFingerprint, "policy_version": d.PolicyVersion, "approver_token": approverToken,
 		"approver": d.Approver, "operation": op.ID, "note": nullString(d.Note), "ttl": d.TTL.Microseconds(), "now": now,
+		"account": d.Target.Account, "environment": d.Target.Environment,
 	})
 	approval, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
 	if err != nil {

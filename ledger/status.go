@@ -183,6 +183,10 @@ const (
 	// FlagApprovalRequestExpired: nobody decided before the action's
 	// request_ttl (held).
 	FlagApprovalRequestExpired = "approval_request_expired"
+	// FlagApprovalMismatch: the action now points at another provider
+	// account or environment than its approval was granted for (held
+	// before any call).
+	FlagApprovalMismatch = "approval_mismatch"
 )
 
 // proposalFlags lists the flagged summaries for docs/states.md.
@@ -193,6 +197,7 @@ var proposalFlags = []struct {
 }{
 	{StatusCancelled, FlagApprovalDenied, "<reason>"},
 	{StatusHeld, FlagApprovalRequestExpired, ""},
+	{StatusHeld, FlagApprovalMismatch, ""},
 }
 
 // Summary is the operation's one plain sentence: its state's, unless the
@@ -208,6 +213,8 @@ func (op Operation) Summary() string {
 			return fmt.Sprintf("A person declined the %s request%s; nothing was sent.", op.Action, reason)
 		case f == FlagApprovalRequestExpired && op.Status == StatusHeld:
 			return fmt.Sprintf("Nobody approved the %s request in time, so it expired; nothing was sent.", op.Action)
+		case f == FlagApprovalMismatch && op.Status == StatusHeld:
+			return fmt.Sprintf("The %s was not sent because the provider account or environment it would go to is not the one its approval was granted for; nothing happened.", op.Action)
 		}
 	}
 	return op.Status.Summary(op.Action)

@@ -9,7 +9,8 @@ import (
 )
 
 // Target is a provider account and environment: where a request can have
-// created an effect.
+// created an effect. An approval is granted for one target, and a worker
+// sends only to the target its operation's approval was granted for.
 type Target struct {
 	Account     string `json:"account" db:"account"`
 	Environment string `json:"environment" db:"environment"`

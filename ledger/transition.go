@@ -149,9 +149,11 @@ func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, e
 
 // Claim is Transition for a claim (c.To is dispatching) that also tells,
 // in the same round trip and the same transaction, whether the claimed
-// operation may still be sent (see CheckLapse). It is the dispatcher's hot
+// operation may still be sent (see CheckLapse) to at, the provider account
+// and environment the worker would call: an approval granted for another
+// lapses as LapseApprovalMismatch. It is the dispatcher's hot
 // path, so concurrent claims share round trips and commits (see Record).
-func (s *Store) Claim(ctx context.Context, c Change) (Operation, Lapse, error) {
+func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Lapse, error) {
 	if c.To != StatusDispatching {
 		return Operation{}, LapseNone, fmt.Errorf("claim must move to %s, not %s", StatusDispatching, c.To)
 	}
@@ -169,7 +171,7 @@ func (s *Store) Claim(ctx context.Context, c Change) (Operation, Lapse, error) {
 			op, claimErr = collectTransition(rows, c)
 			return unlessStale(claimErr)
 		})
-		b.Queue(operationLapse, c.ID, s.nowArg()).QueryRow(func(row pgx.Row) error {
+		b.Queue(operationLapse, c.ID, s.nowArg(), at.Account, at.Environment).QueryRow(func(row pgx.Row) error {
 			lapse = LapseNone
 			if err := row.Scan(&lapse); err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return fmt.Errorf("check approval of %s: %w", c.ID, err)

@@ -95,7 +95,8 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	for i := range 6 {
 		params := fmt.Sprintf(`{"n":%d}`, i)
 		a, err := store.CreateApproval(ctx, ledger.NewApproval{TenantID: p.TenantID, ApproverTokenID: approver.ID, Action: "a",
-			Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour)})
+			Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+			Target: &ledger.Target{Account: "acct_test", Environment: "test"}})
 		if err != nil {
 			t.Fatal(err)
 		}

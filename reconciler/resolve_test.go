@@ -39,6 +39,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 	compApproval, err := p.Store.CreateApproval(ctx, ledger.NewApproval{
 		TenantID: p.TenantID, ApproverTokenID: approverID(t, p), Action: testpipeline.OtherAction,
 		Params: []byte(compParams), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(time.Hour), MaxUses: 2,
+		Target: &testpipeline.DefaultTarget,
 	})
 	if err != nil {
 		t.Fatal(err)

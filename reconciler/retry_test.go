@@ -21,7 +21,7 @@ func failWith(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation, class
 	cur := op
 	for i, class := range classes {
 		claimed, _, err := p.Store.Claim(ctx, ledger.Change{ID: cur.ID, From: cur.Status, Version: cur.Version, To: ledger.StatusDispatching,
-			Kind: "claimed", Actor: "worker:test", LeaseOwner: "test", LeaseUntil: p.Clock.Now().Add(time.Minute)})
+			Kind: "claimed", Actor: "worker:test", LeaseOwner: "test", LeaseUntil: p.Clock.Now().Add(time.Minute)}, testpipeline.DefaultTarget)
 		if err != nil {
 			t.Fatal(err)
 		}

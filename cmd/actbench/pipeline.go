@@ -38,6 +38,13 @@ type env struct {
 	supplier *supplier
 }
 
+// benchAccount and benchEnvironment are the supplier's account and
+// environment in the providers config, which every approval is bound to.
+const (
+	benchAccount     = "acct_bench"
+	benchEnvironment = "test"
+)
+
 // supplier is the mock supplier in fast mode (no faults, idempotency keys
 // honoured) behind a real HTTP server on a loopback port.
 type supplier struct {
@@ -60,7 +67,7 @@ func startSupplier() (*supplier, error) {
 	// this supplier.
 	var y strings.Builder
 	fmt.Fprintf(&y, "providers:\n  %s:\n    base_url: http://%s\n", benchProvider, ln.Addr())
-	y.WriteString("    account: acct_bench\n    environment: test\n    timeout: 2s\n")
+	fmt.Fprintf(&y, "    account: %s\n    environment: %s\n    timeout: 2s\n", benchAccount, benchEnvironment)
 	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
 	y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
 	y.WriteString("    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: 2s}\n")
@@ -189,6 +196,7 @@ func (p *pipeline) approve(ctx context.Context) (uuid.UUID, error) {
 	a, err := p.store.CreateApproval(ctx, ledger.NewApproval{
 		TenantID: p.tenantID, ApproverTokenID: p.approver, Action: benchAction,
 		Params: []byte(benchParams), PolicyVersion: "bench", ExpiresAt: time.Now().Add(time.Hour), MaxUses: 1 << 30,
+		Target: &ledger.Target{Account: benchAccount, Environment: benchEnvironment},
 	})
 	return a.ID, err
 }

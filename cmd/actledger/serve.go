@@ -96,6 +96,11 @@ func listenAndServe(ctx context.Context, addr string, h http.Handler, logger *sl
 		return fmt.Errorf("listen on %s (LISTEN_ADDR): %w", addr, err)
 	}
 	srv := api.NewHTTPServer(h, api.HTTPLimits{})
+	if d, ok := h.(interface{ Drain() }); ok {
+		// Long polls answer at once when shutting down, instead of
+		// holding the shutdown for their wait.
+		srv.RegisterOnShutdown(d.Drain)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	logger.Info("actledger running", "roles", roles, "listen", ln.Addr().String())

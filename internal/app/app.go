@@ -137,6 +137,9 @@ type App struct {
 	Dispatchers []*dispatcher.Dispatcher
 	// Metrics is nil without Config.Metrics.
 	Metrics *metrics.Registry
+	// Watcher wakes the API's long polls (one LISTEN connection for the
+	// process); nil without Roles.API.
+	Watcher *ledger.Watcher
 
 	cfg         Config
 	services    []startstop.Service
@@ -213,6 +216,8 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 		a.services = append(a.services, a.Reconciler)
 	}
 	if cfg.Roles.API {
+		a.Watcher = ledger.NewWatcher(cfg.Pool, cfg.Logger)
+		a.services = append(a.services, a.Watcher)
 		if a.Handler, err = a.newHandler(); err != nil {
 			return nil, err
 		}
@@ -239,6 +244,7 @@ func (a *App) newHandler() (http.Handler, error) {
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
 	ac.DispatchSubject, ac.EvidenceSubject = a.Broker.DispatchSubject, a.Broker.EvidenceSubject
 	ac.Registry = a.cfg.Registry
+	ac.Watcher = a.Watcher
 	ac.Actions = make(map[string]string)
 	for _, action := range a.cfg.Registry.Actions() {
 		pc, _ := a.cfg.Registry.ForAction(action)

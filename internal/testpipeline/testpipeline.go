@@ -111,7 +111,15 @@ type Pipeline struct {
 
 	app     *app.App
 	running []startstop.Service
+	// urls are the suppliers' addresses, by provider; targets the
+	// accounts and environments Retarget set (default DefaultTarget).
+	urls    map[string]string
+	targets map[string]ledger.Target
 }
+
+// DefaultTarget is every provider's account and environment until
+// Retarget changes them.
+var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -146,7 +154,31 @@ func New(t *testing.T, opts Options) *Pipeline {
 	otherSrv := httptest.NewServer(p.Other)
 	t.Cleanup(func() { otherSrv.Close(); p.Other.Close() })
 
-	p.Registry = p.registry(supplierSrv.URL, otherSrv.URL)
+	p.urls = map[string]string{"acme": supplierSrv.URL, "beta": otherSrv.URL}
+	p.targets = map[string]ledger.Target{}
+	p.build()
+	p.Agent, p.agent = p.token(p.app.Tokens, auth.RoleAgent)
+	p.Approver, p.approver = p.token(p.app.Tokens, auth.RoleApprover)
+	p.Operator, _ = p.token(p.app.Tokens, auth.RoleOperator)
+	p.TenantID = p.agent.TenantID
+
+	// Every request a pipeline test makes of the API, and every answer,
+	// is checked against the OpenAPI document.
+	p.API = httptest.NewServer(openapitest.Handler(t, p.app.Handler))
+	t.Cleanup(p.API.Close)
+	if opts.Webhooks {
+		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
+	}
+	t.Cleanup(p.StopAll)
+	return p
+}
+
+// build wires the process (app.Build) for the registry of the suppliers
+// and targets.
+func (p *Pipeline) build() {
+	p.t.Helper()
+	opts := p.Opts
+	p.Registry = p.registry()
 	var providers map[string]provider.Provider
 	if opts.Providers != nil {
 		acme, _ := p.Registry.Provider("acme")
@@ -170,30 +202,26 @@ func New(t *testing.T, opts Options) *Pipeline {
 		Logger: quiet(),
 	})
 	if err != nil {
-		t.Fatal(err)
+		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler = p.app.Store, p.app.Reconciler
-
-	p.Agent, p.agent = p.token(p.app.Tokens, auth.RoleAgent)
-	p.Approver, p.approver = p.token(p.app.Tokens, auth.RoleApprover)
-	p.Operator, _ = p.token(p.app.Tokens, auth.RoleOperator)
-	p.TenantID = p.agent.TenantID
-
-	// Every request a pipeline test makes of the API, and every answer,
-	// is checked against the OpenAPI document.
-	p.API = httptest.NewServer(openapitest.Handler(t, p.app.Handler))
-	t.Cleanup(p.API.Close)
-	if opts.Webhooks {
-		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
-	}
-	t.Cleanup(p.StopAll)
-	return p
 }
 
-func (p *Pipeline) registry(baseURL, otherURL string) *provider.Registry {
+// Retarget points providerName at another account and environment, as an
+// edited providers file does, and wires the process again for it: call it
+// before Start, or between StopAll and Start (a restart). The API keeps
+// serving from the process built first, binding new approvals to the
+// targets it was built with.
+func (p *Pipeline) Retarget(providerName string, t ledger.Target) {
+	p.t.Helper()
+	p.targets[providerName] = t
+	p.build()
+}
+
+func (p *Pipeline) registry() *provider.Registry {
 	var y strings.Builder
 	y.WriteString("providers:\n")
-	for name, url := range map[string]string{"acme": baseURL, "beta": otherURL} {
+	for name, url := range p.urls {
 		p.providerYAML(&y, name, url)
 	}
 	contract := ""
@@ -209,7 +237,11 @@ func (p *Pipeline) registry(baseURL, otherURL string) *provider.Registry {
 }
 
 func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
-	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: acct_test\n    environment: test\n    timeout: %s\n", name, baseURL, p.Opts.Timeout)
+	t, ok := p.targets[name]
+	if !ok {
+		t = DefaultTarget
+	}
+	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: %s\n    environment: %s\n    timeout: %s\n", name, baseURL, t.Account, t.Environment, p.Opts.Timeout)
 	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
 	if p.Opts.Idempotency {
 		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
@@ -289,11 +321,18 @@ func (p *Pipeline) Approve(params string, ttl time.Duration) ledger.Approval {
 	return p.approve(Action, params, ttl)
 }
 
+// approve grants an approval bound to the account and environment action
+// points at now.
 func (p *Pipeline) approve(action, params string, ttl time.Duration) ledger.Approval {
 	p.t.Helper()
+	pc, ok := p.Registry.ForAction(action)
+	if !ok {
+		p.t.Fatalf("action %s is not configured", action)
+	}
 	a, err := p.Store.CreateApproval(context.Background(), ledger.NewApproval{
 		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: action,
 		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(ttl),
+		Target: &ledger.Target{Account: pc.Account, Environment: pc.Environment},
 	})
 	if err != nil {
 		p.t.Fatal(err)
