@@ -170,8 +170,32 @@ type route struct {
 	// still describes it.
 	off bool
 	// undocumented says why the route is not in openapi.yaml (the
-	// catch-all 404, the console's HTML pages); empty for every API route.
+	// console's HTML pages); empty for every API route.
 	undocumented string
+}
+
+// Route describes one route of the API, for tools and tests (package
+// openapitest reads it).
+type Route struct {
+	// Pattern is the http.ServeMux pattern: "METHOD /path".
+	Pattern string
+	// Roles may call the route with their bearer token; none: it takes no
+	// token.
+	Roles []auth.Role
+	// Undocumented says why the route is not in openapi.yaml; empty for
+	// every API route.
+	Undocumented string
+}
+
+// Routes lists every route a Server may serve, whatever its Config turns
+// on, in the route table's order.
+func Routes() []Route {
+	table := (&Server{}).routeTable()
+	out := make([]Route, len(table))
+	for i, rt := range table {
+		out[i] = Route{Pattern: rt.pattern, Roles: rt.roles, Undocumented: rt.undocumented}
+	}
+	return out
 }
 
 // Who may call a route.
@@ -208,7 +232,6 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/review/evidence/{id}/resolve", roles: operators, authed: s.resolveEvidence, off: noReview},
 		{pattern: "POST /v1/operations/{id}/resolve", roles: operators, authed: s.resolveOperation, off: noReview},
 		{pattern: "POST /v1/operations/{id}/retry", roles: operators, authed: s.retryOperation, off: noReview},
-		{pattern: "/", plain: http.HandlerFunc(s.notFound), undocumented: "the JSON 404 of every other path"},
 	}
 }
 
@@ -223,6 +246,9 @@ func (s *Server) routes() {
 			s.mux.Handle(rt.pattern, rt.plain)
 		}
 	}
+	// Every other path and method: the JSON 404 (never the mux's text 404
+	// or 405), so every answer is the contract's error body.
+	s.mux.HandleFunc("/", s.notFound)
 }
 
 // healthz is GET /healthz: 200 while the process runs.

@@ -10,7 +10,8 @@
 //   - a request the document refuses that the API accepted (a 2xx or 3xx):
 //     either the document is too strict or the API too lax;
 //   - a path or method the document does not have, answered other than 404
-//     or 405.
+//     or 405 (routes the route table marks undocumented, such as the
+//     console's pages, are passed through unchecked).
 //
 // A request the document refuses and the API refuses too (4xx) is what a
 // test of bad input sends on purpose; its answer must still conform.
@@ -70,6 +71,18 @@ var loadDocument = sync.OnceValues(func() (*openapi3.T, error) {
 	return doc, nil
 })
 
+// undocumented matches the routes the API serves outside the document (the
+// console's HTML pages): their traffic is not checked.
+var undocumented = sync.OnceValue(func() *http.ServeMux {
+	mux := http.NewServeMux()
+	for _, rt := range api.Routes() {
+		if rt.Undocumented != "" {
+			mux.Handle(rt.Pattern, http.NotFoundHandler())
+		}
+	}
+	return mux
+})
+
 var loadRouter = sync.OnceValues(func() (routers.Router, error) {
 	doc, err := loadDocument()
 	if err != nil {
@@ -120,6 +133,10 @@ func Handler(t testing.TB, next http.Handler) http.Handler {
 		rec := &recorder{ResponseWriter: w}
 		route, pathParams, findErr := router.FindRoute(r)
 		if findErr != nil {
+			if _, pattern := undocumented().Handler(r); pattern != "" {
+				next.ServeHTTP(w, r)
+				return
+			}
 			next.ServeHTTP(rec, r)
 			if s := rec.finalStatus(); s != http.StatusNotFound && s != http.StatusMethodNotAllowed {
 				t.Errorf("openapi: %s %s is not in the document, yet it answered %d (%v)", r.Method, r.URL.Path, s, findErr)
