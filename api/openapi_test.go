@@ -10,8 +10,10 @@ import (
 	"go/token"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -368,6 +370,65 @@ func TestYAMLAsJSONKeepsTypesAndOrder(t *testing.T) {
 			t.Errorf("%q: got %s, want an error", tt.yaml, b.String())
 		case tt.json != "" && (err != nil || b.String() != tt.json):
 			t.Errorf("%q: got %s (%v), want %s", tt.yaml, b.String(), err, tt.json)
+		}
+	}
+}
+
+// docs/contract.md's route table (route, role, what it does) lists the
+// document's operations, each with its route's roles: the contract in
+// prose cannot drift from the routes.
+func TestContractDocListsEveryRouteWithItsRoles(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(raw), "| route | role | what it does |\n|---|---|---|\n")
+	if !ok {
+		t.Fatal("docs/contract.md has no route table")
+	}
+	table, _, _ = strings.Cut(table, "\n\n")
+	routePattern := regexp.MustCompile("`((?:GET|POST|PUT|PATCH|DELETE) /[^`?]*)[^`]*`")
+	listed := map[string]string{} // pattern → role cell
+	for _, row := range strings.Split(table, "\n") {
+		cells := strings.Split(row, " | ")
+		if len(cells) < 3 {
+			t.Fatalf("docs/contract.md: route table row %q", row)
+		}
+		for _, m := range routePattern.FindAllStringSubmatch(cells[0], -1) {
+			listed[m[1]] = cells[1]
+		}
+	}
+	for _, rt := range allRoutes() {
+		if rt.undocumented != "" {
+			continue
+		}
+		cell, ok := listed[rt.pattern]
+		if !ok {
+			t.Errorf("docs/contract.md's route table does not list %s", rt.pattern)
+			continue
+		}
+		var want string
+		switch {
+		case len(rt.roles) == 0:
+			want = "—"
+		case len(rt.roles) == len(anyRole):
+			want = "any"
+		default:
+			want = string(rt.roles[0])
+		}
+		if !strings.HasPrefix(cell, want) {
+			t.Errorf("docs/contract.md: %s has role %q, the route lets in %v", rt.pattern, cell, rt.roles)
+		}
+	}
+	for pattern, op := range documentedOperations(t) {
+		if _, ok := listed[pattern]; !ok && op["x-pending"] != nil {
+			t.Errorf("docs/contract.md's route table does not list %s", pattern)
+		}
+	}
+	for pattern := range listed {
+		if _, ok := documentedOperations(t)[pattern]; !ok {
+			t.Errorf("docs/contract.md lists %s, which is not a route", pattern)
 		}
 	}
 }
