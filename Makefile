@@ -26,6 +26,10 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 20000x ./api
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 200000x ./webhook
 
+.PHONY: screenshots
+screenshots: ## drive headless chromium through the console and save docs/console-*.png
+	CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestBrowserApproveThenResolveTwo$$' ./console
+
 .PHONY: bench
 bench: ## measure the pipeline against this machine's own limits, 3-5 min (docs/benchmarks.md)
 	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" \

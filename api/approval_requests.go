@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -94,9 +95,10 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 	writeOperation(w, http.StatusAccepted, op)
 }
 
-// approvalRequestView is one item of GET /v1/approval-requests: what an
-// approver needs to decide, the params in full and their fingerprint.
-type approvalRequestView struct {
+// ApprovalRequest is one item of GET /v1/approval-requests (and a row of
+// the console's approval requests page): what an approver needs to
+// decide, the params in full and their fingerprint.
+type ApprovalRequest struct {
 	OperationID       uuid.UUID       `json:"operation_id"`
 	Action            string          `json:"action"`
 	Description       string          `json:"description,omitempty"`
@@ -135,21 +137,36 @@ func (s *Server) listApprovalRequests(w http.ResponseWriter, r *http.Request, p 
 	if !given {
 		afterPtr = nil
 	}
-	reqs, err := s.cfg.Ledger.AwaitingPage(r.Context(), p.TenantID, afterPtr, page.limit+1)
+	items, nextPos, err := s.ApprovalRequests(r.Context(), p, afterPtr, page.limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	next := ""
-	if len(reqs) > page.limit {
-		reqs = reqs[:page.limit]
+	if nextPos != nil {
+		next = encodeCursor(approvalRequestsList, *nextPos)
+	}
+	writeJSON(w, http.StatusOK, pageOut(map[string]any{"items": items}, next))
+}
+
+// ApprovalRequests returns at most limit of the principal's tenant's open
+// proposals after the position after (nil: from the oldest), oldest
+// first, and the position of the next page (nil when this is the last).
+func (s *Server) ApprovalRequests(ctx context.Context, p auth.Principal, after *ledger.AwaitingCursor, limit int) ([]ApprovalRequest, *ledger.AwaitingCursor, error) {
+	reqs, err := s.cfg.Ledger.AwaitingPage(ctx, p.TenantID, after, limit+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	var next *ledger.AwaitingCursor
+	if len(reqs) > limit {
+		reqs = reqs[:limit]
 		last := reqs[len(reqs)-1]
-		next = encodeCursor(approvalRequestsList, ledger.AwaitingCursor{CreatedAt: last.CreatedAt, ID: last.ID})
+		next = &ledger.AwaitingCursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
 	now := s.cfg.Ledger.Now()
-	items := make([]approvalRequestView, len(reqs))
+	items := make([]ApprovalRequest, len(reqs))
 	for i, req := range reqs {
-		v := approvalRequestView{
+		v := ApprovalRequest{
 			OperationID: req.ID, Action: req.Action, Key: req.Key, Params: req.Params,
 			ParamsFingerprint: req.ParamsFingerprint, Reason: deref(req.RequestReason),
 			RequestedBy: req.RequestedByName, Provider: req.Provider,
@@ -164,55 +181,66 @@ func (s *Server) listApprovalRequests(w http.ResponseWriter, r *http.Request, p 
 		}
 		items[i] = v
 	}
-	writeJSON(w, http.StatusOK, pageOut(map[string]any{"items": items}, next))
+	return items, next, nil
 }
 
-type approveRequest struct {
+// Approve is an approver's decision to approve a proposal: the
+// fingerprint they were shown, and optionally a policy version, a TTL and
+// a note (zero values: the action's defaults, no note).
+type Approve struct {
 	ParamsFingerprint string  `json:"params_fingerprint"`
 	PolicyVersion     *string `json:"policy_version"`
 	TTLSeconds        *int64  `json:"ttl_seconds"`
 	Note              *string `json:"note"`
 }
 
-// approveOperation is POST /v1/operations/{id}/approve: the approver
-// echoes the fingerprint they were shown, and in one transaction an
-// approval bound to the proposal is created and used, and the proposal is
-// queued with its dispatch message.
+// approveOperation is POST /v1/operations/{id}/approve.
 func (s *Server) approveOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	var req approveRequest
+	var req Approve
 	if err := s.readJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if req.ParamsFingerprint == "" {
-		s.writeError(w, r, fieldError("params_fingerprint", "is required: echo the fingerprint of the params you approve"))
-		return
-	}
-	if err := checkText("params_fingerprint", req.ParamsFingerprint, maxNameLength); err != nil {
+	op, err := s.ApproveProposal(r.Context(), p, id, req)
+	if err != nil {
 		s.writeError(w, r, err)
 		return
+	}
+	writeOperation(w, http.StatusOK, op)
+}
+
+// ApproveProposal approves proposal id of the principal's tenant: the
+// approver echoes the fingerprint they were shown, and in one transaction
+// an approval bound to the proposal is created and used, and the proposal
+// is queued with its dispatch message. A proposal decided elsewhere or
+// whose fingerprint is not the one shown is refused
+// (ledger.ErrNotAwaitingApproval, ledger.ErrFingerprintMismatch); nothing
+// changes then.
+func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.UUID, req Approve) (ledger.Operation, error) {
+	if req.ParamsFingerprint == "" {
+		return ledger.Operation{}, fieldError("params_fingerprint", "is required: echo the fingerprint of the params you approve")
+	}
+	if err := checkText("params_fingerprint", req.ParamsFingerprint, maxNameLength); err != nil {
+		return ledger.Operation{}, err
 	}
 	note := ""
 	if req.Note != nil {
 		if err := checkText("note", *req.Note, maxNoteLength); err != nil {
-			s.writeError(w, r, err)
-			return
+			return ledger.Operation{}, err
 		}
 		note = *req.Note
 	}
 	if req.TTLSeconds != nil && (*req.TTLSeconds < 1 || *req.TTLSeconds > int64(MaxApprovalTTL/time.Second)) {
-		s.writeError(w, r, fieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second))))
-		return
+		return ledger.Operation{}, fieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second)))
 	}
 	if req.PolicyVersion != nil {
 		if err := checkText("policy_version", *req.PolicyVersion, maxNameLength); err != nil {
-			s.writeError(w, r, err)
-			return
+			return ledger.Operation{}, err
 		}
 	}
 	// The TTL and policy version default to the action's; the action is
@@ -241,26 +269,24 @@ func (s *Server) approveOperation(w http.ResponseWriter, r *http.Request, p auth
 		}
 		return d
 	}
-	op, approval, err := s.cfg.Ledger.Approve(r.Context(), p.TenantID, id, decide, s.cfg.DispatchSubject)
+	op, approval, err := s.cfg.Ledger.Approve(ctx, p.TenantID, id, decide, s.cfg.DispatchSubject)
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotAwaitingApproval) || errors.Is(err, ledger.ErrFingerprintMismatch) {
-			s.log.InfoContext(r.Context(), "approval refused", "operation_id", id, "tenant", p.Tenant, "reason", err.Error())
+			s.log.InfoContext(ctx, "approval refused", "operation_id", id, "tenant", p.Tenant, "reason", err.Error())
 		}
-		s.writeError(w, r, err)
-		return
+		return op, err
 	}
 	s.decided(metrics.ApprovedByPerson)
-	s.log.InfoContext(r.Context(), "proposal approved", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action,
+	s.log.InfoContext(ctx, "proposal approved", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action,
 		"approval_id", approval.ID, "approver", p.Name)
-	writeOperation(w, http.StatusOK, op)
+	return op, nil
 }
 
 type denyRequest struct {
 	Reason string `json:"reason"`
 }
 
-// denyOperation is POST /v1/operations/{id}/deny: the proposal is
-// cancelled with the approver's reason; nothing was sent.
+// denyOperation is POST /v1/operations/{id}/deny.
 func (s *Server) denyOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
@@ -272,20 +298,29 @@ func (s *Server) denyOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 		s.writeError(w, r, err)
 		return
 	}
-	if req.Reason == "" {
-		s.writeError(w, r, fieldError("reason", "is required: the agent and its user are told why"))
-		return
-	}
-	if err := checkText("reason", req.Reason, maxNoteLength); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	op, err := s.cfg.Ledger.Deny(r.Context(), p.TenantID, id, p.Actor(), req.Reason)
+	op, err := s.DenyProposal(r.Context(), p, id, req.Reason)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.decided(metrics.Denied)
-	s.log.InfoContext(r.Context(), "proposal denied", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "approver", p.Name)
 	writeOperation(w, http.StatusOK, op)
+}
+
+// DenyProposal cancels proposal id of the principal's tenant with the
+// approver's reason (required: the agent and its user are told why);
+// nothing was sent.
+func (s *Server) DenyProposal(ctx context.Context, p auth.Principal, id uuid.UUID, reason string) (ledger.Operation, error) {
+	if reason == "" {
+		return ledger.Operation{}, fieldError("reason", "is required: the agent and its user are told why")
+	}
+	if err := checkText("reason", reason, maxNoteLength); err != nil {
+		return ledger.Operation{}, err
+	}
+	op, err := s.cfg.Ledger.Deny(ctx, p.TenantID, id, p.Actor(), reason)
+	if err != nil {
+		return op, err
+	}
+	s.decided(metrics.Denied)
+	s.log.InfoContext(ctx, "proposal denied", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "approver", p.Name)
+	return op, nil
 }

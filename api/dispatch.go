@@ -1,7 +1,9 @@
 package api
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,27 +13,25 @@ import (
 	"github.com/actledger/actledger/outbox"
 )
 
-type dispatchScope struct {
+// DispatchScope is what a pause or resume covers: an empty provider or
+// action matches any, so the zero scope is everything of the tenant.
+type DispatchScope struct {
 	Provider string `json:"provider"`
 	Action   string `json:"action"`
 }
 
-// scope reads and checks a pause/resume body; an empty body means
-// everything of the tenant.
-func (s *Server) scope(w http.ResponseWriter, r *http.Request) (dispatchScope, error) {
-	var sc dispatchScope
-	if err := s.readJSON(w, r, &sc, true); err != nil {
-		return sc, err
-	}
+// checkScope refuses a scope naming an action or provider that is not
+// configured.
+func (s *Server) checkScope(sc DispatchScope) error {
 	if sc.Action != "" {
 		if _, ok := s.cfg.Actions[sc.Action]; !ok {
-			return sc, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+sc.Action+" is not configured")
+			return errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+sc.Action+" is not configured")
 		}
 	}
 	if sc.Provider != "" && !s.knownProvider(sc.Provider) {
-		return sc, errorf(http.StatusUnprocessableEntity, "unknown_provider", "provider "+sc.Provider+" is not configured")
+		return errorf(http.StatusUnprocessableEntity, "unknown_provider", "provider "+sc.Provider+" is not configured")
 	}
-	return sc, nil
+	return nil
 }
 
 func (s *Server) knownProvider(name string) bool {
@@ -43,40 +43,76 @@ func (s *Server) knownProvider(name string) bool {
 	return false
 }
 
-// pauseDispatch is POST /v1/dispatch/pause: the stop button. Matching work
-// stays queued; calls already in flight finish (GET /v1/dispatch lists
-// them).
+// Scopes lists the configured actions and providers, sorted: what a pause
+// may name.
+func (s *Server) Scopes() (actions, providers []string) {
+	for a, p := range s.cfg.Actions {
+		actions = append(actions, a)
+		if !slices.Contains(providers, p) {
+			providers = append(providers, p)
+		}
+	}
+	slices.Sort(actions)
+	slices.Sort(providers)
+	return actions, providers
+}
+
+// pauseDispatch is POST /v1/dispatch/pause.
 func (s *Server) pauseDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	sc, err := s.scope(w, r)
-	if err != nil {
+	var sc DispatchScope
+	if err := s.readJSON(w, r, &sc, true); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := s.cfg.Ledger.PauseDispatch(r.Context(), p.TenantID, sc.Provider, sc.Action, p.Actor()); err != nil {
+	if err := s.PauseDispatch(r.Context(), p, sc); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.WarnContext(r.Context(), "dispatch paused", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "by", p.Name)
 	s.writeDispatch(w, r, p, nil)
 }
 
-// resumeDispatch is POST /v1/dispatch/resume: removes every pause of the
-// tenant that lies within the scope (an empty provider or action matches
-// any, so {} clears them all) and hands the work they held back to the
-// dispatcher: queued operations at once, retry_wait and unknown ones at
-// their schedule. It is idempotent: with nothing paused it answers 200
-// with removed 0, so an operator (or a script) may resume twice.
+// PauseDispatch is the stop button: matching work of the principal's
+// tenant stays queued; calls already in flight finish (DispatchState
+// lists them).
+func (s *Server) PauseDispatch(ctx context.Context, p auth.Principal, sc DispatchScope) error {
+	if err := s.checkScope(sc); err != nil {
+		return err
+	}
+	if err := s.cfg.Ledger.PauseDispatch(ctx, p.TenantID, sc.Provider, sc.Action, p.Actor()); err != nil {
+		return err
+	}
+	s.log.WarnContext(ctx, "dispatch paused", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "by", p.Name)
+	return nil
+}
+
+// resumeDispatch is POST /v1/dispatch/resume.
 func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	sc, err := s.scope(w, r)
+	var sc DispatchScope
+	if err := s.readJSON(w, r, &sc, true); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	removed, released, err := s.ResumeDispatch(r.Context(), p, sc)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	s.writeDispatch(w, r, p, map[string]any{"removed": removed, "released": released})
+}
+
+// ResumeDispatch removes every pause of the principal's tenant that lies
+// within the scope and hands the work they held back to the dispatcher:
+// queued operations at once, retry_wait and unknown ones at their
+// schedule. It is idempotent: with nothing paused it removes 0, so an
+// operator (or a script) may resume twice.
+func (s *Server) ResumeDispatch(ctx context.Context, p auth.Principal, sc DispatchScope) (removed, released int, err error) {
+	if err := s.checkScope(sc); err != nil {
+		return 0, 0, err
+	}
 	now := s.cfg.Ledger.Now()
-	released := 0
-	removed, err := s.cfg.Ledger.ResumeDispatch(r.Context(), p.TenantID, sc.Provider, sc.Action, func(tx pgx.Tx, ops []ledger.Requeue) error {
+	removed, err = s.cfg.Ledger.ResumeDispatch(ctx, p.TenantID, sc.Provider, sc.Action, func(tx pgx.Tx, ops []ledger.Requeue) error {
 		for _, op := range ops {
-			if err := outbox.Insert(r.Context(), tx, op.Message(s.cfg.DispatchSubject(op.Provider), now)); err != nil {
+			if err := outbox.Insert(ctx, tx, op.Message(s.cfg.DispatchSubject(op.Provider), now)); err != nil {
 				return err
 			}
 		}
@@ -86,12 +122,11 @@ func (s *Server) resumeDispatch(w http.ResponseWriter, r *http.Request, p auth.P
 		return nil
 	})
 	if err != nil {
-		s.writeError(w, r, err)
-		return
+		return 0, 0, err
 	}
-	s.log.InfoContext(r.Context(), "dispatch resumed", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action,
+	s.log.InfoContext(ctx, "dispatch resumed", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action,
 		"removed", removed, "released", released, "by", p.Name)
-	s.writeDispatch(w, r, p, map[string]any{"removed": removed, "released": released})
+	return removed, released, nil
 }
 
 type inFlightView struct {
@@ -139,21 +174,14 @@ func (s *Server) writeDispatch(w http.ResponseWriter, r *http.Request, p auth.Pr
 }
 
 func (s *Server) writeDispatchPage(w http.ResponseWriter, r *http.Request, p auth.Principal, after *ledger.Position, limit int, extra map[string]any) {
-	pauses, err := s.cfg.Ledger.Pauses(r.Context(), p.TenantID)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	ops, err := s.cfg.Ledger.InFlight(r.Context(), p.TenantID, after, limit+1)
+	pauses, ops, nextPos, err := s.DispatchState(r.Context(), p, after, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	next := ""
-	if len(ops) > limit {
-		ops = ops[:limit]
-		last := ops[limit-1]
-		next = encodeCursor(inFlightList, ledger.Position{At: last.UpdatedAt, ID: last.ID})
+	if nextPos != nil {
+		next = encodeCursor(inFlightList, *nextPos)
 	}
 	now := s.cfg.Ledger.Now()
 	inFlight := make([]inFlightView, len(ops))
@@ -174,4 +202,26 @@ func (s *Server) writeDispatchPage(w http.ResponseWriter, r *http.Request, p aut
 		out[k] = v
 	}
 	writeJSON(w, http.StatusOK, pageOut(out, next))
+}
+
+// DispatchState returns the principal's tenant's active pauses and a page
+// of its calls in flight (oldest claim first) after the position after
+// (nil: from the oldest), with the position of the next page (nil when
+// this is the last).
+func (s *Server) DispatchState(ctx context.Context, p auth.Principal, after *ledger.Position, limit int) ([]ledger.Pause, []ledger.Operation, *ledger.Position, error) {
+	pauses, err := s.cfg.Ledger.Pauses(ctx, p.TenantID)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ops, err := s.cfg.Ledger.InFlight(ctx, p.TenantID, after, limit+1)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var next *ledger.Position
+	if len(ops) > limit {
+		ops = ops[:limit]
+		last := ops[limit-1]
+		next = &ledger.Position{At: last.UpdatedAt, ID: last.ID}
+	}
+	return pauses, ops, next, nil
 }

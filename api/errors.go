@@ -43,6 +43,10 @@ func errForbiddenRole(need ...string) *Error {
 	return errorf(http.StatusForbidden, "forbidden", msg)
 }
 
+// ErrorOf maps err to its status, code and message, as the API answers
+// it: the console shows people the same words.
+func ErrorOf(err error) *Error { return toAPIError(err) }
+
 // toAPIError is the one place where errors become statuses and codes.
 func toAPIError(err error) *Error {
 	var apiErr *Error

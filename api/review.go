@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strconv"
@@ -58,11 +59,7 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		s.writeError(w, r, err)
 		return
 	}
-	if err := validateResolution(res); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	op, comp, err := s.cfg.Reconciler.Resolve(r.Context(), p.TenantID, p.TokenID, p.Actor(), id, res)
+	op, comp, err := s.ResolveOperation(r.Context(), p, id, res)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -76,6 +73,20 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 	// its ETag is the resolved operation's.
 	w.Header().Set("ETag", etag(op))
 	writeJSON(w, http.StatusOK, out)
+}
+
+// ResolveOperation settles operation id of the principal's tenant as the
+// operator decides, after checking the resolution's free text; the
+// reconciler judges the decision itself. It returns the operation and,
+// with a compensation, the new linked one.
+func (s *Server) ResolveOperation(ctx context.Context, p auth.Principal, id uuid.UUID, res reconciler.Resolution) (ledger.Operation, *ledger.Operation, error) {
+	if s.cfg.Reconciler == nil {
+		return ledger.Operation{}, nil, errNotFound
+	}
+	if err := validateResolution(res); err != nil {
+		return ledger.Operation{}, nil, err
+	}
+	return s.cfg.Reconciler.Resolve(ctx, p.TenantID, p.TokenID, p.Actor(), id, res)
 }
 
 // validateResolution checks the free text of a resolution and its
@@ -112,8 +123,7 @@ type resolvedView struct {
 	Compensation *operationView `json:"compensation,omitempty"`
 }
 
-// resolveEvidence is POST /v1/review/evidence/{id}/resolve: closes an
-// unmatched-evidence item with a note.
+// resolveEvidence is POST /v1/review/evidence/{id}/resolve.
 func (s *Server) resolveEvidence(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil {
@@ -127,15 +137,23 @@ func (s *Server) resolveEvidence(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, err)
 		return
 	}
-	if err := checkText("note", req.Note, maxNoteLength); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := s.cfg.Reconciler.ResolveEvidence(r.Context(), p.TenantID, p.Actor(), id, req.Note); err != nil {
+	if err := s.ResolveEvidence(r.Context(), p, id, req.Note); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"evidence_id": id, "resolved": true})
+}
+
+// ResolveEvidence closes unmatched-evidence item id of the principal's
+// tenant with a note.
+func (s *Server) ResolveEvidence(ctx context.Context, p auth.Principal, id int64, note string) error {
+	if s.cfg.Reconciler == nil {
+		return errNotFound
+	}
+	if err := checkText("note", note, maxNoteLength); err != nil {
+		return err
+	}
+	return s.cfg.Reconciler.ResolveEvidence(ctx, p.TenantID, p.Actor(), id, note)
 }
 
 // retryOperation is POST /v1/operations/{id}/retry.
@@ -152,16 +170,24 @@ func (s *Server) retryOperation(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, err)
 		return
 	}
-	if err := checkText("note", req.Note, maxNoteLength); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	op, err := s.cfg.Reconciler.Retry(r.Context(), p.TenantID, p.Actor(), id, req.Note)
+	op, err := s.RetryOperation(r.Context(), p, id, req.Note)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeOperation(w, http.StatusOK, op)
+}
+
+// RetryOperation sends operation id of the principal's tenant again with
+// its original external key, when the reconciler finds that safe.
+func (s *Server) RetryOperation(ctx context.Context, p auth.Principal, id uuid.UUID, note string) (ledger.Operation, error) {
+	if s.cfg.Reconciler == nil {
+		return ledger.Operation{}, errNotFound
+	}
+	if err := checkText("note", note, maxNoteLength); err != nil {
+		return ledger.Operation{}, err
+	}
+	return s.cfg.Reconciler.Retry(ctx, p.TenantID, p.Actor(), id, note)
 }
 
 type replayRequest struct {

@@ -10,8 +10,8 @@
 //   - a request the document refuses that the API accepted (a 2xx or 3xx):
 //     either the document is too strict or the API too lax;
 //   - a path or method the document does not have, answered other than 404
-//     or 405 (routes the route table marks undocumented, such as the
-//     console's pages, are passed through unchecked).
+//     or 405 (what the route table marks undocumented, and the patterns
+//     given to Handler, such as the console's pages, pass unchecked).
 //
 // A request the document refuses and the API refuses too (4xx) is what a
 // test of bad input sends on purpose; its answer must still conform.
@@ -71,17 +71,20 @@ var loadDocument = sync.OnceValues(func() (*openapi3.T, error) {
 	return doc, nil
 })
 
-// undocumented matches the routes the API serves outside the document (the
-// console's HTML pages): their traffic is not checked.
-var undocumented = sync.OnceValue(func() *http.ServeMux {
+// outsideMux matches the routes the route table marks undocumented and
+// the patterns given: traffic the document does not describe.
+func outsideMux(outside []string) *http.ServeMux {
 	mux := http.NewServeMux()
 	for _, rt := range api.Routes() {
 		if rt.Undocumented != "" {
 			mux.Handle(rt.Pattern, http.NotFoundHandler())
 		}
 	}
+	for _, pattern := range outside {
+		mux.Handle(pattern, http.NotFoundHandler())
+	}
 	return mux
-})
+}
 
 var loadRouter = sync.OnceValues(func() (routers.Router, error) {
 	doc, err := loadDocument()
@@ -120,12 +123,16 @@ func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) er
 }
 
 // Handler returns next checked against the document: a request or an
-// answer that does not conform fails t (see the package comment).
-func Handler(t testing.TB, next http.Handler) http.Handler {
+// answer that does not conform fails t (see the package comment). outside
+// are ServeMux patterns next serves beside the API that the document does
+// not describe (the web console's "/console/", which internal/app mounts
+// on the API's listener); their traffic passes unchecked.
+func Handler(t testing.TB, next http.Handler, outside ...string) http.Handler {
 	router, err := loadRouter()
 	if err != nil {
 		t.Fatal(err)
 	}
+	undocumented := outsideMux(outside)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, complete, readErr := readBody(r)
 		r.Body = replay(body, complete, readErr, r.Body)
@@ -133,7 +140,7 @@ func Handler(t testing.TB, next http.Handler) http.Handler {
 		rec := &recorder{ResponseWriter: w}
 		route, pathParams, findErr := router.FindRoute(r)
 		if findErr != nil {
-			if _, pattern := undocumented().Handler(r); pattern != "" {
+			if _, pattern := undocumented.Handler(r); pattern != "" {
 				next.ServeHTTP(w, r)
 				return
 			}

@@ -42,11 +42,14 @@ const operationJSON = `{"id":"01a22bf9-440b-7b7a-9f74-60aded2e0c9c","tenant":"ac
 
 const hex64 = "d578aa73d9d422719dc45e0cb967d5497d0c89cacb669745baf63974716a8226"
 
-// answer is a handler that answers status with body as JSON.
+// answer is a handler that answers status with body as JSON, and the
+// headers an operation's answers carry.
 func answer(status int, body string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("ETag", `"1"`)
+		w.Header().Set("Location", "/v1/operations/01a22bf9-440b-7b7a-9f74-60aded2e0c9c")
 		w.WriteHeader(status)
 		_, _ = io.WriteString(w, body)
 	})
@@ -97,6 +100,10 @@ func TestCheckedHandlerReportsWhatTheDocumentDoesNotAllow(t *testing.T) {
 			"does not conform"},
 		{"answer with an undocumented field", answer(200, strings.Replace(operationJSON, `{"id"`, `{"extra":1,"id"`, 1)),
 			"GET", id, "tok", "", "does not conform"},
+		{"operation answer without its ETag", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, operationJSON)
+		}), "GET", id, "tok", "", `response header "ETag" missing`},
 		{"undocumented status", answer(418, `{"error":{"code":"teapot","message":"x"}}`), "GET", id, "tok", "",
 			"status is not supported"},
 		{"error code of another status", answer(404, `{"error":{"code":"forbidden","message":"x"}}`), "GET", id, "tok", "",
@@ -160,6 +167,35 @@ func TestCheckedHandlerPassesStreamsThroughAndChecksThem(t *testing.T) {
 		got := strings.Join(rec.reported(), "\n")
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: reported %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// Patterns served beside the API (the console) pass unchecked; the rest of
+// the listener is still checked.
+func TestCheckedHandlerPassesWhatIsOutsideTheAPI(t *testing.T) {
+	t.Parallel()
+	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		_, _ = io.WriteString(w, "<html></html>")
+	})
+	for _, tt := range []struct {
+		path, want string
+	}{
+		{"/console/review", ""},
+		{"/elsewhere", "is not in the document"},
+	} {
+		rec := &recordingTB{TB: t}
+		srv := httptest.NewServer(openapitest.Handler(rec, page, "/console/"))
+		res, err := http.Get(srv.URL + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		srv.Close()
+		got := strings.Join(rec.reported(), "\n")
+		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+			t.Errorf("%s: reported %q, want %q", tt.path, got, tt.want)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/console"
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
@@ -129,7 +130,8 @@ type App struct {
 	// Reconciler serves the operator's review methods; it consumes
 	// evidence only with Roles.Reconciler.
 	Reconciler *reconciler.Reconciler
-	// Handler is the HTTP API; nil without Roles.API.
+	// Handler is the HTTP API, with the web console under /console/;
+	// nil without Roles.API.
 	Handler http.Handler
 	// Relay is nil without Roles.Relay.
 	Relay *relay.Relay
@@ -271,7 +273,21 @@ func (a *App) newHandler() (http.Handler, error) {
 		ac.OnApprovalDecision = a.Metrics.ApprovalDecision
 		ac.Metrics = a.Metrics.Handler()
 	}
-	return api.New(ac)
+	srv, err := api.New(ac)
+	if err != nil {
+		return nil, err
+	}
+	con, err := console.New(console.Config{API: srv, Ledger: a.Store, Tokens: a.Tokens, Reconciler: a.Reconciler,
+		RequestTimeout: ac.RequestTimeout, Logger: a.cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	// The console shares the API's listener under /console/; every
+	// other path is the JSON API's.
+	mux := http.NewServeMux()
+	mux.Handle("/console/", con)
+	mux.Handle("/", srv)
+	return mux, nil
 }
 
 // Start starts the roles in order (notifier, relay, dispatchers, sweeper,

@@ -163,8 +163,9 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.TenantID = p.agent.TenantID
 
 	// Every request a pipeline test makes of the API, and every answer,
-	// is checked against the OpenAPI document.
-	p.API = httptest.NewServer(openapitest.Handler(t, p.app.Handler))
+	// is checked against the OpenAPI document; the web console beside it
+	// is not part of the document.
+	p.API = httptest.NewServer(openapitest.Handler(t, p.app.Handler, "/console/"))
 	t.Cleanup(p.API.Close)
 	if opts.Webhooks {
 		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})

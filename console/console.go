@@ -1,0 +1,408 @@
+package console
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/reconciler"
+)
+
+// Page sizes of the console's lists.
+const (
+	// DefaultPageSize is a list's length when the address gives none.
+	DefaultPageSize = 50
+	// MaxPageSize is the longest list a page shows.
+	MaxPageSize = 200
+)
+
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 10 * time.Second
+
+// maxForm bounds a console form's body: notes and reasons are at most a
+// few kilobytes, and a batch names at most MaxPageSize items.
+const maxForm = 64 << 10
+
+// sessionCookie holds the signed-in token. It is HttpOnly (no script reads
+// it), SameSite=Strict (no other site's page sends it), Secure over TLS,
+// and scoped to the console's path.
+const sessionCookie = "actledger_console"
+
+// sessionLifetime bounds how long a browser keeps the cookie.
+const sessionLifetime = 8 * time.Hour
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/console.css
+var staticFS embed.FS
+
+// Config configures a Console. Zero values mean the documented defaults.
+type Config struct {
+	// API, Ledger and Tokens are required: the console acts through the
+	// API's functions, reads the ledger, and verifies every request's
+	// token.
+	API    *api.Server
+	Ledger *ledger.Store
+	Tokens *auth.Tokens
+	// Reconciler lists the review queue; nil answers the review pages
+	// 404, as the API does.
+	Reconciler *reconciler.Reconciler
+	// RequestTimeout bounds the work of one request. Default
+	// DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	Logger         *slog.Logger
+}
+
+// Console is the web console. It is an http.Handler for the paths under
+// /console/.
+type Console struct {
+	cfg     Config
+	log     *slog.Logger
+	pages   map[string]*template.Template
+	handler http.Handler
+}
+
+// New returns a Console, or an error naming the first required field that
+// is missing.
+func New(cfg Config) (*Console, error) {
+	switch {
+	case cfg.API == nil:
+		return nil, errors.New("console: Config.API is required")
+	case cfg.Ledger == nil:
+		return nil, errors.New("console: Config.Ledger is required")
+	case cfg.Tokens == nil:
+		return nil, errors.New("console: Config.Tokens is required")
+	case cfg.RequestTimeout < 0:
+		return nil, fmt.Errorf("console: Config.RequestTimeout %s must not be negative", cfg.RequestTimeout)
+	}
+	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "console"), pages: pages}
+	mux := http.NewServeMux()
+	c.routes(mux)
+	// Every route, sign-in included, refuses a state-changing request
+	// from another origin (Sec-Fetch-Site, else Origin against Host).
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.log.WarnContext(r.Context(), "cross-origin request refused", "method", r.Method, "path", r.URL.Path)
+		c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site and was refused; nothing changed."})
+	}))
+	c.handler = secureHeaders(cop.Handler(mux))
+	return c, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
+
+// route is one page or action of the console: the table registers the
+// handlers and writes docs/console.md, so the list people read is the
+// list that runs.
+type route struct {
+	Method, Path string
+	// Roles may use it; none: anyone (signing in and out).
+	Roles []auth.Role
+	// Calls names the function the JSON API calls too.
+	Calls string
+	Does  string
+	page  pageHandler
+	open  http.HandlerFunc
+}
+
+// table is every route of the console.
+func (c *Console) table() []route {
+	approver, operator := auth.RoleApprover, auth.RoleOperator
+	return []route{
+		{Method: "GET", Path: "/console/signin", Does: "the sign-in form: paste an approver or operator token", open: c.signInPage},
+		{Method: "POST", Path: "/console/signin", Calls: "auth.Tokens.Authenticate", Does: "checks the token (agent tokens refused) and keeps it in the session cookie", open: c.signIn},
+		{Method: "POST", Path: "/console/signout", Does: "clears the session cookie", open: c.signOut},
+		{Method: "GET", Path: "/console/{$}", Roles: []auth.Role{approver, operator}, Does: "sends each role to its queue", page: c.home},
+		{Method: "GET", Path: "/console/approvals", Roles: []auth.Role{approver}, Calls: "api.Server.ApprovalRequests",
+			Does: "open proposals oldest first: params in full, fingerprint, requested by, age, expiry", page: c.approvals},
+		{Method: "POST", Path: "/console/approvals/{id}/approve", Roles: []auth.Role{approver}, Calls: "api.Server.ApproveProposal",
+			Does: "approves with the fingerprint the page showed (params_fingerprint, note)", page: c.approve},
+		{Method: "POST", Path: "/console/approvals/{id}/deny", Roles: []auth.Role{approver}, Calls: "api.Server.DenyProposal",
+			Does: "denies with a reason", page: c.deny},
+		{Method: "GET", Path: "/console/operations/{id}", Roles: []auth.Role{approver, operator}, Calls: "ledger.Store.Get, ledger.Store.EventsPage",
+			Does: "summary, state, timeline of events and attempts, evidence, compensation links", page: c.operation},
+		{Method: "GET", Path: "/console/review", Roles: []auth.Role{operator}, Calls: "reconciler.Reconciler.ReviewPage",
+			Does: "open review items, filtered by reason and owner", page: c.review},
+		{Method: "POST", Path: "/console/review", Roles: []auth.Role{operator},
+			Calls: "api.Server.ResolveOperation, api.Server.RetryOperation, api.Server.ResolveEvidence",
+			Does:  "resolves (succeeded with reference, failed, cancelled) or retries the selected items, with a note; one result per item", page: c.act},
+		{Method: "GET", Path: "/console/dispatch", Roles: []auth.Role{operator}, Calls: "api.Server.DispatchState",
+			Does: "pauses with who and when, calls in flight with their age", page: c.dispatch},
+		{Method: "POST", Path: "/console/dispatch/pause", Roles: []auth.Role{operator}, Calls: "api.Server.PauseDispatch",
+			Does: "pauses a provider, an action, or both (empty: any)", page: c.pause},
+		{Method: "POST", Path: "/console/dispatch/resume", Roles: []auth.Role{operator}, Calls: "api.Server.ResumeDispatch",
+			Does: "removes the pauses within a provider and action", page: c.resume},
+	}
+}
+
+func (c *Console) routes(mux *http.ServeMux) {
+	static, _ := fs.Sub(staticFS, "static")
+	mux.Handle("GET /console/static/", http.StripPrefix("/console/static/", http.FileServerFS(static)))
+	for _, rt := range c.table() {
+		pattern := rt.Method + " " + rt.Path
+		if rt.page != nil {
+			mux.Handle(pattern, c.guard(rt.page, rt.Roles...))
+			continue
+		}
+		mux.HandleFunc(pattern, rt.open)
+	}
+	mux.HandleFunc("/console/", func(w http.ResponseWriter, r *http.Request) {
+		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: notFoundText})
+	})
+}
+
+// RoutesMarkdown is docs/console.md: every page and action of the
+// console, who may use it and the function it shares with the JSON API.
+func RoutesMarkdown() string {
+	var b strings.Builder
+	b.WriteString("# Console pages and actions\n\n")
+	b.WriteString("Generated from the console's route table (`console.RoutesMarkdown`); `go test ./console -run RoutesDoc -update`\n")
+	b.WriteString("rewrites it. Every POST is refused from another origin (`http.CrossOriginProtection`); a page for\n")
+	b.WriteString("roles asks a signed-out browser to sign in and answers another role `403`.\n\n")
+	b.WriteString("| Method | Path | Roles | Calls (as the JSON API does) | Does |\n|---|---|---|---|---|\n")
+	for _, rt := range (*Console)(nil).table() {
+		roles := make([]string, len(rt.Roles))
+		for i, r := range rt.Roles {
+			roles[i] = string(r)
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s | %s |\n", rt.Method, rt.Path, cmp.Or(strings.Join(roles, ", "), "anyone"),
+			cmp.Or(rt.Calls, "—"), rt.Does)
+	}
+	return b.String()
+}
+
+// notFoundText is the one answer for a missing object and another
+// tenant's.
+const notFoundText = "There is nothing here: no such page or object."
+
+// secureHeaders keeps pages out of caches and frames and allows only the
+// console's own stylesheet: no script runs on a console page.
+func secureHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "no-referrer")
+		h.Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// pageHandler is a handler that runs for a signed-in person.
+type pageHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal)
+
+// errSignedOut: the request carries no usable token.
+var errSignedOut = errors.New("console: not signed in")
+
+// principal verifies the request's token with the ledger on every
+// request, so a revoked token stops working at once.
+func (c *Console) principal(r *http.Request) (auth.Principal, error) {
+	ck, err := r.Cookie(sessionCookie)
+	if err != nil || ck.Value == "" {
+		return auth.Principal{}, errSignedOut
+	}
+	p, err := c.cfg.Tokens.Authenticate(r.Context(), ck.Value)
+	if errors.Is(err, auth.ErrUnauthenticated) {
+		return auth.Principal{}, errSignedOut
+	}
+	return p, err
+}
+
+// guard runs h for a signed-in person of one of roles: without a usable
+// token a page asks to sign in, with another role it answers 403.
+func (c *Console) guard(h pageHandler, roles ...auth.Role) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
+		defer cancel()
+		r = r.WithContext(ctx)
+		p, err := c.principal(r)
+		switch {
+		case errors.Is(err, errSignedOut):
+			clearSession(w, r)
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+				return
+			}
+			c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in",
+				Error: "Your sign-in is missing or no longer valid (the token may have been revoked); nothing changed. Sign in again."})
+			return
+		case err != nil:
+			c.fail(w, r, nil, err)
+			return
+		}
+		for _, role := range roles {
+			if p.Role == role {
+				h(w, r, p)
+				return
+			}
+		}
+		c.render(w, r, http.StatusForbidden, "error", view{P: &p, Title: "Not for this role",
+			Error: fmt.Sprintf("A %s token may not use this page.", p.Role)})
+	})
+}
+
+// home sends each role to its queue.
+func (c *Console) home(w http.ResponseWriter, r *http.Request, p auth.Principal) {
+	http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
+}
+
+func landing(role auth.Role) string {
+	if role == auth.RoleOperator {
+		return "/console/review"
+	}
+	return "/console/approvals"
+}
+
+func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
+	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in"})
+}
+
+// signIn checks the pasted token with the ledger and keeps it in the
+// session cookie. Agent tokens are refused: the console is for people.
+func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
+	defer cancel()
+	r = r.WithContext(ctx)
+	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	secret := r.PostFormValue("token")
+	p, err := c.cfg.Tokens.Authenticate(ctx, secret)
+	switch {
+	case errors.Is(err, auth.ErrUnauthenticated):
+		c.render(w, r, http.StatusUnauthorized, "signin", view{Title: "Sign in", Error: "That token is not valid, or it was revoked."})
+		return
+	case err != nil:
+		c.fail(w, r, nil, err)
+		return
+	case p.Role != auth.RoleApprover && p.Role != auth.RoleOperator:
+		c.log.WarnContext(ctx, "console sign-in refused", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
+		c.render(w, r, http.StatusForbidden, "signin", view{Title: "Sign in",
+			Error: "An agent token cannot sign in here: the console is for approvers and operators."})
+		return
+	}
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: secret, Path: "/console/", MaxAge: int(sessionLifetime / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	c.log.InfoContext(ctx, "console signed in", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
+	http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
+}
+
+func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	clearSession(w, r)
+	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+}
+
+func clearSession(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+}
+
+// view is what every page template gets.
+type view struct {
+	P     *auth.Principal
+	Title string
+	// Nav names the current section ("approvals", "review", "dispatch").
+	Nav    string
+	Notice string
+	Error  string
+	Data   any
+	// Next is the address of the next page of a list; empty on the last.
+	Next string
+}
+
+// render executes page into a buffer first, so a template error never
+// sends half a page.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
+	start := time.Now()
+	var buf bytes.Buffer
+	if err := c.pages[page].ExecuteTemplate(&buf, "layout", v); err != nil {
+		c.log.ErrorContext(r.Context(), "console page failed", "page", page, "err", err)
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+	c.log.DebugContext(r.Context(), "console page rendered", "page", page, "status", status, "render", time.Since(start))
+}
+
+// fail shows err in the API's words with the API's status; p is nil when
+// nobody is signed in.
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, p *auth.Principal, err error) {
+	e := api.ErrorOf(err)
+	if e.Status >= 500 {
+		c.log.ErrorContext(r.Context(), "console request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
+	}
+	msg := e.Message
+	if e.Status == http.StatusNotFound {
+		msg = notFoundText
+	}
+	c.render(w, r, e.Status, "error", view{P: p, Title: http.StatusText(e.Status), Error: msg})
+}
+
+// problem is the text a person reads for err: the API's code and message.
+func problem(err error) string {
+	e := api.ErrorOf(err)
+	if e.Status == http.StatusNotFound {
+		return notFoundText
+	}
+	return e.Message + " (" + e.Code + ")"
+}
+
+// pageSize reads ?limit=, bounded; a bad value means the default.
+func pageSize(r *http.Request) int {
+	n, err := strconv.Atoi(r.URL.Query().Get("limit"))
+	if err != nil || n < 1 {
+		return DefaultPageSize
+	}
+	return min(n, MaxPageSize)
+}
+
+// cursor is a list position in an address: opaque, bound to its list.
+type cursor struct {
+	List     string          `json:"l"`
+	Position json.RawMessage `json:"p"`
+}
+
+func encodeCursor(list string, position any) string {
+	p, _ := json.Marshal(position)
+	b, _ := json.Marshal(cursor{List: list, Position: p})
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// decodeCursor reads ?cursor= of list into position; false when there is
+// none or it is not one of this list's (the list then starts over).
+func decodeCursor(r *http.Request, list string, position any) bool {
+	raw, err := base64.RawURLEncoding.DecodeString(r.URL.Query().Get("cursor"))
+	if err != nil || len(raw) == 0 {
+		return false
+	}
+	var cur cursor
+	return json.Unmarshal(raw, &cur) == nil && cur.List == list && json.Unmarshal(cur.Position, position) == nil
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

@@ -1,0 +1,392 @@
+package console_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
+)
+
+// session is a browser-like client of the console: a cookie jar, and
+// redirects left to the test.
+type session struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+}
+
+func newSession(t *testing.T, p *testpipeline.Pipeline) *session {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &session{t: t, base: p.API.URL, client: &http.Client{
+		Jar:           jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}
+}
+
+// signIn returns a session signed in with token.
+func signIn(t *testing.T, p *testpipeline.Pipeline, token string) *session {
+	t.Helper()
+	s := newSession(t, p)
+	res := s.post("/console/signin", url.Values{"token": {token}})
+	if res.status != http.StatusSeeOther {
+		t.Fatalf("sign in: %d, want 303\n%s", res.status, res.body)
+	}
+	return s
+}
+
+type response struct {
+	status   int
+	body     string
+	location string
+	header   http.Header
+}
+
+func (s *session) do(req *http.Request) response {
+	s.t.Helper()
+	res, err := s.client.Do(req)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{status: res.StatusCode, body: string(b), location: res.Header.Get("Location"), header: res.Header}
+}
+
+func (s *session) get(path string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.base+path, nil)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return s.do(req)
+}
+
+// post sends a form as a same-origin page of the console would.
+func (s *session) post(path string, form url.Values, header ...string) response {
+	s.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, s.base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", s.base)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	for i := 0; i+1 < len(header); i += 2 {
+		if header[i+1] == "" {
+			req.Header.Del(header[i])
+			continue
+		}
+		req.Header.Set(header[i], header[i+1])
+	}
+	return s.do(req)
+}
+
+func setup(t *testing.T) *testpipeline.Pipeline {
+	t.Helper()
+	return testpipeline.New(t, testpipeline.Options{})
+}
+
+// propose submits a proposal as the agent and returns its operation.
+func propose(t *testing.T, p *testpipeline.Pipeline, key, params string) ledger.Operation {
+	t.Helper()
+	status, out := p.Propose(key, params)
+	if status != http.StatusAccepted {
+		t.Fatalf("propose %s: %d %v", key, status, out)
+	}
+	return p.Operation(out)
+}
+
+// inReview enqueues an operation and moves it to review with reason and
+// owner. Call it before the pipeline's dispatcher starts: a running one may
+// claim the operation first.
+func inReview(t *testing.T, p *testpipeline.Pipeline, key string, reason ledger.ReviewReason, owner string) ledger.Operation {
+	t.Helper()
+	op := p.Enqueue(key, `{"sku":"A-1","qty":1}`)
+	op, err := p.Store.Transition(context.Background(), p.Pool, ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test_review", Actor: "test",
+		Review: &ledger.Review{Reason: reason, Owner: owner, Deadline: time.Now().Add(time.Hour)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op
+}
+
+func principal(t *testing.T, p *testpipeline.Pipeline, token string) auth.Principal {
+	t.Helper()
+	pr, err := auth.New(p.Pool, p.Store).Authenticate(context.Background(), token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pr
+}
+
+// fingerprintOn reads the fingerprint the approval requests page shows for
+// op, as a person would copy it from the page.
+func fingerprintOn(t *testing.T, page string, op ledger.Operation) string {
+	t.Helper()
+	re := regexp.MustCompile(`action="/console/approvals/` + op.ID.String() + `/approve">\s*<input type="hidden" name="params_fingerprint" value="([^"]+)"`)
+	m := re.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the page shows no approve form for %s:\n%s", op.ID, page)
+	}
+	return m[1]
+}
+
+func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	s := newSession(t, p)
+	res := s.post("/console/signin", url.Values{"token": {p.Approver}})
+	if res.status != http.StatusSeeOther || res.location != "/console/approvals" {
+		t.Fatalf("sign in: %d → %q, want 303 → /console/approvals", res.status, res.location)
+	}
+	ck := res.header.Get("Set-Cookie")
+	for _, want := range []string{"actledger_console=", "Path=/console/", "HttpOnly", "SameSite=Strict"} {
+		if !strings.Contains(ck, want) {
+			t.Errorf("Set-Cookie %q lacks %q", ck, want)
+		}
+	}
+	if strings.Contains(ck, "Secure") {
+		t.Errorf("Set-Cookie %q is Secure over plain HTTP: the browser would never send it back", ck)
+	}
+	if got := s.get("/console/approvals"); got.status != http.StatusOK {
+		t.Fatalf("approvals after sign in: %d", got.status)
+	}
+	op := signIn(t, p, p.Operator)
+	if res := op.get("/console/"); res.status != http.StatusSeeOther || res.location != "/console/review" {
+		t.Errorf("operator's home: %d → %q, want the review queue", res.status, res.location)
+	}
+}
+
+func TestSignInRefusesAgentAndUnknownTokens(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	for _, tt := range []struct {
+		name, token string
+		status      int
+		says        string
+	}{
+		{"agent", p.Agent, http.StatusForbidden, "agent token cannot sign in"},
+		{"unknown", "al_nonsense", http.StatusUnauthorized, "not valid"},
+		{"empty", "", http.StatusUnauthorized, "not valid"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSession(t, p)
+			res := s.post("/console/signin", url.Values{"token": {tt.token}})
+			if res.status != tt.status || !strings.Contains(res.body, tt.says) {
+				t.Fatalf("sign in: %d, want %d saying %q\n%s", res.status, tt.status, tt.says, res.body)
+			}
+			if ck := res.header.Get("Set-Cookie"); ck != "" {
+				t.Errorf("a refused sign-in set a cookie: %q", ck)
+			}
+			if res := s.get("/console/approvals"); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+				t.Errorf("after a refused sign-in the approvals page answers %d → %q, want the sign-in page", res.status, res.location)
+			}
+		})
+	}
+}
+
+func TestSignOutClearsTheSession(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	s := signIn(t, p, p.Approver)
+	res := s.post("/console/signout", nil)
+	if res.status != http.StatusSeeOther || !strings.Contains(res.header.Get("Set-Cookie"), "Max-Age=0") {
+		t.Fatalf("sign out: %d, Set-Cookie %q; want 303 and the cookie cleared", res.status, res.header.Get("Set-Cookie"))
+	}
+	if res := s.get("/console/approvals"); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+		t.Errorf("after sign out: %d → %q, want the sign-in page", res.status, res.location)
+	}
+}
+
+func TestRevokedTokenStopsWorkingAtOnce(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, "po-rev", `{"sku":"A-1","qty":2}`)
+	s := signIn(t, p, p.Approver)
+	page := s.get("/console/approvals")
+	fp := fingerprintOn(t, page.body, op)
+	if _, err := auth.New(p.Pool, p.Store).Revoke(context.Background(), principal(t, p, p.Approver).Name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if res := s.get("/console/approvals"); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+		t.Errorf("GET with a revoked token: %d → %q, want the sign-in page", res.status, res.location)
+	}
+	res := s.post("/console/approvals/"+op.ID.String()+"/approve", url.Values{"params_fingerprint": {fp}})
+	if res.status != http.StatusUnauthorized {
+		t.Errorf("approve with a revoked token: %d, want 401", res.status)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
+		t.Errorf("the proposal is %s after a revoked token's approve, want awaiting_approval", got.Status)
+	}
+}
+
+func TestCrossOriginPostIsRefused(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, "po-csrf", `{"sku":"A-1","qty":3}`)
+	s := signIn(t, p, p.Approver)
+	fp := fingerprintOn(t, s.get("/console/approvals").body, op)
+	form := url.Values{"params_fingerprint": {fp}}
+	for _, tt := range []struct {
+		name   string
+		header []string
+	}{
+		{"Sec-Fetch-Site cross-site", []string{"Sec-Fetch-Site", "cross-site"}},
+		{"Origin of another site", []string{"Sec-Fetch-Site", "", "Origin", "https://evil.example"}},
+	} {
+		res := s.post("/console/approvals/"+op.ID.String()+"/approve", form, tt.header...)
+		if res.status != http.StatusForbidden || !strings.Contains(res.body, "another site") {
+			t.Errorf("%s: %d, want 403 refused\n%s", tt.name, res.status, res.body)
+		}
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
+		t.Fatalf("the proposal is %s after cross-origin posts, want awaiting_approval", got.Status)
+	}
+	// The console's own page may.
+	if res := s.post("/console/approvals/"+op.ID.String()+"/approve", form); res.status != http.StatusSeeOther {
+		t.Fatalf("same-origin approve: %d\n%s", res.status, res.body)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusQueued {
+		t.Errorf("the proposal is %s after the same-origin approve, want queued", got.Status)
+	}
+}
+
+func TestApprovalRequestsShowHostileParamsEscaped(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, `po-<b>key</b>`, `{"sku":"<script>alert(1)</script>","qty":1,"note":"\" onmouseover=\"x"}`)
+	s := signIn(t, p, p.Approver)
+	res := s.get("/console/approvals")
+	if res.status != http.StatusOK {
+		t.Fatalf("approvals: %d", res.status)
+	}
+	for _, bad := range []string{"<script>alert", "<b>key</b>", `" onmouseover="x`} {
+		if strings.Contains(res.body, bad) {
+			t.Errorf("the page holds %q unescaped", bad)
+		}
+	}
+	for _, want := range []string{"&lt;script&gt;alert(1)&lt;/script&gt;", "po-&lt;b&gt;key&lt;/b&gt;", op.ParamsFingerprint,
+		principal(t, p, p.Agent).Name, "restock", "acct_test"} {
+		if !strings.Contains(res.body, want) {
+			t.Errorf("the page does not show %q", want)
+		}
+	}
+	if csp := res.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+		t.Errorf("Content-Security-Policy = %q, want no script allowed", csp)
+	}
+}
+
+func TestApproveEchoesTheFingerprintShownAndRefusesAStaleOne(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, "po-1", `{"sku":"A-1","qty":5}`)
+	other := propose(t, p, "po-2", `{"sku":"B-2","qty":7}`)
+	s := signIn(t, p, p.Approver)
+	page := s.get("/console/approvals").body
+	fp, otherFP := fingerprintOn(t, page, op), fingerprintOn(t, page, other)
+	if fp != op.ParamsFingerprint {
+		t.Fatalf("the page shows fingerprint %q, the proposal's is %q", fp, op.ParamsFingerprint)
+	}
+
+	res := s.post("/console/approvals/"+op.ID.String()+"/approve", url.Values{"params_fingerprint": {otherFP}})
+	if res.status != http.StatusConflict || !strings.Contains(res.body, "fingerprint_mismatch") {
+		t.Fatalf("approve with another proposal's fingerprint: %d, want 409 fingerprint_mismatch\n%s", res.status, res.body)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
+		t.Fatalf("after a mismatched approve the proposal is %s", got.Status)
+	}
+
+	res = s.post("/console/approvals/"+op.ID.String()+"/approve", url.Values{"params_fingerprint": {fp}, "note": {"ok"}})
+	if res.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", res.status, res.body)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusQueued {
+		t.Fatalf("after approve the proposal is %s, want queued", got.Status)
+	}
+	if after := s.get(res.location).body; !strings.Contains(after, "Approved "+op.ID.String()) || strings.Contains(after, `/console/approvals/`+op.ID.String()+`/approve"`) {
+		t.Errorf("after approve the page does not confirm it or still offers it:\n%s", after)
+	}
+
+	// Decided elsewhere (here: a second click on a stale page).
+	res = s.post("/console/approvals/"+op.ID.String()+"/approve", url.Values{"params_fingerprint": {fp}})
+	if res.status != http.StatusConflict || !strings.Contains(res.body, "not awaiting approval") {
+		t.Errorf("approve of a decided proposal: %d, want 409 not awaiting approval\n%s", res.status, res.body)
+	}
+	res = s.post("/console/approvals/"+op.ID.String()+"/deny", url.Values{"reason": {"too late"}})
+	if res.status != http.StatusConflict || !strings.Contains(res.body, "not awaiting approval") {
+		t.Errorf("deny of a decided proposal: %d, want 409\n%s", res.status, res.body)
+	}
+}
+
+func TestDenyNeedsAReason(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, "po-deny", `{"sku":"A-1","qty":9}`)
+	s := signIn(t, p, p.Approver)
+	if res := s.post("/console/approvals/"+op.ID.String()+"/deny", url.Values{"reason": {""}}); res.status != http.StatusBadRequest || !strings.Contains(res.body, "reason") {
+		t.Fatalf("deny without a reason: %d\n%s", res.status, res.body)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
+		t.Fatalf("after a refused deny the proposal is %s", got.Status)
+	}
+	if res := s.post("/console/approvals/"+op.ID.String()+"/deny", url.Values{"reason": {"wrong supplier"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("deny: %d\n%s", res.status, res.body)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusCancelled || got.DecisionReason == nil || *got.DecisionReason != "wrong supplier" {
+		t.Errorf("after deny the proposal is %s (reason %v), want cancelled with the reason", got.Status, got.DecisionReason)
+	}
+}
+
+func TestPagesCheckTheRole(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, "po-role", `{"sku":"A-1","qty":1}`)
+	approver, operator := signIn(t, p, p.Approver), signIn(t, p, p.Operator)
+	for _, tt := range []struct {
+		name   string
+		s      *session
+		method string
+		path   string
+	}{
+		{"operator reads approval requests", operator, "GET", "/console/approvals"},
+		{"operator approves", operator, "POST", "/console/approvals/" + op.ID.String() + "/approve"},
+		{"operator denies", operator, "POST", "/console/approvals/" + op.ID.String() + "/deny"},
+		{"approver reads the review queue", approver, "GET", "/console/review"},
+		{"approver resolves", approver, "POST", "/console/review"},
+		{"approver reads dispatch", approver, "GET", "/console/dispatch"},
+		{"approver pauses", approver, "POST", "/console/dispatch/pause"},
+		{"approver resumes", approver, "POST", "/console/dispatch/resume"},
+	} {
+		var res response
+		if tt.method == "GET" {
+			res = tt.s.get(tt.path)
+		} else {
+			res = tt.s.post(tt.path, url.Values{"params_fingerprint": {op.ParamsFingerprint}, "reason": {"x"}, "item": {"op:" + op.ID.String()},
+				"do": {"resolve_cancelled"}, "note": {"x"}})
+		}
+		if res.status != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", tt.name, res.status)
+		}
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
+		t.Errorf("the proposal is %s after refused requests", got.Status)
+	}
+	if paused, err := p.Store.Pauses(context.Background(), p.TenantID); err != nil || len(paused) != 0 {
+		t.Errorf("pauses after refused requests: %v %v", paused, err)
+	}
+}

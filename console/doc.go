@@ -1,0 +1,24 @@
+// Package console is the web console for the people around the agent:
+// approvers decide proposals, operators settle the review queue, read an
+// operation's timeline and work the dispatch stop button. It is served on
+// the API listener under /console/, rendered on the server with
+// html/template (every value is escaped; no JavaScript is needed).
+//
+// The console never holds a rule of its own: every read and every action
+// calls the same function as the JSON API (api.Server's ApproveProposal,
+// DenyProposal, ResolveOperation, RetryOperation, PauseDispatch, …; the
+// ledger's reads; the reconciler's ReviewPage), scoped to the signed-in
+// token's tenant, and shows errors in the API's words (api.ErrorOf).
+//
+// What must never happen:
+//   - an agent token signs in: agents propose, people decide;
+//   - a token is kept anywhere but an HttpOnly, SameSite=Strict cookie
+//     (Secure over TLS), or is trusted without asking the ledger on each
+//     request: a revoked token stops working at once;
+//   - a POST from another origin changes anything (http.CrossOriginProtection
+//     wraps every route);
+//   - another tenant's object is shown, or answered differently from one
+//     that does not exist;
+//   - a refusal looks like a success: each item of a batch shows its own
+//     result, and a proposal changed or decided elsewhere says so.
+package console

@@ -1,0 +1,123 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"sort"
+	"strings"
+	"time"
+)
+
+// pageNames are the templates/*.html pages; each defines "content" and is
+// parsed with templates/layout.html.
+var pageNames = []string{"signin", "error", "approvals", "review", "results", "operation", "dispatch"}
+
+func parsePages() (map[string]*template.Template, error) {
+	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
+	if err != nil {
+		return nil, fmt.Errorf("console: parse layout: %w", err)
+	}
+	pages := make(map[string]*template.Template, len(pageNames))
+	for _, name := range pageNames {
+		t, err := template.Must(layout.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("console: parse %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+var funcs = template.FuncMap{
+	"ts":  timestamp,
+	"tsp": func(t *time.Time) string { return timestampPtr(t) },
+	"age": age,
+	"seconds": func(seconds any) string {
+		switch s := seconds.(type) {
+		case int64:
+			return age(time.Duration(s) * time.Second)
+		case float64:
+			return age(time.Duration(s * float64(time.Second)))
+		}
+		return fmt.Sprint(seconds)
+	},
+	"pretty": pretty,
+	"list":   func(s ...string) []string { return s },
+	"facts":  factList,
+}
+
+// timestamp shows a time as the API does: RFC 3339, UTC, to the second.
+func timestamp(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func timestampPtr(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return timestamp(*t)
+}
+
+// age shows a duration to the second, largest units first ("2h 5m 3s").
+func age(d time.Duration) string {
+	d = d.Round(time.Second)
+	if d < time.Second {
+		return "0s"
+	}
+	var b strings.Builder
+	if h := d / time.Hour; h > 0 {
+		fmt.Fprintf(&b, "%dh ", h)
+		d -= h * time.Hour
+	}
+	if m := d / time.Minute; m > 0 {
+		fmt.Fprintf(&b, "%dm ", m)
+		d -= m * time.Minute
+	}
+	if s := d / time.Second; s > 0 {
+		fmt.Fprintf(&b, "%ds", s)
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// pretty indents JSON for a <pre>; the template escapes it.
+func pretty(v any) string {
+	var raw []byte
+	switch x := v.(type) {
+	case json.RawMessage:
+		raw = x
+	case []byte:
+		raw = x
+	default:
+		var err error
+		if raw, err = json.Marshal(v); err != nil {
+			return fmt.Sprint(v)
+		}
+	}
+	var out bytes.Buffer
+	if json.Indent(&out, raw, "", "  ") != nil {
+		return string(raw)
+	}
+	return out.String()
+}
+
+// fact is one confirmed fact of a review item, its value as compact JSON.
+type fact struct{ Name, Value string }
+
+// factList lists facts by name; params are shown apart, in full.
+func factList(facts map[string]any) []fact {
+	out := make([]fact, 0, len(facts))
+	for k, v := range facts {
+		b, err := json.Marshal(v)
+		if err != nil {
+			b = []byte(fmt.Sprint(v))
+		}
+		out = append(out, fact{Name: k, Value: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
