@@ -10,6 +10,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/actledger/actledger/api/openapitest"
 )
 
@@ -197,5 +200,15 @@ func TestCheckedHandlerPassesWhatIsOutsideTheAPI(t *testing.T) {
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: reported %q, want %q", tt.path, got, tt.want)
 		}
+	}
+}
+
+// The document's /metrics answer is what the Prometheus handler writes.
+func TestPrometheusMetricsConformToTheDocument(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "actledger_test_total", Help: "A test counter."}))
+	if got := exchange(t, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), "GET", "/metrics", "", ""); len(got) > 0 {
+		t.Errorf("reported %q, want nothing", got)
 	}
 }
