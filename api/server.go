@@ -169,8 +169,9 @@ type route struct {
 	// configured; it answers 404 like any unknown path. The document
 	// still describes it.
 	off bool
-	// undocumented says why the route is not in openapi.yaml (the
-	// console's HTML pages); empty for every API route.
+	// undocumented says why the route is not in openapi.yaml (an HTML
+	// page on the API's mux; none today: the console is mounted beside the
+	// API by internal/app); empty for every API route.
 	undocumented string
 }
 
