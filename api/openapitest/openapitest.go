@@ -16,6 +16,9 @@
 // A request the document refuses and the API refuses too (4xx) is what a
 // test of bad input sends on purpose; its answer must still conform.
 //
+// The checks run once the answer has gone out, so they never slow what a
+// test measures; the test waits for them before it ends.
+//
 // It is for tests only: production code never imports it.
 package openapitest
 
@@ -133,52 +136,78 @@ func Handler(t testing.TB, next http.Handler, outside ...string) http.Handler {
 		t.Fatal(err)
 	}
 	undocumented := outsideMux(outside)
+	// The checks run after the answer has gone out, so they add nothing to
+	// what a test measures (a long poll's wake-up); the test waits for them
+	// before it ends.
+	var checks sync.WaitGroup
+	t.Cleanup(checks.Wait)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, complete, readErr := readBody(r)
 		r.Body = replay(body, complete, readErr, r.Body)
 
-		rec := &recorder{ResponseWriter: w}
 		route, pathParams, findErr := router.FindRoute(r)
 		if findErr != nil {
 			if _, pattern := undocumented.Handler(r); pattern != "" {
 				next.ServeHTTP(w, r)
 				return
 			}
-			next.ServeHTTP(rec, r)
-			if s := rec.finalStatus(); s != http.StatusNotFound && s != http.StatusMethodNotAllowed {
-				t.Errorf("openapi: %s %s is not in the document, yet it answered %d (%v)", r.Method, r.URL.Path, s, findErr)
-			}
-			return
 		}
-
-		ctx := context.Background()
-		in := &openapi3filter.RequestValidationInput{
-			Request: checkedRequest(ctx, r, body), PathParams: pathParams, Route: route, Options: options(),
-		}
-		var reqErr error
-		if complete && readErr == nil {
-			reqErr = openapi3filter.ValidateRequest(ctx, in)
-		}
-
+		// A copy for the check, made before the API sees the request.
+		checked := checkedRequest(context.Background(), r, body)
+		rec := &recorder{ResponseWriter: w}
 		next.ServeHTTP(rec, r)
 
-		status := rec.finalStatus()
-		if reqErr != nil && status < 400 {
-			t.Errorf("openapi: %s %s: the API answered %d to a request the document refuses: %v\nrequest body: %s",
-				r.Method, r.URL.RequestURI(), status, reqErr, clip(body))
+		ex := exchange{
+			method: r.Method, uri: r.URL.RequestURI(), request: checked, body: body, bodyChecked: complete && readErr == nil,
+			status: rec.finalStatus(), header: rec.finalHeader(), answer: rec.body.Bytes(), answerChecked: !rec.truncated,
 		}
-		if rec.truncated {
-			return
-		}
-		out := &openapi3filter.ResponseValidationInput{
-			RequestValidationInput: in, Status: status, Header: rec.finalHeader(), Options: options(),
-		}
-		out.SetBodyBytes(rec.body.Bytes())
-		if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
-			t.Errorf("openapi: %s %s → %d: the answer does not conform to the document: %v\nanswer body: %s",
-				r.Method, r.URL.RequestURI(), status, err, clip(rec.body.Bytes()))
-		}
+		checks.Go(func() {
+			if findErr != nil {
+				if ex.status != http.StatusNotFound && ex.status != http.StatusMethodNotAllowed {
+					t.Errorf("openapi: %s %s is not in the document, yet it answered %d (%v)", ex.method, ex.uri, ex.status, findErr)
+				}
+				return
+			}
+			ex.check(t, route, pathParams)
+		})
 	})
+}
+
+// exchange is one request and its answer, as the check needs them.
+type exchange struct {
+	method, uri   string
+	request       *http.Request // a copy, with the body
+	body          []byte
+	bodyChecked   bool // the whole body was read
+	status        int
+	header        http.Header
+	answer        []byte
+	answerChecked bool // the whole answer was kept
+}
+
+// check reports to t what of the exchange does not conform to route.
+func (ex exchange) check(t testing.TB, route *routers.Route, pathParams map[string]string) {
+	ctx := context.Background()
+	in := &openapi3filter.RequestValidationInput{
+		Request: ex.request, PathParams: pathParams, Route: route, Options: options(),
+	}
+	if ex.bodyChecked {
+		if err := openapi3filter.ValidateRequest(ctx, in); err != nil && ex.status < 400 {
+			t.Errorf("openapi: %s %s: the API answered %d to a request the document refuses: %v\nrequest body: %s",
+				ex.method, ex.uri, ex.status, err, clip(ex.body))
+		}
+	}
+	if !ex.answerChecked {
+		return
+	}
+	out := &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: in, Status: ex.status, Header: ex.header, Options: options(),
+	}
+	out.SetBodyBytes(ex.answer)
+	if err := openapi3filter.ValidateResponse(ctx, out); err != nil {
+		t.Errorf("openapi: %s %s → %d: the answer does not conform to the document: %v\nanswer body: %s",
+			ex.method, ex.uri, ex.status, err, clip(ex.answer))
+	}
 }
 
 // readBody reads r's body for the check, at most maxCheckedBody. complete

@@ -17,11 +17,31 @@ import (
 )
 
 // recordingTB is a testing.TB that keeps what the checks report instead
-// of failing the test running them.
+// of failing the test running them; finish runs its cleanups (which wait
+// for the checks) at once.
 type recordingTB struct {
 	testing.TB
-	mu     sync.Mutex
-	errors []string
+	mu       sync.Mutex
+	errors   []string
+	cleanups []func()
+}
+
+func (r *recordingTB) Cleanup(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleanups = append(r.cleanups, f)
+}
+
+// finish runs the cleanups, newest first, and returns what was reported.
+func (r *recordingTB) finish() []string {
+	r.mu.Lock()
+	cleanups := r.cleanups
+	r.cleanups = nil
+	r.mu.Unlock()
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	return r.reported()
 }
 
 func (r *recordingTB) Errorf(format string, args ...any) {
@@ -64,7 +84,6 @@ func exchange(t *testing.T, h http.Handler, method, path, token, body string) []
 	t.Helper()
 	rec := &recordingTB{TB: t}
 	srv := httptest.NewServer(openapitest.Handler(rec, h))
-	defer srv.Close()
 	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +97,8 @@ func exchange(t *testing.T, h http.Handler, method, path, token, body string) []
 	}
 	_, _ = io.Copy(io.Discard, res.Body)
 	res.Body.Close()
-	return rec.reported()
+	srv.Close()
+	return rec.finish()
 }
 
 func TestCheckedHandlerReportsWhatTheDocumentDoesNotAllow(t *testing.T) {
@@ -167,7 +187,7 @@ func TestCheckedHandlerPassesStreamsThroughAndChecksThem(t *testing.T) {
 		}
 		res.Body.Close()
 		srv.Close()
-		got := strings.Join(rec.reported(), "\n")
+		got := strings.Join(rec.finish(), "\n")
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: reported %q, want %q", tt.name, got, tt.want)
 		}
@@ -196,7 +216,7 @@ func TestCheckedHandlerPassesWhatIsOutsideTheAPI(t *testing.T) {
 		}
 		res.Body.Close()
 		srv.Close()
-		got := strings.Join(rec.reported(), "\n")
+		got := strings.Join(rec.finish(), "\n")
 		if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
 			t.Errorf("%s: reported %q, want %q", tt.path, got, tt.want)
 		}
