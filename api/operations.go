@@ -124,9 +124,15 @@ func (req createOperationRequest) validate() (uuid.UUID, error) {
 	return id, nil
 }
 
-// findOperation is GET /v1/operations?action=A&key=K.
+// findOperation is GET /v1/operations?action=A&key=K, or without action
+// and key the list of the tenant's operations (listOperations).
 func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	action, key := r.URL.Query().Get("action"), r.URL.Query().Get("key")
+	q := r.URL.Query()
+	action, key := q.Get("action"), q.Get("key")
+	if !q.Has("action") && !q.Has("key") {
+		s.listOperations(w, r, p)
+		return
+	}
 	if action == "" || key == "" {
 		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_query", "both action and key query parameters are required"))
 		return

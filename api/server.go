@@ -62,6 +62,11 @@ type Config struct {
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler
+	// MCP, when set, serves POST /mcp (package mcp's Handler) to agent
+	// tokens; the route authenticates first, like every route, and gives
+	// the request MCPBudget beyond RequestTimeout for get_operation's
+	// waits. Nil: no /mcp.
+	MCP http.Handler
 	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
 	// changes (ledger.Watcher, started by the caller). Without one a wait
 	// is answered when it runs out.
@@ -221,6 +226,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/operations", roles: anyRole, authed: s.findOperation},
 		{pattern: "GET /v1/operations/{id}", roles: anyRole, authed: s.getOperation, budget: waitBudget},
 		{pattern: "GET /v1/operations/{id}/events", roles: anyRole, authed: s.operationEvents},
+		{pattern: "GET /v1/actions", roles: anyRole, authed: s.listActions},
 		{pattern: "GET /v1/approval-requests", roles: approvers, authed: s.listApprovalRequests},
 		{pattern: "POST /v1/operations/{id}/approve", roles: approvers, authed: s.approveOperation},
 		{pattern: "POST /v1/operations/{id}/deny", roles: approvers, authed: s.denyOperation},
@@ -228,6 +234,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/dispatch/resume", roles: operators, authed: s.resumeDispatch},
 		{pattern: "GET /v1/dispatch", roles: operators, authed: s.dispatchStatus},
 		{pattern: "POST /v1/webhooks/{provider}", plain: http.HandlerFunc(s.webhook)},
+		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, off: s.cfg.MCP == nil},
 		{pattern: "GET /v1/review", roles: operators, authed: s.listReview, off: noReview},
 		{pattern: "POST /v1/review/replay", roles: operators, authed: s.replayReview, off: noReview},
 		{pattern: "POST /v1/review/evidence/{id}/resolve", roles: operators, authed: s.resolveEvidence, off: noReview},

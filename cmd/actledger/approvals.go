@@ -2,30 +2,12 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"time"
-)
 
-// approvalRequest is one entry of GET /v1/approval-requests as the CLI
-// shows it.
-type approvalRequest struct {
-	OperationID       string          `json:"operation_id"`
-	Action            string          `json:"action"`
-	Key               string          `json:"key"`
-	Params            json.RawMessage `json:"params"`
-	ParamsFingerprint string          `json:"params_fingerprint"`
-	Reason            string          `json:"reason"`
-	RequestedBy       string          `json:"requested_by"`
-	Provider          string          `json:"provider"`
-	Account           string          `json:"account"`
-	Environment       string          `json:"environment"`
-	AgeSeconds        int64           `json:"age_seconds"`
-	ExpiresAt         *time.Time      `json:"expires_at"`
-}
+	"github.com/actledger/actledger/client"
+)
 
 // approvals is `actledger approvals ...`, the approver's commands, over
 // the HTTP API with an approver token (ACTLEDGER_TOKEN).
@@ -33,10 +15,11 @@ func approvals(ctx context.Context, getenv func(string) string, args []string, s
 	if len(args) == 0 {
 		return fmt.Errorf("approvals needs a command: %w", errUsage)
 	}
-	if getenv("ACTLEDGER_TOKEN") == "" {
-		return errors.New("set ACTLEDGER_TOKEN to an approver token (actledger token create --tenant T --role approver)")
+	if isHelp(args) {
+		fmt.Fprint(stdout, usage)
+		return nil
 	}
-	c, err := newOpsClient(getenv)
+	c, err := apiClient(getenv, "approver")
 	if err != nil {
 		return err
 	}
@@ -57,11 +40,11 @@ func approvals(ctx context.Context, getenv func(string) string, args []string, s
 		if err := fs.Parse(args[2:]); err != nil || fs.NArg() > 0 || *reason == "" {
 			return fmt.Errorf("approvals deny ID --reason R: %w", errUsage)
 		}
-		var op map[string]any
-		if err := c.call(ctx, "POST", "/v1/operations/"+url.PathEscape(args[1])+"/deny", map[string]string{"reason": *reason}, &op); err != nil {
+		op, err := c.Deny(ctx, args[1], *reason)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is %s: %s\n", op["id"], op["status"], op["summary"])
+		fmt.Fprintf(stdout, "%s is %s: %s\n", op.ID, op.Status, op.Summary)
 		return nil
 	default:
 		return fmt.Errorf("unknown approvals command %q: %w", args[0], errUsage)
@@ -71,13 +54,8 @@ func approvals(ctx context.Context, getenv func(string) string, args []string, s
 // approvalsList prints every open proposal of the token's tenant, oldest
 // first, with its params in full: what is shown is what an approve
 // approves.
-func approvalsList(ctx context.Context, c *opsClient, w io.Writer) error {
-	var items []approvalRequest
-	err := getPages(ctx, c, "/v1/approval-requests", func(page struct {
-		Items []approvalRequest `json:"items"`
-	}) {
-		items = append(items, page.Items...)
-	})
+func approvalsList(ctx context.Context, c *client.Client, w io.Writer) error {
+	items, err := c.AllApprovalRequests(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,7 +82,7 @@ func approvalsList(ctx context.Context, c *opsClient, w io.Writer) error {
 // approver saw (--fingerprint, from `approvals list`); without it the CLI
 // reads the proposal, prints its params and approves exactly those, so a
 // change between reading and approving is refused by the server.
-func approvalsApprove(ctx context.Context, c *opsClient, args []string, stdout io.Writer) error {
+func approvalsApprove(ctx context.Context, c *client.Client, args []string, stdout io.Writer) error {
 	usage := fmt.Errorf("approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]: %w", errUsage)
 	if len(args) < 1 {
 		return usage
@@ -119,32 +97,25 @@ func approvalsApprove(ctx context.Context, c *opsClient, args []string, stdout i
 		return usage
 	}
 	if *fingerprint == "" {
-		var op struct {
-			Action            string          `json:"action"`
-			Status            string          `json:"status"`
-			Params            json.RawMessage `json:"params"`
-			ParamsFingerprint string          `json:"params_fingerprint"`
-		}
-		if err := c.call(ctx, "GET", "/v1/operations/"+url.PathEscape(id), nil, &op); err != nil {
+		op, err := c.GetOperation(ctx, id)
+		if err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "approving %s %s\n  params: %s\n  fingerprint: %s\n", op.Action, id, op.Params, op.ParamsFingerprint)
 		*fingerprint = op.ParamsFingerprint
 	}
-	body := map[string]any{"params_fingerprint": *fingerprint}
+	req := client.ApproveRequest{ParamsFingerprint: *fingerprint, PolicyVersion: *policyVersion, Note: *note}
 	if *ttl > 0 {
-		body["ttl_seconds"] = int64((*ttl + time.Second - 1) / time.Second)
+		req.TTLSeconds = int64((*ttl + time.Second - 1) / time.Second)
 	}
-	if *policyVersion != "" {
-		body["policy_version"] = *policyVersion
-	}
-	if *note != "" {
-		body["note"] = *note
-	}
-	var op map[string]any
-	if err := c.call(ctx, "POST", "/v1/operations/"+url.PathEscape(id)+"/approve", body, &op); err != nil {
+	op, err := c.Approve(ctx, id, req)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%s is %s under approval %s\n", op["id"], op["status"], op["approval_id"])
+	approval := "none"
+	if op.ApprovalID != nil {
+		approval = *op.ApprovalID
+	}
+	fmt.Fprintf(stdout, "%s is %s under approval %s\n", op.ID, op.Status, approval)
 	return nil
 }

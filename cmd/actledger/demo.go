@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/client"
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/ledger"
@@ -192,60 +192,56 @@ func (s *story) actledgerRun(ctx context.Context, e env, supplierURL string, log
 		return 0, err
 	}
 	defer p.close()
-	agent := &apiClient{base: p.apiURL, token: p.agent, http: &http.Client{Timeout: 10 * time.Second}}
-	approver := &apiClient{base: p.apiURL, token: p.approver, http: agent.http}
-	defer agent.http.CloseIdleConnections()
+	hc := &http.Client{Timeout: 10 * time.Second}
+	defer hc.CloseIdleConnections()
+	agent := client.New(p.apiURL, p.agent, client.Options{HTTPClient: hc})
+	approver := client.New(p.apiURL, p.approver, client.Options{HTTPClient: hc})
 
 	start := time.Now()
-	var approval struct {
-		ID string `json:"id"`
-	}
-	status, _, err := approver.call(ctx, http.MethodPost, "/v1/approvals", map[string]any{
-		"action": demoAction, "params": json.RawMessage(demoParams), "ttl_seconds": 600, "policy_version": "demo",
-	}, &approval)
+	approval, err := approver.CreateApproval(ctx, client.CreateApprovalRequest{
+		Action: demoAction, Params: json.RawMessage(demoParams), TTLSeconds: 600, PolicyVersion: "demo",
+	})
 	if err != nil {
-		return 0, err
+		return 0, demoErr(err)
 	}
-	s.row(start, []string{fmt.Sprintf("approver: POST /v1/approvals → %d", status), demoWhat + ", one use"}, s.truth(""))
+	s.row(start, []string{fmt.Sprintf("approver: POST /v1/approvals → %d", http.StatusCreated), demoWhat + ", one use"}, s.truth(""))
 
 	// The fault goes on the whole-run queue: the external key, and so the per-reference queue,
 	// exists only once the operation does, and the dispatcher may be faster than us.
 	s.supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit})
-	request := map[string]any{"action": demoAction, "key": demoKey, "params": json.RawMessage(demoParams), "approval_id": approval.ID}
-	var op operationView
-	status, _, err = agent.call(ctx, http.MethodPost, "/v1/operations", request, &op)
+	request := client.CreateOperationRequest{Action: demoAction, Key: demoKey, Params: json.RawMessage(demoParams), ApprovalID: approval.ID}
+	op, err := agent.CreateOperation(ctx, request)
 	if err != nil {
-		return 0, err
+		return 0, demoErr(err)
 	}
 	p.operation = op.ID
 	ref := op.ExternalKey
 	s.row(start, append([]string{
-		fmt.Sprintf("agent: POST /v1/operations key %s → %d", demoKey, status),
-		"status " + op.Status,
+		fmt.Sprintf("agent: POST /v1/operations key %s → %d", demoKey, createStatus(op)),
+		"status " + string(op.Status),
 		"external_key " + op.ExternalKey,
 	}, quote(op.Summary)...), s.truth(ref))
 
-	if op, err = agent.watch(ctx, op.ID, "queued", "dispatching"); err != nil {
+	if op, err = watch(ctx, agent, op.ID, client.StatusQueued, client.StatusDispatching); err != nil {
 		return 0, err
 	}
-	s.row(start, append([]string{"GET /v1/operations/{id} → status " + op.Status}, quote(op.Summary)...), s.truth(ref))
+	s.row(start, append([]string{"GET /v1/operations/{id} → status " + string(op.Status)}, quote(op.Summary)...), s.truth(ref))
 
-	if op.Status == string(ledger.StatusUnknown) {
+	if op.Status == client.StatusUnknown {
 		// A re-planning model may well ask again; actledger answers with the same operation.
-		var again operationView
-		status, header, err := agent.call(ctx, http.MethodPost, "/v1/operations", request, &again)
+		again, err := agent.CreateOperation(ctx, request)
 		if err != nil {
-			return 0, err
+			return 0, demoErr(err)
 		}
 		s.row(start, []string{
 			"The agent sends the same POST again anyway:",
-			fmt.Sprintf("→ %d, Idempotent-Replayed: %s", status, header.Get("Idempotent-Replayed")),
-			"same operation, status " + again.Status,
+			fmt.Sprintf("→ %d, Idempotent-Replayed: %t", createStatus(again), again.Replayed),
+			"same operation, status " + string(again.Status),
 		}, s.truth(ref))
-		if op, err = agent.watch(ctx, op.ID, "unknown", "dispatching"); err != nil {
+		if op, err = watch(ctx, agent, op.ID, client.StatusUnknown, client.StatusDispatching); err != nil {
 			return 0, err
 		}
-		saw := []string{"GET /v1/operations/{id} → status " + op.Status}
+		saw := []string{"GET /v1/operations/{id} → status " + string(op.Status)}
 		if op.ProviderReference != nil {
 			saw = append(saw, "provider_reference "+*op.ProviderReference)
 		}
@@ -254,14 +250,12 @@ func (s *story) actledgerRun(ctx context.Context, e env, supplierURL string, log
 	n := s.supplier.Orders(ref)
 	s.verdict(fmt.Sprintf("actledger: %d %s for 1 intention", n, plural(n, "order")))
 
-	var history struct {
-		Events []eventView `json:"events"`
+	history, err := agent.AllOperationEvents(ctx, op.ID)
+	if err != nil {
+		return n, demoErr(err)
 	}
-	if _, _, err := agent.call(ctx, http.MethodGet, "/v1/operations/"+op.ID+"/events", nil, &history); err != nil {
-		return n, err
-	}
-	s.history(history.Events)
-	if op.Status != string(ledger.StatusSucceeded) {
+	s.history(history)
+	if op.Status != client.StatusSucceeded {
 		return n, fmt.Errorf("the operation ended %s, want succeeded", op.Status)
 	}
 	return n, nil
@@ -436,74 +430,34 @@ func serveLoopback(ctx context.Context, h http.Handler, logger *slog.Logger) (ur
 	}, nil
 }
 
-// apiClient is the agent's (or approver's) side of the HTTP API.
-type apiClient struct {
-	base  string
-	token string
-	http  *http.Client
+// createStatus is the HTTP status POST /v1/operations answered op with:
+// 200 for a replay of the key, 201 for a new operation.
+func createStatus(op *client.Operation) int {
+	if op.Replayed {
+		return http.StatusOK
+	}
+	return http.StatusCreated
 }
 
-// operationView and eventView hold the fields of the contract's JSON the story prints.
-type operationView struct {
-	ID                string  `json:"id"`
-	Status            string  `json:"status"`
-	ExternalKey       string  `json:"external_key"`
-	ProviderReference *string `json:"provider_reference"`
-	Summary           string  `json:"summary"`
-}
-
-type eventView struct {
-	At     time.Time       `json:"at"`
-	Kind   string          `json:"kind"`
-	From   *string         `json:"from"`
-	To     string          `json:"to"`
-	Detail json.RawMessage `json:"detail"`
-}
-
-// call sends one request and decodes the 2xx answer into out. Any other answer is an error: the
-// story has no step where the API may refuse.
-func (c *apiClient) call(ctx context.Context, method, path string, body, out any) (int, http.Header, error) {
-	var r io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return 0, nil, err
-		}
-		r = bytes.NewReader(b)
+// demoErr keeps an API refusal as it is and strips a network error to its
+// innermost cause (no ports and URLs in the story).
+func demoErr(err error) error {
+	var apiErr *client.Error
+	if errors.As(err, &apiErr) {
+		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: %w", method, path, innermost(err))
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 1<<20))
-	if err != nil {
-		return 0, nil, fmt.Errorf("%s %s: read answer: %w", method, path, err)
-	}
-	if res.StatusCode/100 != 2 {
-		return res.StatusCode, res.Header, fmt.Errorf("%s %s: HTTP %d: %s", method, path, res.StatusCode, bytes.TrimSpace(raw))
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return res.StatusCode, res.Header, fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-	}
-	return res.StatusCode, res.Header, nil
+	return innermost(err)
 }
 
 // watch reads the operation, as an agent polling for its result would, until its status is
 // none of while.
-func (c *apiClient) watch(ctx context.Context, id string, while ...string) (operationView, error) {
+func watch(ctx context.Context, c *client.Client, id string, while ...client.Status) (*client.Operation, error) {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var op operationView
-		if _, _, err := c.call(ctx, http.MethodGet, "/v1/operations/"+id, nil, &op); err != nil {
-			return op, err
+		op, err := c.GetOperation(ctx, id)
+		if err != nil {
+			return op, demoErr(err)
 		}
 		if !slices.Contains(while, op.Status) {
 			return op, nil
@@ -595,7 +549,7 @@ func (s *story) verdict(v string) {
 
 // history prints the operation's events, with times since the first one, so the reader sees
 // the unknown outcome and how it was settled.
-func (s *story) history(events []eventView) {
+func (s *story) history(events []client.Event) {
 	s.printf("\nWhat actledger recorded (GET /v1/operations/{id}/events):\n\n")
 	if len(events) == 0 {
 		return
@@ -604,16 +558,16 @@ func (s *story) history(events []eventView) {
 	for _, e := range events {
 		from := ""
 		if e.From != nil {
-			from = *e.From
+			from = string(*e.From)
 		}
 		line := fmt.Sprintf("  %-*s  %-16s %-25s %s", timeWidth, fmt.Sprintf("+%.3fs", e.At.Sub(t0).Seconds()),
-			e.Kind, strings.TrimSpace(from+" → "+e.To), eventDetail(e))
+			e.Kind, strings.TrimSpace(from+" → "+string(e.To)), eventDetail(e))
 		s.printf("%s\n", strings.TrimRight(line, " "))
 	}
 }
 
 // eventDetail is the part of an event's evidence the story needs, in words.
-func eventDetail(e eventView) string {
+func eventDetail(e client.Event) string {
 	var d struct {
 		Class             string `json:"class"`
 		HTTPStatus        int    `json:"http_status"`

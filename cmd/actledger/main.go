@@ -35,11 +35,13 @@ Usage:
   actledger approvals list                proposals waiting for a decision, params in full
   actledger approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]
   actledger approvals deny ID --reason R
+  actledger mcp                           MCP tools for an agent on stdin/stdout (agent token)
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX (see README.md); ops commands use
 ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator);
-approvals commands the same with an approver token.
+approvals commands the same with an approver token, mcp with an agent
+token. ops, approvals and mcp accept help, -h and --help without a token.
 `
 
 // errUsage marks a command-line mistake: usage is printed, exit status 2.
@@ -70,7 +72,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	env, err := loadEnv(getenv)
-	if err != nil && args[0] != "ops" && args[0] != "approvals" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN
+	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
@@ -87,6 +89,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return ops(ctx, getenv, args[1:], stdout)
 	case "approvals":
 		return approvals(ctx, getenv, args[1:], stdout)
+	case "mcp":
+		return serveMCP(ctx, getenv, args[1:], os.Stdin, stdout, logger)
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}

@@ -1,81 +1,35 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/client"
 )
 
-// opsClient talks to a running actledger's operator API with an operator
-// token, so the CLI sees exactly what the token's tenant may see.
-type opsClient struct {
-	base  string
-	token string
-	http  *http.Client
-}
-
-func newOpsClient(getenv func(string) string) (*opsClient, error) {
+// apiClient returns a client of the running actledger's API
+// (ACTLEDGER_URL, default http://$LISTEN_ADDR) with ACTLEDGER_TOKEN, so the
+// CLI sees exactly what the token's role and tenant may see. need names the
+// role, for the message when no token is set.
+func apiClient(getenv func(string) string, need string) (*client.Client, error) {
 	token := getenv("ACTLEDGER_TOKEN")
 	if token == "" {
-		return nil, errors.New("set ACTLEDGER_TOKEN to an operator token (actledger token create --tenant T --role operator)")
+		return nil, fmt.Errorf("set ACTLEDGER_TOKEN to an %s token (actledger token create --tenant T --role %s)", need, need)
 	}
-	base := strings.TrimRight(cmp.Or(getenv("ACTLEDGER_URL"), "http://"+cmp.Or(getenv("LISTEN_ADDR"), "127.0.0.1:8080")), "/")
-	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
-		base = "http://" + base
-	}
-	return &opsClient{base: base, token: token, http: &http.Client{Timeout: 30 * time.Second}}, nil
+	base := cmp.Or(getenv("ACTLEDGER_URL"), "http://"+cmp.Or(getenv("LISTEN_ADDR"), "127.0.0.1:8080"))
+	return client.New(base, token, client.Options{UserAgent: "actledger-cli"}), nil
 }
 
-// call sends a request and decodes the JSON answer into out; API errors
-// come back as their code and message.
-func (c *opsClient) call(ctx context.Context, method, path string, body any, out any) error {
-	var rd io.Reader
-	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(raw)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("actledger at %s: %w", c.base, err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(res.Body, 16<<20))
-	if err != nil {
-		return err
-	}
-	if res.StatusCode >= 300 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error.Code != "" {
-			return fmt.Errorf("%s %s: %d %s: %s", method, path, res.StatusCode, e.Error.Code, e.Error.Message)
-		}
-		return fmt.Errorf("%s %s: %d", method, path, res.StatusCode)
-	}
-	if out != nil {
-		return json.Unmarshal(raw, out)
-	}
-	return nil
+// isHelp reports whether args asks for a command's usage (help, -h,
+// --help), which needs no token.
+func isHelp(args []string) bool {
+	return len(args) > 0 && (args[0] == "help" || args[0] == "-h" || args[0] == "--help")
 }
 
 // ops is `actledger ops ...`, the operator's commands.
@@ -83,7 +37,11 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 	if len(args) == 0 {
 		return fmt.Errorf("ops needs a command: %w", errUsage)
 	}
-	c, err := newOpsClient(getenv)
+	if isHelp(args) {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	c, err := apiClient(getenv, "operator")
 	if err != nil {
 		return err
 	}
@@ -95,8 +53,12 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
 			return fmt.Errorf("ops %s [--provider P] [--action A]: %w", args[0], errUsage)
 		}
-		var status dispatchState
-		if err := c.call(ctx, "POST", "/v1/dispatch/"+args[0], map[string]string{"provider": *providerName, "action": *action}, &status); err != nil {
+		call := c.PauseDispatch
+		if args[0] == "resume" {
+			call = c.ResumeDispatch
+		}
+		status, err := call(ctx, client.DispatchScope{Provider: *providerName, Action: *action})
+		if err != nil {
 			return err
 		}
 		if args[0] == "resume" {
@@ -104,17 +66,13 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 			// harmless when nothing was paused.
 			fmt.Fprintf(stdout, "resumed: %d pause(s) removed, %d operation(s) released\n", status.Removed, status.Released)
 		}
-		return status.print(stdout)
+		return printDispatch(stdout, status)
 	case "dispatch":
-		var status dispatchState
-		err := getPages(ctx, c, "/v1/dispatch", func(page dispatchState) {
-			status.Paused = page.Paused
-			status.InFlight = append(status.InFlight, page.InFlight...)
-		})
+		status, err := c.AllDispatch(ctx)
 		if err != nil {
 			return err
 		}
-		return status.print(stdout)
+		return printDispatch(stdout, status)
 	case "list":
 		return opsList(ctx, c, stdout)
 	case "show":
@@ -133,11 +91,11 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		if err := fs.Parse(args[2:]); err != nil {
 			return fmt.Errorf("%v: %w", err, errUsage)
 		}
-		var op map[string]any
-		if err := c.call(ctx, "POST", "/v1/operations/"+args[1]+"/retry", map[string]string{"note": *note}, &op); err != nil {
+		op, err := c.RetryOperation(ctx, args[1], *note)
+		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is %s again; it will be sent with the same external key %s\n", op["id"], op["status"], op["external_key"])
+		fmt.Fprintf(stdout, "%s is %s again; it will be sent with the same external key %s\n", op.ID, op.Status, op.ExternalKey)
 		return nil
 	case "replay":
 		return opsReplay(ctx, c, args[1:], stdout)
@@ -146,28 +104,8 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 	}
 }
 
-// dispatchState is the answer of /v1/dispatch.
-type dispatchState struct {
-	Paused []struct {
-		Provider string `json:"provider"`
-		Action   string `json:"action"`
-		PausedBy string `json:"paused_by"`
-		PausedAt string `json:"paused_at"`
-	} `json:"paused"`
-	InFlight []struct {
-		OperationID string  `json:"operation_id"`
-		Action      string  `json:"action"`
-		Key         string  `json:"key"`
-		Provider    string  `json:"provider"`
-		LeaseOwner  string  `json:"lease_owner"`
-		AgeSeconds  float64 `json:"age_seconds"`
-		Attempts    int     `json:"attempts"`
-	} `json:"in_flight"`
-	Removed  int `json:"removed"`
-	Released int `json:"released"`
-}
-
-func (s dispatchState) print(w io.Writer) error {
+// printDispatch prints the pauses in force and the calls in flight.
+func printDispatch(w io.Writer, s *client.DispatchStatus) error {
 	if len(s.Paused) == 0 {
 		fmt.Fprintln(w, "dispatch: running (no pause)")
 	}
@@ -182,73 +120,18 @@ func (s dispatchState) print(w io.Writer) error {
 	return nil
 }
 
-// reviewItem is one entry of GET /v1/review as the CLI shows it.
-type reviewItem struct {
-	OperationID         *string        `json:"operation_id"`
-	EvidenceID          *int64         `json:"evidence_id"`
-	Action              string         `json:"action"`
-	Key                 string         `json:"key"`
-	Provider            string         `json:"provider"`
-	Reason              string         `json:"reason"`
-	Owner               string         `json:"owner"`
-	Deadline            *time.Time     `json:"deadline"`
-	AgeSeconds          float64        `json:"age_seconds"`
-	Attempts            int            `json:"attempts"`
-	RetryAllowed        bool           `json:"retry_allowed"`
-	LookupReliableAfter *time.Time     `json:"lookup_reliable_after"`
-	Facts               map[string]any `json:"facts"`
-	LastProviderAnswer  map[string]any `json:"last_provider_answer"`
-}
-
-// reviewPage is one page of GET /v1/review.
-type reviewPage struct {
-	Items []reviewItem `json:"items"`
-}
-
-// getPages GETs every page of the list at path (the largest pages the API
-// serves), following next_cursor, and hands each page to add.
-func getPages[T any](ctx context.Context, c *opsClient, path string, add func(page T)) error {
-	cursor := ""
-	for {
-		u := path + "?limit=" + strconv.Itoa(api.MaxPageLimit)
-		if cursor != "" {
-			u += "&cursor=" + url.QueryEscape(cursor)
-		}
-		var raw json.RawMessage
-		if err := c.call(ctx, "GET", u, nil, &raw); err != nil {
-			return err
-		}
-		var page T
-		var next struct {
-			NextCursor string `json:"next_cursor"`
-		}
-		if err := json.Unmarshal(raw, &page); err != nil {
-			return fmt.Errorf("GET %s: %w", path, err)
-		}
-		if err := json.Unmarshal(raw, &next); err != nil {
-			return fmt.Errorf("GET %s: %w", path, err)
-		}
-		add(page)
-		if next.NextCursor == "" {
-			return nil
-		}
-		cursor = next.NextCursor
-	}
-}
-
 // opsList prints what is stuck: every open review item, oldest first.
-func opsList(ctx context.Context, c *opsClient, w io.Writer) error {
-	var out reviewPage
-	err := getPages(ctx, c, "/v1/review", func(page reviewPage) { out.Items = append(out.Items, page.Items...) })
+func opsList(ctx context.Context, c *client.Client, w io.Writer) error {
+	items, err := c.AllReview(ctx)
 	if err != nil {
 		return err
 	}
-	if len(out.Items) == 0 {
+	if len(items) == 0 {
 		fmt.Fprintln(w, "nothing waits for a person")
 		return nil
 	}
 	fmt.Fprintf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", "ID", "REASON", "KEY", "AGE", "OWNER", "RETRY")
-	for _, it := range out.Items {
+	for _, it := range items {
 		id := "evidence/" + fmt.Sprint(deref(it.EvidenceID))
 		if it.OperationID != nil {
 			id = *it.OperationID
@@ -272,40 +155,31 @@ func deref[T any](p *T) T {
 }
 
 // opsShow prints one operation, its review facts if any, and its history.
-func opsShow(ctx context.Context, c *opsClient, id string, w io.Writer) error {
-	var op map[string]any
-	if err := c.call(ctx, "GET", "/v1/operations/"+id, nil, &op); err != nil {
-		return err
-	}
-	type eventsPage struct {
-		Events []struct {
-			Seq    int64           `json:"seq"`
-			At     string          `json:"at"`
-			Kind   string          `json:"kind"`
-			From   *string         `json:"from"`
-			To     string          `json:"to"`
-			Actor  string          `json:"actor"`
-			Detail json.RawMessage `json:"detail"`
-		} `json:"events"`
-	}
-	var events eventsPage
-	err := getPages(ctx, c, "/v1/operations/"+url.PathEscape(id)+"/events", func(page eventsPage) {
-		events.Events = append(events.Events, page.Events...)
-	})
+func opsShow(ctx context.Context, c *client.Client, id string, w io.Writer) error {
+	op, err := c.GetOperation(ctx, id)
 	if err != nil {
 		return err
 	}
-	for _, k := range []string{"id", "action", "key", "status", "provider", "external_key", "provider_reference", "attempts", "approval_id", "created_at", "updated_at"} {
-		fmt.Fprintf(w, "%-19s %v\n", k+":", op[k])
+	events, err := c.AllOperationEvents(ctx, id)
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(w, "%-19s %s\n", "params:", mustJSON(op["params"]))
-	if r, ok := op["review"].(map[string]any); ok {
-		fmt.Fprintf(w, "%-19s %v (owner %v, deadline %v)\n", "review:", r["reason"], r["owner"], r["deadline"])
-		var review reviewPage
-		err := getPages(ctx, c, "/v1/review", func(page reviewPage) { review.Items = append(review.Items, page.Items...) })
-		if err == nil {
-			for _, it := range review.Items {
-				if it.OperationID != nil && *it.OperationID == id {
+	var fields map[string]any
+	raw, _ := json.Marshal(op)
+	_ = json.Unmarshal(raw, &fields)
+	for _, k := range []string{"id", "action", "key", "status", "provider", "external_key", "provider_reference", "attempts", "approval_id", "created_at", "updated_at"} {
+		fmt.Fprintf(w, "%-19s %v\n", k+":", fields[k])
+	}
+	fmt.Fprintf(w, "%-19s %s\n", "params:", op.Params)
+	if r := op.Review; r != nil {
+		deadline := "none"
+		if r.Deadline != nil {
+			deadline = r.Deadline.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(w, "%-19s %v (owner %v, deadline %v)\n", "review:", r.Reason, r.Owner, deadline)
+		if items, err := c.AllReview(ctx); err == nil {
+			for _, it := range items {
+				if it.OperationID != nil && *it.OperationID == op.ID {
 					fmt.Fprintf(w, "%-19s %v\n", "retry allowed:", it.RetryAllowed)
 					if it.LookupReliableAfter != nil {
 						fmt.Fprintf(w, "%-19s %s\n", "lookup reliable:", it.LookupReliableAfter.Format(time.RFC3339))
@@ -316,13 +190,13 @@ func opsShow(ctx context.Context, c *opsClient, id string, w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "%-19s %v\n\nhistory:\n", "summary:", op["summary"])
-	for _, e := range events.Events {
+	fmt.Fprintf(w, "%-19s %v\n\nhistory:\n", "summary:", op.Summary)
+	for _, e := range events {
 		from := "·"
 		if e.From != nil {
-			from = *e.From
+			from = string(*e.From)
 		}
-		fmt.Fprintf(w, "  %3d %s %-24s %-12s → %-12s %s\n      %s\n", e.Seq, e.At, e.Kind, from, e.To, e.Actor, e.Detail)
+		fmt.Fprintf(w, "  %3d %s %-24s %-12s → %-12s %s\n      %s\n", e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Kind, from, e.To, e.Actor, e.Detail)
 	}
 	return nil
 }
@@ -338,7 +212,7 @@ func mustJSON(v any) string {
 // opsResolve is `ops resolve ID --outcome succeeded|failed|cancelled
 // [--reference R] --note N`, or `ops resolve evidence/N --note N` for
 // unmatched evidence.
-func opsResolve(ctx context.Context, c *opsClient, args []string, w io.Writer) error {
+func opsResolve(ctx context.Context, c *client.Client, args []string, w io.Writer) error {
 	if len(args) < 1 {
 		return fmt.Errorf("ops resolve ID --outcome succeeded|failed|cancelled [--reference R] --note N: %w", errUsage)
 	}
@@ -353,7 +227,11 @@ func opsResolve(ctx context.Context, c *opsClient, args []string, w io.Writer) e
 		return fmt.Errorf("ops resolve needs --note: say what you checked: %w", errUsage)
 	}
 	if n, ok := strings.CutPrefix(args[0], "evidence/"); ok {
-		if err := c.call(ctx, "POST", "/v1/review/evidence/"+n+"/resolve", map[string]string{"note": *note}, nil); err != nil {
+		id, err := strconv.ParseInt(n, 10, 64)
+		if err != nil {
+			return fmt.Errorf("ops resolve evidence/N: N must be the evidence number: %w", errUsage)
+		}
+		if err := c.ResolveEvidence(ctx, id, *note); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "evidence %s resolved\n", n)
@@ -361,21 +239,20 @@ func opsResolve(ctx context.Context, c *opsClient, args []string, w io.Writer) e
 	}
 	// The answer is the operation itself, plus the linked compensation
 	// operation when the resolution created one.
-	var op map[string]any
-	body := map[string]string{"outcome": *outcome, "provider_reference": *reference, "note": *note}
-	if err := c.call(ctx, "POST", "/v1/operations/"+args[0]+"/resolve", body, &op); err != nil {
+	op, err := c.ResolveOperation(ctx, args[0], client.Resolution{Outcome: *outcome, ProviderReference: *reference, Note: *note})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s is %s\n", op["id"], op["status"])
-	if comp, ok := op["compensation"].(map[string]any); ok {
-		fmt.Fprintf(w, "compensation %s (%s) is %s\n", comp["id"], comp["action"], comp["status"])
+	fmt.Fprintf(w, "%s is %s\n", op.ID, op.Status)
+	if comp := op.Compensation; comp != nil {
+		fmt.Fprintf(w, "compensation %s (%s) is %s\n", comp.ID, comp.Action, comp.Status)
 	}
 	return nil
 }
 
 // opsReplay is `ops replay [--since D] [--reason R] [--dry-run]`: it
 // prints each item as the server settles it, then the totals.
-func opsReplay(ctx context.Context, c *opsClient, args []string, w io.Writer) error {
+func opsReplay(ctx context.Context, c *client.Client, args []string, w io.Writer) error {
 	fs := newFlagSet("ops replay", io.Discard)
 	since := fs.String("since", "", "only items announced since then: RFC 3339 time or a duration such as 24h")
 	reason := fs.String("reason", "", "only items of this review reason")
@@ -383,64 +260,21 @@ func opsReplay(ctx context.Context, c *opsClient, args []string, w io.Writer) er
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return fmt.Errorf("ops replay [--since D] [--reason R] [--dry-run]: %w", errUsage)
 	}
-	raw, err := json.Marshal(map[string]any{"since": *since, "reason": *reason, "dry_run": *dryRun})
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/v1/review/replay", bytes.NewReader(raw))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	res, err := (&http.Client{}).Do(req) // no overall timeout: a long replay streams progress
-	if err != nil {
-		return fmt.Errorf("actledger at %s: %w", c.base, err)
-	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		body, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-		return fmt.Errorf("replay: %d %s", res.StatusCode, body)
-	}
 	if *dryRun {
 		fmt.Fprintln(w, "dry run: nothing will be changed")
 	}
-	dec := json.NewDecoder(res.Body)
 	n := 0
-	for {
-		var line struct {
-			Item *struct {
-				OperationID *string `json:"operation_id"`
-				EvidenceID  *int64  `json:"evidence_id"`
-				Key         string  `json:"key"`
-				Reason      string  `json:"reason"`
-				Result      string  `json:"result"`
-				Changed     bool    `json:"changed"`
-				Detail      string  `json:"detail"`
-			} `json:"item"`
-			Summary *struct {
-				Read, Items, Open, Changed, Unchanged int
-			} `json:"summary"`
-			Error *struct{ Code, Message string } `json:"error"`
+	sum, err := c.Replay(ctx, client.ReplayRequest{Since: *since, Reason: *reason, DryRun: *dryRun}, func(it client.ReplayItem) {
+		n++
+		mark := " "
+		if it.Changed {
+			mark = "*"
 		}
-		if err := dec.Decode(&line); err == io.EOF {
-			return errors.New("replay: the server closed the stream before the summary")
-		} else if err != nil {
-			return fmt.Errorf("replay: %w", err)
-		}
-		switch {
-		case line.Item != nil:
-			n++
-			mark := " "
-			if line.Item.Changed {
-				mark = "*"
-			}
-			fmt.Fprintf(w, "[%d] %s %-16s %-22s %s %s\n", n, mark, line.Item.Key, line.Item.Reason, line.Item.Result, line.Item.Detail)
-		case line.Summary != nil:
-			s := line.Summary
-			fmt.Fprintf(w, "replayed %d review message(s): %d item(s), %d open, %d changed, %d unchanged\n", s.Read, s.Items, s.Open, s.Changed, s.Unchanged)
-			return nil
-		case line.Error != nil:
-			return fmt.Errorf("replay: %s: %s", line.Error.Code, line.Error.Message)
-		}
+		fmt.Fprintf(w, "[%d] %s %-16s %-22s %s %s\n", n, mark, it.Key, it.Reason, it.Result, it.Detail)
+	})
+	if err != nil {
+		return fmt.Errorf("replay: %w", err)
 	}
+	fmt.Fprintf(w, "replayed %d review message(s): %d item(s), %d open, %d changed, %d unchanged\n", sum.Read, sum.Items, sum.Open, sum.Changed, sum.Unchanged)
+	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mcp"
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
@@ -273,10 +274,16 @@ func (a *App) newHandler() (http.Handler, error) {
 		ac.OnApprovalDecision = a.Metrics.ApprovalDecision
 		ac.Metrics = a.Metrics.Handler()
 	}
+	// POST /mcp calls this same API in process with the caller's token,
+	// so the handler it serves is the one being built here.
+	var apiHandler http.Handler
+	ac.MCP = mcp.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apiHandler.ServeHTTP(w, r) }),
+		mcp.Config{Logger: a.cfg.Logger})
 	srv, err := api.New(ac)
 	if err != nil {
 		return nil, err
 	}
+	apiHandler = srv
 	con, err := console.New(console.Config{API: srv, Ledger: a.Store, Tokens: a.Tokens, Reconciler: a.Reconciler,
 		RequestTimeout: ac.RequestTimeout, Logger: a.cfg.Logger})
 	if err != nil {

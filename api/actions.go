@@ -1,0 +1,31 @@
+package api
+
+import (
+	"maps"
+	"net/http"
+	"slices"
+
+	"github.com/actledger/actledger/auth"
+)
+
+// actionView is one entry of GET /v1/actions: what an agent (or its MCP
+// tool list) needs to call the action. ParamsSchema is the action's JSON
+// Schema 2020-12 for params; null accepts any JSON object.
+type actionView struct {
+	Name         string `json:"name"`
+	Provider     string `json:"provider"`
+	Description  string `json:"description"`
+	ParamsSchema any    `json:"params_schema"`
+}
+
+// listActions is GET /v1/actions: the configured actions and their
+// contracts, sorted by name. The MCP server builds its tools from it, so a
+// tool's schema is the one the API enforces.
+func (s *Server) listActions(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	views := make([]actionView, 0, len(s.cfg.Actions))
+	for _, name := range slices.Sorted(maps.Keys(s.cfg.Actions)) {
+		c := s.contract(name)
+		views = append(views, actionView{Name: name, Provider: s.cfg.Actions[name], Description: c.Description, ParamsSchema: c.ParamsSchema})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"actions": views})
+}

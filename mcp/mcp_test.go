@@ -1,0 +1,356 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/client"
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/mcp"
+)
+
+// orderSchema is the params_schema the tests' action declares.
+const orderContract = `description: Order goods from the supplier, params_schema: {type: object, required: [sku, qty], additionalProperties: false, properties: {sku: {type: string}, qty: {type: integer, minimum: 1}}}`
+
+// inMemorySession connects an MCP client to a server built over the
+// pipeline's API with token, through the SDK's in-memory transports.
+func inMemorySession(t *testing.T, p *testpipeline.Pipeline, token string) *sdk.ClientSession {
+	t.Helper()
+	ctx := context.Background()
+	srv, err := mcp.NewServer(ctx, client.New(p.API.URL, token, client.Options{}), mcp.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// bearer adds a bearer token to every request of an MCP HTTP client.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if b.token != "" {
+		r.Header.Set("Authorization", "Bearer "+b.token)
+	}
+	return b.next.RoundTrip(r)
+}
+
+// httpSession connects an MCP client to POST /mcp of the pipeline's API
+// over streamable HTTP with token.
+func httpSession(t *testing.T, p *testpipeline.Pipeline, token string) (*sdk.ClientSession, error) {
+	t.Helper()
+	transport := &sdk.StreamableClientTransport{
+		Endpoint:             p.API.URL + "/mcp",
+		HTTPClient:           &http.Client{Transport: bearer{token: token, next: http.DefaultTransport}},
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(context.Background(), transport, nil)
+	if err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs, nil
+}
+
+func call(t *testing.T, cs *sdk.ClientSession, tool string, args any) *sdk.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: tool, Arguments: args})
+	if err != nil {
+		t.Fatalf("call %s: %v", tool, err)
+	}
+	return res
+}
+
+// operationOf decodes a tool result's structured content as an operation.
+func operationOf(t *testing.T, res *sdk.CallToolResult) client.Operation {
+	t.Helper()
+	if res.IsError {
+		t.Fatalf("tool error: %s", text(res))
+	}
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var op client.Operation
+	if err := json.Unmarshal(raw, &op); err != nil {
+		t.Fatalf("structured content %s: %v", raw, err)
+	}
+	return op
+}
+
+// errorCodeOf is the API code a tool error carries.
+func errorCodeOf(t *testing.T, res *sdk.CallToolResult) string {
+	t.Helper()
+	if !res.IsError {
+		t.Fatalf("want a tool error, got success: %s", text(res))
+	}
+	var out struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	raw, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(text(res), out.Error.Code+": ") {
+		t.Errorf("error text %q does not start with its code %q", text(res), out.Error.Code)
+	}
+	return out.Error.Code
+}
+
+func text(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func TestToolsListOneToolPerActionWithItsParamsSchema(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatalf("%s: list tools: %v", name, err)
+		}
+		tools := map[string]*sdk.Tool{}
+		for _, tool := range res.Tools {
+			tools[tool.Name] = tool
+		}
+		for _, want := range []string{"supplier_create_order", "ticket_open", "get_operation", "list_operations"} {
+			if tools[want] == nil {
+				t.Fatalf("%s: tools %v lack %s", name, keys(tools), want)
+			}
+		}
+		if len(tools) != 4 {
+			t.Errorf("%s: tools = %v, want the two actions, get_operation and list_operations", name, keys(tools))
+		}
+		order := tools["supplier_create_order"]
+		if !strings.HasPrefix(order.Description, "Order goods from the supplier") {
+			t.Errorf("%s: description = %q, want the action's", name, order.Description)
+		}
+		a := order.Annotations
+		if a == nil || a.DestructiveHint == nil || !*a.DestructiveHint || !a.IdempotentHint || a.OpenWorldHint == nil || !*a.OpenWorldHint {
+			t.Errorf("%s: annotations = %+v, want destructive, idempotent, open world", name, a)
+		}
+		schema, _ := json.Marshal(order.InputSchema)
+		var s struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+			Required   []string                   `json:"required"`
+		}
+		if err := json.Unmarshal(schema, &s); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []string{"key", "params", "approval_id", "request_approval", "reason"} {
+			if s.Properties[f] == nil {
+				t.Errorf("%s: input schema %s lacks %s", name, schema, f)
+			}
+		}
+		var params map[string]any
+		_ = json.Unmarshal(s.Properties["params"], &params)
+		if req, _ := params["required"].([]any); len(req) != 2 || params["additionalProperties"] != false {
+			t.Errorf("%s: params schema = %s, want the action's params_schema", name, s.Properties["params"])
+		}
+		if strings.Join(s.Required, ",") != "key,params" {
+			t.Errorf("%s: required = %v, want key, params", name, s.Required)
+		}
+	}
+}
+
+func TestActionToolCalledTwiceWithOneKeyMakesOneOrder(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	p.Start(1)
+	cs := must(httpSession(t, p, p.Agent))
+	approval := p.Approve(`{"sku":"A-1","qty":2}`, time.Hour)
+	args := map[string]any{"key": "po-77", "params": map[string]any{"sku": "A-1", "qty": 2}, "approval_id": approval.ID.String()}
+
+	first := operationOf(t, call(t, cs, "supplier_create_order", args))
+	second := call(t, cs, "supplier_create_order", args)
+	again := operationOf(t, second)
+	if first.ID == "" || again.ID != first.ID {
+		t.Fatalf("two calls with one key gave operations %q and %q, want one", first.ID, again.ID)
+	}
+	if !strings.Contains(text(second), "nothing new was sent") {
+		t.Errorf("replay text = %q, want it to say nothing new was sent", text(second))
+	}
+	done := operationOf(t, call(t, cs, "get_operation", map[string]any{"id": first.ID, "wait_seconds": 30}))
+	if done.Status != client.StatusSucceeded {
+		t.Fatalf("get_operation with wait = %s, want succeeded", done.Status)
+	}
+	if n := p.Supplier.Orders(first.ExternalKey); n != 1 {
+		t.Fatalf("supplier has %d orders for the key, want exactly 1", n)
+	}
+	// An operation in an end state is news already: a wait answers at once,
+	// not after wait_seconds (it used to wait for a change that never came).
+	start := time.Now()
+	if again := operationOf(t, call(t, cs, "get_operation", map[string]any{"id": first.ID, "wait_seconds": 50})); again.Status != client.StatusSucceeded {
+		t.Fatalf("get_operation = %s, want succeeded", again.Status)
+	}
+	if took := time.Since(start); took > 25*time.Second {
+		t.Errorf("get_operation of a succeeded operation with wait_seconds 50 took %s, want an answer at once", took)
+	}
+	list := call(t, cs, "list_operations", map[string]any{"status": "succeeded"})
+	if list.IsError || !strings.Contains(text(list), first.ID) {
+		t.Errorf("list_operations(succeeded) = %s, want the operation", text(list))
+	}
+}
+
+func TestActionToolRefusalsAreToolErrorsWithTheAPICode(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	cs := inMemorySession(t, p, p.Agent)
+	approval := p.Approve(`{"sku":"A-1","qty":2}`, time.Hour)
+	call(t, cs, "supplier_create_order", map[string]any{"key": "po-1", "params": map[string]any{"sku": "A-1", "qty": 2}, "approval_id": approval.ID.String()})
+
+	changed := call(t, cs, "supplier_create_order", map[string]any{"key": "po-1", "params": map[string]any{"sku": "A-1", "qty": 3}, "approval_id": approval.ID.String()})
+	if code := errorCodeOf(t, changed); code != "key_reused_with_different_params" {
+		t.Errorf("changed params under one key: code %q, want key_reused_with_different_params", code)
+	}
+	invalid := call(t, cs, "supplier_create_order", map[string]any{"key": "po-2", "params": map[string]any{"sku": "A-1", "qty": 0}, "approval_id": approval.ID.String()})
+	if code := errorCodeOf(t, invalid); code != "invalid_params" {
+		t.Errorf("params against the schema: code %q, want invalid_params", code)
+	}
+	unapproved := call(t, cs, "supplier_create_order", map[string]any{"key": "po-3", "params": map[string]any{"sku": "B-1", "qty": 1}})
+	if code := errorCodeOf(t, unapproved); !strings.HasPrefix(code, "approval_") {
+		t.Errorf("no approval: code %q, want an approval_* refusal", code)
+	}
+}
+
+func TestGetOperationOfAnotherTenantIsNotFound(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	op := p.Enqueue("po-9", `{"sku":"A-1","qty":1}`)
+	other := p.TokenFor("Other Corp.", auth.RoleAgent)
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, other), "http": must(httpSession(t, p, other))} {
+		res := call(t, cs, "get_operation", map[string]any{"id": op.ID.String()})
+		if code := errorCodeOf(t, res); code != "not_found" {
+			t.Errorf("%s: another tenant's operation: code %q, want not_found", name, code)
+		}
+	}
+}
+
+func TestProposalApprovedOverHTTPIsSeenByGetOperationWait(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	p.Start(1)
+	ctx := context.Background()
+	cs := must(httpSession(t, p, p.Agent))
+
+	res := call(t, cs, "supplier_create_order", map[string]any{
+		"key": "po-5", "params": map[string]any{"sku": "A-1", "qty": 4}, "request_approval": true, "reason": "restock",
+	})
+	proposal := operationOf(t, res)
+	if proposal.Status != client.StatusAwaitingApproval || !strings.Contains(text(res), "do not repeat the call") ||
+		!strings.Contains(text(res), "get_operation") {
+		t.Fatalf("proposal = %s %q, want awaiting_approval telling the model to wait with get_operation", proposal.Status, text(res))
+	}
+
+	// Dispatch is paused so that the approved operation is seen queued.
+	operator := client.New(p.API.URL, p.Operator, client.Options{})
+	if _, err := operator.PauseDispatch(ctx, client.DispatchScope{}); err != nil {
+		t.Fatal(err)
+	}
+	approver := client.New(p.API.URL, p.Approver, client.Options{})
+	if _, err := approver.Approve(ctx, proposal.ID, client.ApproveRequest{ParamsFingerprint: proposal.ParamsFingerprint}); err != nil {
+		t.Fatal(err)
+	}
+	queued := operationOf(t, call(t, cs, "get_operation", map[string]any{"id": proposal.ID, "wait_seconds": 1}))
+	if queued.Status != client.StatusQueued || queued.ApprovalID == nil {
+		t.Fatalf("after approval get_operation = %s (approval %v), want queued with its approval", queued.Status, queued.ApprovalID)
+	}
+	if _, err := operator.ResumeDispatch(ctx, client.DispatchScope{}); err != nil {
+		t.Fatal(err)
+	}
+	done := operationOf(t, call(t, cs, "get_operation", map[string]any{"id": proposal.ID, "wait_seconds": 30}))
+	if done.Status != client.StatusSucceeded {
+		t.Fatalf("get_operation with wait after resume = %s, want succeeded", done.Status)
+	}
+	if n := p.Supplier.Orders(done.ExternalKey); n != 1 {
+		t.Fatalf("supplier has %d orders, want exactly 1", n)
+	}
+}
+
+func TestMCPOverHTTPNeedsAValidAgentToken(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	tokens := auth.New(p.Pool, p.Store)
+	revoked, err := tokens.Create(context.Background(), p.Tenant, auth.RoleAgent, "mcp-revoked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokens.Revoke(context.Background(), revoked.Name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tc := range []struct {
+		name, token string
+		status      int
+	}{
+		{"no token", "", http.StatusUnauthorized},
+		{"revoked agent token", revoked.Secret, http.StatusUnauthorized},
+		{"approver token", p.Approver, http.StatusForbidden},
+		{"agent token", p.Agent, http.StatusOK},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("%s: POST /mcp = %d, want %d", tc.name, res.StatusCode, tc.status)
+		}
+	}
+	if _, err := httpSession(t, p, ""); err == nil {
+		t.Error("an MCP client without a token connected")
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
