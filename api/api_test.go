@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/api/openapitest"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
@@ -71,7 +72,9 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(handler)
+	// Every request and answer of the API tests is checked against the
+	// OpenAPI document.
+	f.srv = httptest.NewServer(openapitest.Handler(t, handler))
 	t.Cleanup(f.srv.Close)
 	f.agent = f.token(t, "acme-corp", auth.RoleAgent)
 	f.approver = f.token(t, "acme-corp", auth.RoleApprover)

@@ -1,6 +1,10 @@
 // Package api is actledger's HTTP interface: the agent's operations, the
-// approver's approvals, health and metrics, as ../PRODUCT.md (the product
-// contract) describes them.
+// approver's approvals, the operator's review and dispatch, health and
+// metrics, as docs/contract.md (the contract) describes them and
+// openapi.yaml (the OpenAPI 3.1 document, served at GET /openapi.json)
+// specifies them. The mux is built from one route table (routeTable);
+// tests hold the document and the table to each other, and check every
+// request and answer of the API tests against the document.
 //
 // Every request is authenticated (token → tenant and role) before anything
 // else, and every lookup is scoped to the caller's tenant, so another

@@ -87,7 +87,7 @@ func (f *fixture) inReview(t *testing.T, key string) uuid.UUID {
 	}
 	if _, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
 		ID: id, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test", Actor: "test",
-		Review: &ledger.Review{Reason: "test", Owner: "ops", Deadline: time.Now().Add(time.Hour)},
+		Review: &ledger.Review{Reason: ledger.ReasonOutcomeUnknown, Owner: "ops", Deadline: time.Now().Add(time.Hour)},
 	}); err != nil {
 		t.Fatal(err)
 	}

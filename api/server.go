@@ -115,6 +115,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if _, err := openAPIJSON(); err != nil {
+		return nil, err
+	}
 	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
@@ -150,41 +153,120 @@ func (cfg Config) validate() error {
 	return nil
 }
 
+// route is one line of the API's route table. The mux is built from the
+// table and nothing else, and the OpenAPI tests read the same table, so a
+// route added here and not described in openapi.yaml (or described there
+// and not added here) fails them.
+type route struct {
+	// pattern is the http.ServeMux pattern: "METHOD /path".
+	pattern string
+	// roles may call the route, with their bearer token. None: the route
+	// takes no token (health, metrics, the document; webhooks are signed).
+	roles []auth.Role
+	// authed serves a route with roles; plain one without.
+	authed authedHandler
+	plain  http.Handler
+	// budget, when set, lets a request take longer than
+	// Config.RequestTimeout by what it says of the request (a long poll's
+	// wait); see authedFor.
+	budget func(*http.Request) time.Duration
+	// off leaves the route off the mux, because what serves it is not
+	// configured; it answers 404 like any unknown path. The document
+	// still describes it.
+	off bool
+	// undocumented says why the route is not in openapi.yaml (an HTML
+	// page on the API's mux; none today: the console is mounted beside the
+	// API by internal/app); empty for every API route.
+	undocumented string
+}
+
+// Route describes one route of the API, for tools and tests (package
+// openapitest reads it).
+type Route struct {
+	// Pattern is the http.ServeMux pattern: "METHOD /path".
+	Pattern string
+	// Roles may call the route with their bearer token; none: it takes no
+	// token.
+	Roles []auth.Role
+	// Undocumented says why the route is not in openapi.yaml; empty for
+	// every API route.
+	Undocumented string
+}
+
+// Routes lists every route a Server may serve, whatever its Config turns
+// on, in the route table's order.
+func Routes() []Route {
+	table := (&Server{}).routeTable()
+	out := make([]Route, len(table))
+	for i, rt := range table {
+		out[i] = Route{Pattern: rt.pattern, Roles: rt.roles, Undocumented: rt.undocumented}
+	}
+	return out
+}
+
+// Who may call a route.
+var (
+	agents    = []auth.Role{auth.RoleAgent}
+	approvers = []auth.Role{auth.RoleApprover}
+	operators = []auth.Role{auth.RoleOperator}
+	anyRole   = []auth.Role{auth.RoleAgent, auth.RoleOperator, auth.RoleApprover}
+)
+
+// routeTable is every route of the API, one line each.
+func (s *Server) routeTable() []route {
+	noReview := s.cfg.Reconciler == nil
+	return []route{
+		{pattern: "GET /healthz", plain: http.HandlerFunc(healthz)},
+		{pattern: "GET /readyz", plain: http.HandlerFunc(s.readyz)},
+		{pattern: "GET /metrics", plain: s.cfg.Metrics, off: s.cfg.Metrics == nil},
+		{pattern: "GET /openapi.json", plain: http.HandlerFunc(serveOpenAPI)},
+		{pattern: "POST /v1/approvals", roles: approvers, authed: s.createApproval},
+		{pattern: "POST /v1/approvals/{id}/revoke", roles: approvers, authed: s.revokeApproval},
+		{pattern: "POST /v1/operations", roles: agents, authed: s.createOperation},
+		{pattern: "GET /v1/operations", roles: anyRole, authed: s.findOperation},
+		{pattern: "GET /v1/operations/{id}", roles: anyRole, authed: s.getOperation, budget: waitBudget},
+		{pattern: "GET /v1/operations/{id}/events", roles: anyRole, authed: s.operationEvents},
+		{pattern: "GET /v1/actions", roles: anyRole, authed: s.listActions},
+		{pattern: "GET /v1/approval-requests", roles: approvers, authed: s.listApprovalRequests},
+		{pattern: "POST /v1/operations/{id}/approve", roles: approvers, authed: s.approveOperation},
+		{pattern: "POST /v1/operations/{id}/deny", roles: approvers, authed: s.denyOperation},
+		{pattern: "POST /v1/dispatch/pause", roles: operators, authed: s.pauseDispatch},
+		{pattern: "POST /v1/dispatch/resume", roles: operators, authed: s.resumeDispatch},
+		{pattern: "GET /v1/dispatch", roles: operators, authed: s.dispatchStatus},
+		{pattern: "POST /v1/webhooks/{provider}", plain: http.HandlerFunc(s.webhook)},
+		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, off: s.cfg.MCP == nil},
+		{pattern: "GET /v1/review", roles: operators, authed: s.listReview, off: noReview},
+		{pattern: "POST /v1/review/replay", roles: operators, authed: s.replayReview, off: noReview},
+		{pattern: "POST /v1/review/evidence/{id}/resolve", roles: operators, authed: s.resolveEvidence, off: noReview},
+		{pattern: "POST /v1/operations/{id}/resolve", roles: operators, authed: s.resolveOperation, off: noReview},
+		{pattern: "POST /v1/operations/{id}/retry", roles: operators, authed: s.retryOperation, off: noReview},
+	}
+}
+
+// routes builds the mux from the route table.
 func (s *Server) routes() {
-	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	s.mux.HandleFunc("GET /readyz", s.readyz)
-	if s.cfg.Metrics != nil {
-		s.mux.Handle("GET /metrics", s.cfg.Metrics)
+	for _, rt := range s.routeTable() {
+		switch {
+		case rt.off:
+		case len(rt.roles) > 0:
+			s.mux.Handle(rt.pattern, s.authedFor(rt.budget, rt.authed, rt.roles...))
+		default:
+			s.mux.Handle(rt.pattern, rt.plain)
+		}
 	}
-	s.mux.Handle("POST /v1/approvals", s.authed(s.createApproval, auth.RoleApprover))
-	s.mux.Handle("POST /v1/approvals/{id}/revoke", s.authed(s.revokeApproval, auth.RoleApprover))
-	s.mux.Handle("POST /v1/operations", s.authed(s.createOperation, auth.RoleAgent))
-	s.mux.Handle("GET /v1/operations", s.authed(s.findOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
-	s.mux.Handle("GET /v1/operations/{id}", s.authedFor(waitBudget, s.getOperation, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
-	s.mux.Handle("GET /v1/actions", s.authed(s.listActions, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
-	s.mux.Handle("GET /v1/operations/{id}/events", s.authed(s.operationEvents, auth.RoleAgent, auth.RoleOperator, auth.RoleApprover))
-	s.mux.Handle("GET /v1/approval-requests", s.authed(s.listApprovalRequests, auth.RoleApprover))
-	s.mux.Handle("POST /v1/operations/{id}/approve", s.authed(s.approveOperation, auth.RoleApprover))
-	s.mux.Handle("POST /v1/operations/{id}/deny", s.authed(s.denyOperation, auth.RoleApprover))
-	s.mux.Handle("POST /v1/dispatch/pause", s.authed(s.pauseDispatch, auth.RoleOperator))
-	s.mux.Handle("POST /v1/dispatch/resume", s.authed(s.resumeDispatch, auth.RoleOperator))
-	s.mux.Handle("GET /v1/dispatch", s.authed(s.dispatchStatus, auth.RoleOperator))
-	s.mux.HandleFunc("POST /v1/webhooks/{provider}", s.webhook)
-	if s.cfg.MCP != nil {
-		s.mux.Handle("POST /mcp", s.authedFor(mcpBudget, s.serveMCP, auth.RoleAgent))
-	}
-	if s.cfg.Reconciler != nil {
-		s.mux.Handle("GET /v1/review", s.authed(s.listReview, auth.RoleOperator))
-		s.mux.Handle("POST /v1/review/replay", s.authed(s.replayReview, auth.RoleOperator))
-		s.mux.Handle("POST /v1/review/evidence/{id}/resolve", s.authed(s.resolveEvidence, auth.RoleOperator))
-		s.mux.Handle("POST /v1/operations/{id}/resolve", s.authed(s.resolveOperation, auth.RoleOperator))
-		s.mux.Handle("POST /v1/operations/{id}/retry", s.authed(s.retryOperation, auth.RoleOperator))
-	}
-	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint"))
-	})
+	// Every other path and method: the JSON 404 (never the mux's text 404
+	// or 405), so every answer is the contract's error body.
+	s.mux.HandleFunc("/", s.notFound)
+}
+
+// healthz is GET /healthz: 200 while the process runs.
+func healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// notFound answers every path no route serves.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	s.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint"))
 }
 
 // ServeHTTP implements http.Handler.

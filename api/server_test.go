@@ -50,3 +50,20 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 		})
 	}
 }
+
+// The OpenAPI document is served without a token, and (as every answer of
+// these tests) checked against itself on the way.
+func TestOpenAPIDocumentIsServedWithoutAToken(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	r := f.do(t, "GET", "/openapi.json", "", nil)
+	if r.status != 200 || r.body["openapi"] != "3.1.0" {
+		t.Fatalf("GET /openapi.json: %d %.200s", r.status, r.raw)
+	}
+	paths, _ := r.body["paths"].(map[string]any)
+	for _, p := range []string{"/v1/operations", "/v1/operations/{id}", "/v1/webhooks/{provider}", "/openapi.json"} {
+		if paths[p] == nil {
+			t.Errorf("the served document has no path %s", p)
+		}
+	}
+}

@@ -291,7 +291,7 @@ LIMIT $2`
     RETURNING o.*
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-    SELECT id, tenant_id, redispatched_at, 'redispatched', status, status, @actor,
+    SELECT id, tenant_id, redispatched_at, @kind, status, status, @actor,
            jsonb_build_object('redispatches', redispatches,
                'next_not_before', redispatched_at + least(@base_us::bigint * interval '1 microsecond' * power(2, least(redispatches, 30))::float8,
                                                           @max_backoff_us::bigint * interval '1 microsecond'))
@@ -314,14 +314,14 @@ func (s *Store) LeaseExpired(ctx context.Context, limit int) ([]Operation, error
 
 // Redispatch finds up to limit operations that have waited since before
 // cutoff for a dispatch message that never came, and records on each that
-// it is re-published now (an event "redispatched"); the caller writes the
+// it is re-published now (an event EventRedispatched); the caller writes the
 // messages to the outbox in the same transaction tx. An operation that
 // stays stuck is found again only after its backoff: base, doubled per
 // re-publish since it last changed, at most maxBackoff.
 func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, base, maxBackoff time.Duration, limit int, actor string) ([]Operation, error) {
 	rows, _ := tx.Query(ctx, operationsRedispatch, pgx.StrictNamedArgs{
 		"cutoff": cutoff, "now": s.nowArg(), "base_us": base.Microseconds(), "max_backoff_us": maxBackoff.Microseconds(),
-		"limit": limit, "actor": actor,
+		"limit": limit, "actor": actor, "kind": EventRedispatched,
 	})
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {

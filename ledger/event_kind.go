@@ -34,4 +34,7 @@ const (
 	EventLookupAbsentTooEarly EventKind = "lookup_absent_too_early"
 	// EventLookupFailed: the lookup itself failed.
 	EventLookupFailed EventKind = "lookup_failed"
+	// EventRedispatched: the stuck-dispatch sweeper published the
+	// operation's dispatch message again; a note, not a state change.
+	EventRedispatched EventKind = "redispatched"
 )

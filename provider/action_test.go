@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// contractExample is the action contract of PRODUCT.md (contract v2).
+// contractExample is the action contract of docs/contract.md ("Providers file").
 const contractExample = `providers:
   acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
 actions:
@@ -134,5 +136,29 @@ func TestBadActionContractStopsTheStartNamingTheAction(t *testing.T) {
 		if !errors.As(err, &fe) || !strings.Contains(err.Error(), `action "supplier.create_order": `+tc.field) {
 			t.Errorf("%s: err = %v, want one naming action supplier.create_order and %s", tc.name, err, tc.field)
 		}
+	}
+}
+
+// The providers file example of docs/contract.md, the repository's
+// contract for its users, is a valid providers file.
+func TestContractDocExampleParses(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\nproviders:\n")
+	example, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("docs/contract.md holds no ```yaml block starting with providers:")
+	}
+	reg := mustParse(t, "providers:\n"+example)
+	a, ok := reg.Action("supplier.create_order")
+	if !ok || a.Provider != "acme" || !a.HasPolicy() || a.Approval.PolicyVersion != "2026-11" {
+		t.Fatalf("supplier.create_order: %+v, %v", a, ok)
+	}
+	pc, ok := reg.Provider("acme")
+	if !ok || pc.Account != "acct_123" || pc.Environment != "test" || pc.Tenant != "acme-corp" {
+		t.Fatalf("acme: %+v, %v", pc, ok)
 	}
 }

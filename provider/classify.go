@@ -13,7 +13,7 @@ import (
 const MaxRetryAfter = 24 * time.Hour
 
 // Classify maps a supplier's HTTP answer to a Class. It is the single home of the response class
-// table of the product contract:
+// table of the contract (docs/contract.md, "Providers file"):
 //
 //	2xx                                   → ClassSucceeded   (confirmed effect)
 //	400, 401, 403, 404, 422               → ClassRejected    (confirmed rejection, no effect)

@@ -53,7 +53,7 @@ var (
 
 // File is the validated content of a providers config file: which supplier serves which action
 // and how. Build one in code and pass it to NewRegistry, or let Parse/Load read the YAML (or
-// JSON) form documented in PRODUCT.md, whose keys are given on each field.
+// JSON) form documented in docs/contract.md ("Providers file"), whose keys are given on each field.
 type File struct {
 	// Providers by name (yaml "providers").
 	Providers map[string]Config

@@ -10,8 +10,10 @@ import (
 	"time"
 )
 
-// productExample is the providers config of PRODUCT.md, with the tenant
-// that the v2 hardening requires of a provider that sends webhooks.
+// productExample is the providers config of the product contract, with the
+// tenant that the v2 hardening requires of a provider that sends webhooks
+// (docs/contract.md holds it with an action contract; see
+// TestContractDocExampleParses).
 const productExample = `providers:
   acme:
     base_url: http://127.0.0.1:9100
