@@ -168,7 +168,7 @@ type route struct {
 	plain  http.Handler
 	// budget, when set, lets a request take longer than
 	// Config.RequestTimeout by what it says of the request (a long poll's
-	// wait); see authedFor.
+	// wait); see authed.
 	budget func(*http.Request) time.Duration
 	// off leaves the route off the mux, because what serves it is not
 	// configured; it answers 404 like any unknown path. The document
@@ -249,7 +249,7 @@ func (s *Server) routes() {
 		switch {
 		case rt.off:
 		case len(rt.roles) > 0:
-			s.mux.Handle(rt.pattern, s.authedFor(rt.budget, rt.authed, rt.roles...))
+			s.mux.Handle(rt.pattern, s.authed(rt.budget, rt.authed, rt.roles...))
 		default:
 			s.mux.Handle(rt.pattern, rt.plain)
 		}
@@ -278,15 +278,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type authedHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal)
 
 // authed checks the bearer token (401) and the role (403) before h runs:
-// the contract's first two checks, in that order.
-func (s *Server) authed(h authedHandler, roles ...auth.Role) http.Handler {
-	return s.authedFor(nil, h, roles...)
-}
-
-// authedFor is authed for a route that may take longer than
-// Config.RequestTimeout by what extra says of the request (a long poll's
-// wait); nil means no longer.
-func (s *Server) authedFor(extra func(*http.Request) time.Duration, h authedHandler, roles ...auth.Role) http.Handler {
+// the contract's first two checks, in that order. A route may take longer
+// than Config.RequestTimeout by what extra says of the request (a long
+// poll's wait); nil means no longer.
+func (s *Server) authed(extra func(*http.Request) time.Duration, h authedHandler, roles ...auth.Role) http.Handler {
 	names := make([]string, len(roles))
 	for i, r := range roles {
 		names[i] = string(r)
