@@ -122,22 +122,12 @@ const approvalRequestsList = "approval-requests"
 // listApprovalRequests is GET /v1/approval-requests: a page of the
 // tenant's open proposals, oldest first.
 func (s *Server) listApprovalRequests(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	page, err := readPage(r)
+	limit, afterPtr, err := readPageAfter[ledger.AwaitingCursor](r, approvalRequestsList)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var after ledger.AwaitingCursor
-	given, err := page.decodeCursor(approvalRequestsList, &after)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	afterPtr := &after
-	if !given {
-		afterPtr = nil
-	}
-	items, nextPos, err := s.ApprovalRequests(r.Context(), p, afterPtr, page.limit)
+	items, nextPos, err := s.ApprovalRequests(r.Context(), p, afterPtr, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

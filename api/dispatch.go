@@ -149,22 +149,12 @@ const inFlightList = "in_flight"
 // may still land. The cursor pages in_flight; paused is whole (at most one
 // entry per configured provider, action and their pairs).
 func (s *Server) dispatchStatus(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	page, err := readPage(r)
+	limit, afterPtr, err := readPageAfter[ledger.Position](r, inFlightList)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var after ledger.Position
-	given, err := page.decodeCursor(inFlightList, &after)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	afterPtr := &after
-	if !given {
-		afterPtr = nil
-	}
-	s.writeDispatchPage(w, r, p, afterPtr, page.limit, nil)
+	s.writeDispatchPage(w, r, p, afterPtr, limit, nil)
 }
 
 // writeDispatch answers with the tenant's dispatch state (the first page

@@ -14,7 +14,7 @@ const operationsList = "operations"
 // a page of the tenant's operations, newest first. An agent uses it to
 // find what it started (list_operations over MCP) without remembering ids.
 func (s *Server) listOperations(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	page, err := readPage(r)
+	limit, afterPtr, err := readPageAfter[ledger.OperationsCursor](r, operationsList)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -24,24 +24,14 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_query", "status: not a state of the contract ("+string(status)+")"))
 		return
 	}
-	var after ledger.OperationsCursor
-	ok, err := page.decodeCursor(operationsList, &after)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	var afterPtr *ledger.OperationsCursor
-	if ok {
-		afterPtr = &after
-	}
-	ops, err := s.cfg.Ledger.OperationsPage(r.Context(), p.TenantID, status, afterPtr, page.limit+1)
+	ops, err := s.cfg.Ledger.OperationsPage(r.Context(), p.TenantID, status, afterPtr, limit+1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	next := ""
-	if len(ops) > page.limit {
-		ops = ops[:page.limit]
+	if len(ops) > limit {
+		ops = ops[:limit]
 		last := ops[len(ops)-1]
 		next = encodeCursor(operationsList, ledger.OperationsCursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}

@@ -70,6 +70,21 @@ func (p pageRequest) decodeCursor(list string, position any) (bool, error) {
 	return true, nil
 }
 
+// readPageAfter reads ?limit= and the position of list from ?cursor=:
+// after is nil when the request starts at the beginning.
+func readPageAfter[P any](r *http.Request, list string) (limit int, after *P, err error) {
+	page, err := readPage(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var position P
+	given, err := page.decodeCursor(list, &position)
+	if err != nil || !given {
+		return page.limit, nil, err
+	}
+	return page.limit, &position, nil
+}
+
 // pageOut adds next_cursor to a list's answer when there is more.
 func pageOut(out map[string]any, next string) map[string]any {
 	if next != "" {

@@ -20,22 +20,12 @@ const reviewList = "review"
 // listReview is GET /v1/review: a page of the tenant's open review items,
 // operations in review (longest waiting first), then unmatched evidence.
 func (s *Server) listReview(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	page, err := readPage(r)
+	limit, afterPtr, err := readPageAfter[reconciler.ReviewCursor](r, reviewList)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	var after reconciler.ReviewCursor
-	given, err := page.decodeCursor(reviewList, &after)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	afterPtr := &after
-	if !given {
-		afterPtr = nil
-	}
-	items, next, err := s.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, afterPtr, page.limit)
+	items, next, err := s.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, afterPtr, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
