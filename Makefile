@@ -36,6 +36,13 @@ bench: ## measure the pipeline against this machine's own limits, 3-5 min (docs/
 	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
 	$(GO) run ./cmd/actbench $(BENCH_FLAGS)
 
+.PHONY: bench-peers
+bench-peers: ## River and Watermill doing actledger's job beside actledger's end-to-end stage, 2-3 min (docs/benchmarks.md#peers)
+	cd bench/peers && \
+	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" \
+	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
+	$(GO) run . $(PEERS_FLAGS)
+
 .PHONY: chaos
 chaos: build ## soak the system as separate processes under random faults, then check the invariants (DURATION=5m SEED=...)
 	$(GO) build -o $(BIN)/ ./cmd/actchaos

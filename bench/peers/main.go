@@ -1,0 +1,626 @@
+// Command peers measures River and Watermill doing actledger's job on this
+// machine, in the same run as actledger's own end-to-end stage, and prints
+// one table with actledger's ratio to each peer.
+//
+// The job, for every peer: insert an operation row and the peer's job or
+// outbox message in one Postgres transaction; a worker POSTs the order to
+// the mock supplier (fast mode, Idempotency-Key honoured) with the
+// operation's key; the worker marks the operation row succeeded. The
+// figures are the completed operations per second in a closed loop (16
+// clients, at most 500 operations ahead of the workers), p50/p99
+// enqueue→succeeded at 1,000 operations/s offered (open loop), and the
+// operations whose key did not produce exactly one order at the supplier.
+//
+// It is its own Go module so the product's go.mod never depends on the
+// peers. Run it with `make bench-peers`.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/actledger/actledger/mocksupplier"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// plan is how long and how hard each peer is driven.
+type plan struct {
+	Clients      int
+	Backlog      int
+	Closed       time.Duration
+	Rate         float64
+	Open         time.Duration
+	OpenClients  int
+	Settle       time.Duration
+	DatabaseURL  string
+	NATSURL      string
+	RunActledger bool
+	Root         string
+}
+
+// peer is one system doing the job. Start prepares it against a fresh
+// database; Enqueue runs the one transaction that inserts the operation
+// row and the peer's job or outbox message; Stop releases everything.
+type peer interface {
+	Name() string
+	Start(ctx context.Context, pool *pgxpool.Pool, dbURL string, done func(id string)) error
+	Enqueue(ctx context.Context, id string) error
+	Stop(ctx context.Context)
+}
+
+// createOperations is the operation table every peer writes: the row the
+// job marks succeeded.
+const createOperations = `
+CREATE TABLE operations (
+	id          text PRIMARY KEY,
+	state       text NOT NULL DEFAULT 'pending',
+	order_id    text,
+	created_at  timestamptz NOT NULL DEFAULT now(),
+	succeeded_at timestamptz
+)`
+
+// insertOperation is the operation row of one enqueue.
+const insertOperation = `INSERT INTO operations (id) VALUES ($1)`
+
+// markSucceeded records the supplier's order on the operation row.
+const markSucceeded = `UPDATE operations SET state = 'succeeded', order_id = $2, succeeded_at = now() WHERE id = $1 AND state = 'pending'`
+
+// countOpen counts the operations no worker finished.
+const countOpen = `SELECT count(*) FROM operations WHERE state <> 'succeeded'`
+
+// result is one peer's figures.
+type result struct {
+	Name       string
+	OpsPerSec  float64
+	P50, P99   time.Duration
+	Abandoned  int
+	Duplicates int
+	Open       int
+	Err        error
+}
+
+var started = time.Now()
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peers:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("peers", flag.ContinueOnError)
+	var pl plan
+	fs.IntVar(&pl.Clients, "clients", 16, "closed-loop clients")
+	fs.IntVar(&pl.Backlog, "backlog", 500, "operations a closed loop may hold ahead of the workers")
+	fs.DurationVar(&pl.Closed, "closed", 10*time.Second, "closed-loop duration per peer")
+	fs.Float64Var(&pl.Rate, "rate", 1000, "operations/s offered in the open loop")
+	fs.DurationVar(&pl.Open, "open", 5*time.Second, "open-loop duration per peer")
+	fs.DurationVar(&pl.Settle, "settle", 60*time.Second, "how long to wait for the workers to drain")
+	fs.BoolVar(&pl.RunActledger, "actledger", true, "also run `go run ./cmd/actbench --quick --stages e2e` from the repository root")
+	riverWorkers := fs.Int("river-workers", 16, "River's MaxWorkers")
+	riverCooldown := fs.Duration("river-fetch-cooldown", 5*time.Millisecond, "River's FetchCooldown (River's default, 100ms, caps 16 workers at 160 jobs/s)")
+	fs.StringVar(&pl.Root, "root", "../..", "the actledger repository root, where actbench runs")
+	peersFlag := fs.String("peers", "river,watermill", "comma-separated peers to run: river,watermill")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	pl.OpenClients = 128
+	pl.DatabaseURL = envOr("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	pl.NATSURL = envOr("BENCH_NATS_URL", "nats://127.0.0.1:4222")
+
+	sup, supURL, closeSup, err := startSupplier()
+	if err != nil {
+		return err
+	}
+	defer closeSup()
+
+	var results []result
+	for _, name := range strings.Split(*peersFlag, ",") {
+		var p peer
+		switch strings.TrimSpace(name) {
+		case "river":
+			p = newRiver(supURL, *riverWorkers, *riverCooldown)
+		case "watermill":
+			p = newWatermill(supURL, pl.NATSURL, pl.Clients)
+		default:
+			return fmt.Errorf("unknown peer %q", name)
+		}
+		sup.Reset()
+		r := measure(ctx, pl, p, sup)
+		if r.Err != nil {
+			logf("%s: %v", r.Name, r.Err)
+		}
+		results = append(results, r)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	if pl.RunActledger {
+		r := runActledger(ctx, pl)
+		if r.Err != nil {
+			logf("actledger: %v", r.Err)
+		}
+		results = append(results, r)
+	}
+	printTable(os.Stdout, pl, results)
+	return nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// startSupplier serves a mock supplier in fast mode (no faults, keys
+// honoured) on a loopback port, as actbench does.
+func startSupplier() (*mocksupplier.Server, string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("mock supplier: %w", err)
+	}
+	sup := mocksupplier.New(mocksupplier.Config{})
+	srv := &http.Server{Handler: sup, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return sup, "http://" + ln.Addr().String(), func() { _ = srv.Close(); sup.Close() }, nil
+}
+
+// supplierClient POSTs one order per operation with the operation's id as
+// both client_reference and Idempotency-Key, the call every peer's worker
+// makes.
+type supplierClient struct {
+	url string
+	hc  *http.Client
+}
+
+func newSupplierClient(base string, conns int) *supplierClient {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = conns * 2
+	return &supplierClient{url: base + "/v1/orders", hc: &http.Client{Transport: tr, Timeout: 5 * time.Second}}
+}
+
+// order creates the order of operation id and returns the supplier's id.
+func (c *supplierClient) order(ctx context.Context, id string) (string, error) {
+	body := fmt.Sprintf(`{"client_reference":%q,"sku":"bench-widget","quantity":1}`, id)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url, strings.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", id)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("supplier: %w", err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	_, _ = buf.ReadFrom(resp.Body)
+	if resp.StatusCode != http.StatusCreated {
+		return "", fmt.Errorf("supplier: status %d: %s", resp.StatusCode, buf.String())
+	}
+	m := orderIDRe.FindSubmatch(buf.Bytes())
+	if m == nil {
+		return "", errors.New("supplier: no order id in answer")
+	}
+	return string(m[1]), nil
+}
+
+var orderIDRe = regexp.MustCompile(`"id":"([^"]+)"`)
+
+// tracker times every operation from the start of its enqueue to the
+// moment its worker marked it succeeded, and bounds the operations in
+// flight.
+type tracker struct {
+	mu      sync.Mutex
+	start   map[string]time.Time
+	lat     []time.Duration
+	done    int
+	window  *time.Time // completions counted only after this instant
+	until   time.Time  // and not after this one
+	counted int
+	slots   chan struct{}
+}
+
+func newTracker(backlog int) *tracker {
+	return &tracker{start: make(map[string]time.Time), slots: make(chan struct{}, backlog)}
+}
+
+func (t *tracker) begin(id string) {
+	t.mu.Lock()
+	t.start[id] = time.Now()
+	t.mu.Unlock()
+}
+
+// finish is the peers' done callback; a repeated finish (a redelivery)
+// counts once.
+func (t *tracker) finish(id string) {
+	now := time.Now()
+	t.mu.Lock()
+	s, ok := t.start[id]
+	if ok {
+		delete(t.start, id)
+		t.lat = append(t.lat, now.Sub(s))
+		t.done++
+		if t.window != nil && now.After(*t.window) && !now.After(t.until) {
+			t.counted++
+		}
+	}
+	t.mu.Unlock()
+	if ok {
+		select {
+		case <-t.slots:
+		default:
+		}
+	}
+}
+
+func (t *tracker) pending() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.start)
+}
+
+// measure runs one peer against a scratch database: a closed loop for the
+// maximum, then an open loop for the latency, then counts duplicates.
+func measure(ctx context.Context, pl plan, p peer, sup *mocksupplier.Server) result {
+	res := result{Name: p.Name()}
+	dbName := fmt.Sprintf("peers_%s_%d", strings.ToLower(p.Name()), time.Now().UnixNano())
+	dbURL, drop, err := scratchDB(ctx, pl.DatabaseURL, dbName)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer drop()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	cfg.MaxConns = int32(pl.Clients*2 + 8)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, createOperations); err != nil {
+		res.Err = fmt.Errorf("create operations: %w", err)
+		return res
+	}
+
+	var cur *tracker
+	var curMu sync.Mutex
+	done := func(id string) {
+		curMu.Lock()
+		t := cur
+		curMu.Unlock()
+		if t != nil {
+			t.finish(id)
+		}
+	}
+	use := func(t *tracker) { curMu.Lock(); cur = t; curMu.Unlock() }
+	if err := p.Start(ctx, pool, dbURL, done); err != nil {
+		res.Err = fmt.Errorf("start: %w", err)
+		return res
+	}
+	defer p.Stop(context.Background())
+
+	var ids []string
+	var idsMu sync.Mutex
+	enqueue := func(t *tracker, id string) error {
+		t.begin(id)
+		idsMu.Lock()
+		ids = append(ids, id)
+		idsMu.Unlock()
+		return p.Enqueue(ctx, id)
+	}
+
+	// Closed loop: pl.Clients clients, each enqueueing as soon as the last
+	// transaction committed and a slot is free.
+	logf("%s: closed loop, %d clients, %s, at most %d ahead", res.Name, pl.Clients, pl.Closed, pl.Backlog)
+	t := newTracker(pl.Backlog)
+	use(t)
+	warm := time.Now().Add(time.Second)
+	t.window = &warm
+	end := warm.Add(pl.Closed)
+	t.until = end
+	var wg sync.WaitGroup
+	var firstErr error
+	var errMu sync.Mutex
+	seq := 0
+	var seqMu sync.Mutex
+	for c := 0; c < pl.Clients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) && ctx.Err() == nil {
+				select {
+				case t.slots <- struct{}{}:
+				case <-ctx.Done():
+					return
+				}
+				seqMu.Lock()
+				seq++
+				id := fmt.Sprintf("c%07d", seq)
+				seqMu.Unlock()
+				if err := enqueue(t, id); err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.mu.Lock()
+	res.OpsPerSec = float64(t.counted) / pl.Closed.Seconds()
+	t.mu.Unlock()
+	if firstErr != nil {
+		res.Err = fmt.Errorf("closed loop: %w", firstErr)
+		return res
+	}
+	if !drain(ctx, t, pl.Settle) {
+		res.Err = fmt.Errorf("closed loop: %d operations not done after %s", t.pending(), pl.Settle)
+		return res
+	}
+	logf("%s: %.0f ops/s", res.Name, res.OpsPerSec)
+
+	// Open loop: pl.Rate operations/s offered on a schedule; an enqueue
+	// that cannot start within a second of its slot is abandoned.
+	logf("%s: open loop, %.0f/s offered, %s", res.Name, pl.Rate, pl.Open)
+	t = newTracker(1 << 30)
+	use(t)
+	n := int(pl.Rate * pl.Open.Seconds())
+	interval := time.Duration(float64(time.Second) / pl.Rate)
+	work := make(chan time.Time, n)
+	abandoned := 0
+	var abMu sync.Mutex
+	for c := 0; c < pl.OpenClients; c++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for due := range work {
+				if time.Since(due) > time.Second {
+					abMu.Lock()
+					abandoned++
+					abMu.Unlock()
+					continue
+				}
+				seqMu.Lock()
+				seq++
+				id := fmt.Sprintf("o%07d", seq)
+				seqMu.Unlock()
+				if err := enqueue(t, id); err != nil {
+					errMu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					errMu.Unlock()
+				}
+			}
+		}()
+	}
+	t0 := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		due := t0.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(due))
+		work <- due
+	}
+	close(work)
+	wg.Wait()
+	res.Abandoned = abandoned
+	if firstErr != nil {
+		res.Err = fmt.Errorf("open loop: %w", firstErr)
+		return res
+	}
+	if !drain(ctx, t, pl.Settle) {
+		res.Err = fmt.Errorf("open loop: %d operations not done after %s", t.pending(), pl.Settle)
+		return res
+	}
+	t.mu.Lock()
+	lat := slices.Clone(t.lat)
+	t.mu.Unlock()
+	slices.Sort(lat)
+	res.P50, res.P99 = quantile(lat, 0.50), quantile(lat, 0.99)
+	logf("%s: p50 %s p99 %s", res.Name, res.P50, res.P99)
+
+	use(nil)
+	for _, id := range ids {
+		if sup.Orders(id) != 1 {
+			res.Duplicates++
+		}
+	}
+	if err := pool.QueryRow(ctx, countOpen).Scan(&res.Open); err != nil {
+		res.Err = fmt.Errorf("count open: %w", err)
+	}
+	return res
+}
+
+// drain waits, polling, until every enqueued operation is done.
+func drain(ctx context.Context, t *tracker, limit time.Duration) bool {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if t.pending() == 0 {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return t.pending() == 0
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.5) - 1
+	i = max(0, min(i, len(sorted)-1))
+	return sorted[i]
+}
+
+// scratchDB creates database name and returns its URL and a function that
+// drops it.
+func scratchDB(ctx context.Context, adminURL, name string) (string, func(), error) {
+	conn, err := pgx.Connect(ctx, adminURL)
+	if err != nil {
+		return "", nil, fmt.Errorf("postgres: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", nil, fmt.Errorf("create database %s: %w", name, err)
+	}
+	pu, err := url.Parse(adminURL)
+	if err != nil {
+		return "", nil, err
+	}
+	pu.Path = "/" + name
+	u := pu.String()
+	drop := func() {
+		c, err := pgx.Connect(context.Background(), adminURL)
+		if err != nil {
+			logf("drop %s: %v", name, err)
+			return
+		}
+		defer c.Close(context.Background())
+		if _, err := c.Exec(context.Background(), "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			logf("drop %s: %v", name, err)
+		}
+	}
+	return u, drop, nil
+}
+
+// runActledger runs actbench's end-to-end stage (one quick repetition) from
+// the repository root and reads its figures from the report.
+func runActledger(ctx context.Context, pl plan) result {
+	res := result{Name: "actledger"}
+	logf("actledger: go run ./cmd/actbench --quick --stages e2e")
+	cmd := exec.CommandContext(ctx, "go", "run", "./cmd/actbench", "--quick", "--stages", "e2e")
+	cmd.Dir = pl.Root
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		res.Err = fmt.Errorf("actbench: %w", err)
+		return res
+	}
+	fmt.Fprintf(os.Stderr, "%s", out)
+	res.Err = parseActbench(out, &res)
+	return res
+}
+
+// parseActbench reads the end-to-end lines of actbench's report.
+func parseActbench(out []byte, res *result) error {
+	found := map[string]bool{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		for _, f := range actbenchFigures {
+			if !strings.Contains(line, f.label) {
+				continue
+			}
+			m := numberRe.FindStringSubmatch(line[strings.Index(line, f.label)+len(f.label):])
+			if m == nil {
+				continue
+			}
+			v, err := strconv.ParseFloat(strings.ReplaceAll(m[1], ",", ""), 64)
+			if err != nil {
+				continue
+			}
+			if !found[f.label] {
+				f.set(res, v)
+				found[f.label] = true
+			}
+		}
+	}
+	for _, f := range actbenchFigures {
+		if !found[f.label] && !f.optional {
+			return fmt.Errorf("actbench report has no %q line", f.label)
+		}
+	}
+	return nil
+}
+
+var numberRe = regexp.MustCompile(`([0-9][0-9,]*(?:\.[0-9]+)?)`)
+
+func printTable(w *os.File, pl plan, results []result) {
+	fmt.Fprintf(w, "\nPeers: %d clients, closed loop %s (at most %d ahead), open loop %.0f/s offered for %s\n\n",
+		pl.Clients, pl.Closed, pl.Backlog, pl.Rate, pl.Open)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tops/s\tp50 ms\tp99 ms\tabandoned\tduplicates\topen\t")
+	var act *result
+	for i := range results {
+		if results[i].Name == "actledger" {
+			act = &results[i]
+		}
+	}
+	for _, r := range results {
+		if r.Err != nil {
+			fmt.Fprintf(tw, "%s\tfailed: %v\t\t\t\t\t\t\n", r.Name, r.Err)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.1f\t%d\t%d\t%d\t\n", r.Name, r.OpsPerSec, ms(r.P50), ms(r.P99), r.Abandoned, r.Duplicates, r.Open)
+	}
+	_ = tw.Flush()
+	if act == nil || act.Err != nil {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "actledger ÷ peer (ops/s: above 1 is actledger ahead; p99: below 1 is actledger ahead)")
+	fmt.Fprintln(tw, "peer\tops/s\tp99\t")
+	for _, r := range results {
+		if r.Name == "actledger" || r.Err != nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.2f×\t%.2f×\t\n", r.Name, act.OpsPerSec/r.OpsPerSec, ms(act.P99)/ms(r.P99))
+	}
+	_ = tw.Flush()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// actbenchFigures are the report lines parseActbench reads; optional ones
+// are printed only when non-zero.
+var actbenchFigures = []struct {
+	label    string
+	optional bool
+	set      func(*result, float64)
+}{
+	{label: "completed ops/s, sustained", set: func(r *result, v float64) { r.OpsPerSec = v }},
+	{label: "p50 ms", set: func(r *result, v float64) { r.P50 = fromMS(v) }},
+	{label: "p99 ms", set: func(r *result, v float64) { r.P99 = fromMS(v) }},
+	{label: "ops abandoned (overloaded)", optional: true, set: func(r *result, v float64) { r.Abandoned = int(v) }},
+	{label: "operations ≠ 1 order", set: func(r *result, v float64) { r.Duplicates = int(v) }},
+	{label: "operations left open", set: func(r *result, v float64) { r.Open = int(v) }},
+}
+
+func fromMS(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
