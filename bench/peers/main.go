@@ -55,6 +55,7 @@ type plan struct {
 	NATSURL      string
 	RunActledger bool
 	Root         string
+	ActbenchArgs []string
 }
 
 // peer is one system doing the job. Start prepares it against a fresh
@@ -126,11 +127,13 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&pl.RunActledger, "actledger", true, "also run `go run ./cmd/actbench --quick --stages e2e` from the repository root")
 	riverWorkers := fs.Int("river-workers", 16, "River's MaxWorkers")
 	riverCooldown := fs.Duration("river-fetch-cooldown", 5*time.Millisecond, "River's FetchCooldown (River's default, 100ms, caps 16 workers at 160 jobs/s)")
+	actbenchArgs := fs.String("actbench-args", "--quick --stages e2e", "actbench's arguments; \"--stages e2e --reps 1\" runs its full-length end-to-end stage (8s open loop, 6s closed loop)")
 	fs.StringVar(&pl.Root, "root", "../..", "the actledger repository root, where actbench runs")
 	peersFlag := fs.String("peers", "river,watermill", "comma-separated peers to run: river,watermill")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	pl.ActbenchArgs = strings.Fields(*actbenchArgs)
 	pl.OpenClients = 128
 	pl.DatabaseURL = envOr("BENCH_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
 	pl.NATSURL = envOr("BENCH_NATS_URL", "nats://127.0.0.1:4222")
@@ -523,8 +526,9 @@ func scratchDB(ctx context.Context, adminURL, name string) (string, func(), erro
 // the repository root and reads its figures from the report.
 func runActledger(ctx context.Context, pl plan) result {
 	res := result{Name: "actledger"}
-	logf("actledger: go run ./cmd/actbench --quick --stages e2e")
-	cmd := exec.CommandContext(ctx, "go", "run", "./cmd/actbench", "--quick", "--stages", "e2e")
+	args := append([]string{"run", "./cmd/actbench"}, pl.ActbenchArgs...)
+	logf("actledger: go %s", strings.Join(args, " "))
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = pl.Root
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
@@ -574,6 +578,9 @@ var numberRe = regexp.MustCompile(`([0-9][0-9,]*(?:\.[0-9]+)?)`)
 func printTable(w *os.File, pl plan, results []result) {
 	fmt.Fprintf(w, "\nPeers: %d clients, closed loop %s (at most %d ahead), open loop %.0f/s offered for %s\n\n",
 		pl.Clients, pl.Closed, pl.Backlog, pl.Rate, pl.Open)
+	if pl.RunActledger {
+		fmt.Fprintf(w, "actledger: go run ./cmd/actbench %s (its own durations; its latency is seen by polling the ledger every 2ms)\n\n", strings.Join(pl.ActbenchArgs, " "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\tops/s\tp50 ms\tp99 ms\tabandoned\tduplicates\topen\t")
 	var act *result
