@@ -12,11 +12,7 @@ import (
 func TestClaimLeaseEndsOnTheDatabaseClock(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	claimed, lapse, err := f.store.Claim(context.Background(), ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: time.Minute,
@@ -39,11 +35,7 @@ func TestClaimLeaseEndsOnTheDatabaseClock(t *testing.T) {
 func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, a := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	ctx := context.Background()
 	claimed, _, err := f.store.Claim(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
@@ -92,11 +84,7 @@ func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
 func TestOutcomeOpenUntilALookupConfirmsAbsence(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	ctx := context.Background()
 	steps := []struct {
 		kind   ledger.EventKind
@@ -142,11 +130,7 @@ func TestClaimAndConfirmForAnotherTargetLapseAsMismatch(t *testing.T) {
 	}, "TEST.ops.acme"); !errors.Is(err, ledger.ErrNoTarget) {
 		t.Errorf("policy approval without a target: err = %v, want ErrNoTarget", err)
 	}
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	elsewhere := ledger.Target{Account: testTarget.Account, Environment: "live"}
 	claimed, lapse, err := f.store.Claim(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,

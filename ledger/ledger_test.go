@@ -77,6 +77,18 @@ func (f *fixture) enqueue(key, params string, approval uuid.UUID) (ledger.Operat
 	}, "TEST.ops.acme")
 }
 
+// queued is a new operation under a new one-use approval of params: the
+// starting point of most ledger tests.
+func (f *fixture) queued(t *testing.T, key, params string) (ledger.Operation, ledger.Approval) {
+	t.Helper()
+	a := f.approve(t, params, 1)
+	op, _, err := f.enqueue(key, params, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return op, a
+}
+
 func (f *fixture) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
@@ -222,11 +234,7 @@ func TestChangedParamsUnderSameKeyConflictAndRecordEvent(t *testing.T) {
 func TestReplayDoesNotConsumeAnotherUse(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	first, _, err := f.enqueue("", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, a := f.queued(t, "", `{"sku":"A-1"}`)
 	if first.Key != a.ID.String() {
 		t.Errorf("key = %q, want the approval id %s when omitted", first.Key, a.ID)
 	}
@@ -289,11 +297,7 @@ func TestApprovalProblemsAreNamed(t *testing.T) {
 func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	ctx := context.Background()
 	claimed, err := f.store.Transition(ctx, f.pool, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
@@ -333,12 +337,8 @@ func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 func TestTransitionTableIsEnforced(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = f.store.Transition(context.Background(), f.pool, ledger.Change{
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
+	_, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusFailed, Kind: "x", Actor: "test",
 	})
 	if !errors.Is(err, ledger.ErrBadTransition) {
@@ -386,11 +386,7 @@ func TestRevokingApprovalHoldsUnsentOperations(t *testing.T) {
 func TestRevokedTokenHoldsItsUnsentOperations(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	held, err := auth.New(f.pool, f.store).Revoke(context.Background(), f.agent.Name, "cli")
 	if err != nil {
 		t.Fatal(err)
@@ -403,11 +399,7 @@ func TestRevokedTokenHoldsItsUnsentOperations(t *testing.T) {
 func TestOtherTenantsOperationIsNotFound(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	other := uuid.New()
 	if _, err := f.store.Get(context.Background(), other, op.ID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Get from other tenant: %v, want ErrNotFound", err)

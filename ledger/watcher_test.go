@@ -101,11 +101,7 @@ func TestWatcherWakesItsWaitersWhenItListensAgain(t *testing.T) {
 	f := setupOn(t, direct)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	a := f.approve(t, `{"sku":"A-1"}`, 1)
-	op, _, err := f.enqueue("po-1", `{"sku":"A-1"}`, a.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 
 	watcher := ledger.NewWatcher(proxied, slog.New(slog.DiscardHandler))
 	changed, stop, err := watcher.Watch(ctx, op.ID)
