@@ -3,14 +3,10 @@ package ledger_test
 import (
 	"context"
 	"log/slog"
-	"net/url"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/actledger/actledger/internal/testdb"
-	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -82,22 +78,7 @@ func TestOnlyWatchedOperationsNotify(t *testing.T) {
 func TestWatcherWakesItsWaitersWhenItListensAgain(t *testing.T) {
 	t.Parallel()
 	direct, dbURL := testdb.NewWithURL(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testproxy.New(t, u.Host)
-	u.Host = proxy.Addr()
-	cfg, err := pgxpool.ParseConfig(u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.ConnectTimeout = time.Second
-	proxied, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(proxied.Close)
+	proxied, proxy := testdb.PoolBehindProxy(t, dbURL)
 	f := setupOn(t, direct)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"io"
 	"regexp"
 	"strings"
@@ -12,20 +11,7 @@ import (
 // token.
 func (in *instance) approvals(t *testing.T, token string, args ...string) string {
 	t.Helper()
-	getenv := func(k string) string {
-		switch k {
-		case "ACTLEDGER_URL":
-			return in.base
-		case "ACTLEDGER_TOKEN":
-			return token
-		}
-		return ""
-	}
-	var out bytes.Buffer
-	if err := run(t.Context(), append([]string{"approvals"}, args...), getenv, &out, io.Discard); err != nil {
-		t.Fatalf("approvals %v: %v", args, err)
-	}
-	return out.String()
+	return in.command(t, "approvals", token, args...)
 }
 
 func TestApproverDecidesProposalsFromTheCLI(t *testing.T) {

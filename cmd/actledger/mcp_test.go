@@ -48,15 +48,7 @@ func TestMCPOverStdioCallsTheRunningService(t *testing.T) {
 	t.Parallel()
 	in := startServe(t)
 	agent := in.token(t, "agent")
-	getenv := func(k string) string {
-		switch k {
-		case "ACTLEDGER_URL":
-			return in.base
-		case "ACTLEDGER_TOKEN":
-			return agent
-		}
-		return ""
-	}
+	getenv := in.clientEnv(agent)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	toServer, clientOut := io.Pipe()

@@ -123,10 +123,16 @@ func (in *instance) token(t *testing.T, role string) string {
 	return strings.TrimSpace(out.String())
 }
 
-// ops runs `actledger ops args...` against the instance as operator token.
+// ops runs `actledger ops args...` against the instance with token.
 func (in *instance) ops(t *testing.T, token string, args ...string) string {
 	t.Helper()
-	getenv := func(k string) string {
+	return in.command(t, "ops", token, args...)
+}
+
+// clientEnv is the environment of a command that reaches the instance
+// over HTTP with token.
+func (in *instance) clientEnv(token string) func(string) string {
+	return func(k string) string {
 		switch k {
 		case "ACTLEDGER_URL":
 			return in.base
@@ -135,9 +141,15 @@ func (in *instance) ops(t *testing.T, token string, args ...string) string {
 		}
 		return ""
 	}
+}
+
+// command runs `actledger name args...`, a command that reaches the
+// instance over HTTP (ACTLEDGER_URL) with token (ACTLEDGER_TOKEN).
+func (in *instance) command(t *testing.T, name, token string, args ...string) string {
+	t.Helper()
 	var out bytes.Buffer
-	if err := run(t.Context(), append([]string{"ops"}, args...), getenv, &out, io.Discard); err != nil {
-		t.Fatalf("ops %v: %v", args, err)
+	if err := run(t.Context(), append([]string{name}, args...), in.clientEnv(token), &out, io.Discard); err != nil {
+		t.Fatalf("%s %v: %v", name, args, err)
 	}
 	return out.String()
 }

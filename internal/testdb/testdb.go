@@ -94,6 +94,13 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 func NewBehindProxy(t testing.TB) (*pgxpool.Pool, *testproxy.Proxy) {
 	t.Helper()
 	_, dbURL := NewWithURL(t)
+	return PoolBehindProxy(t, dbURL)
+}
+
+// PoolBehindProxy connects a second pool to the database at dbURL through
+// a TCP proxy the test cuts and restores, beside a direct pool it keeps.
+func PoolBehindProxy(t testing.TB, dbURL string) (*pgxpool.Pool, *testproxy.Proxy) {
+	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
 		t.Fatal(err)
