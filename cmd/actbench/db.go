@@ -51,6 +51,7 @@ func createDatabase(ctx context.Context, adminURL, prefix string, maxConns int32
 	}
 	cfg.ConnConfig.Database = name
 	cfg.MaxConns = maxConns
+	schema.ConfigurePool(cfg)
 	if db.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		db.drop(ctx)
 		return nil, fmt.Errorf("connect to %s: %w", name, err)

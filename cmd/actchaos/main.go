@@ -350,6 +350,7 @@ func (s *soak) setUp() {
 		e.Fatal(err)
 	}
 	cfg.ConnConfig.Database = s.dbName
+	schema.ConfigurePool(cfg)
 	if s.pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
 		e.Fatal(err)
 	}

@@ -26,6 +26,7 @@ func openDatabase(ctx context.Context, e env, logger *slog.Logger) (pool *pgxpoo
 	if cfg.MaxConns < 16 {
 		cfg.MaxConns = 32
 	}
+	schema.ConfigurePool(cfg)
 	pool, err = pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		stopPG()

@@ -68,7 +68,12 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 		t.Fatalf("testdb: create %s: %v", name, err)
 	}
 	dbURL := withDatabase(t, AdminURL(), name)
-	pool, err := pgxpool.New(ctx, dbURL)
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	schema.ConfigurePool(cfg)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		t.Fatalf("testdb: connect %s: %v", name, err)
 	}
@@ -112,6 +117,7 @@ func PoolBehindProxy(t testing.TB, dbURL string) (*pgxpool.Pool, *testproxy.Prox
 		t.Fatal(err)
 	}
 	cfg.ConnConfig.ConnectTimeout = time.Second
+	schema.ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
