@@ -27,6 +27,11 @@ const (
 // a WAL flush and wakes processes); workers that commit one operation at a
 // time spend most of their time waiting for them.
 //
+// Writes of one writeSet (e.g. every operation transition of the batch)
+// go out as one set-based statement rather than one statement each: the
+// database plans, starts and finishes one statement for all of them, and
+// its statement-level triggers run once.
+//
 // Each caller's statements stay atomic: if a shared batch fails, every
 // caller's statements run again on their own, so one caller's error never
 // becomes another's. No goroutine outlives the work: a caller that finds
@@ -51,13 +56,35 @@ type groupWrite struct {
 	// their results; it may run twice (a failed shared batch is retried
 	// alone), so the callbacks overwrite rather than accumulate.
 	queue func(b *pgx.Batch)
-	done  chan error
+	// set, instead of queue, makes the write item one of the set's items:
+	// the set queues one statement for all its items in the batch.
+	set  *writeSet
+	item any
+	done chan error
+}
+
+// writeSet is a kind of write that many callers' writes share one
+// statement for.
+type writeSet struct {
+	// queue adds one statement for items (in the batch's key order) to b,
+	// with a callback that gives each item its own result; like
+	// groupWrite.queue it may run again for an item alone. An error (the
+	// statement and its arguments disagree) fails the batch unsent.
+	queue func(b *pgx.Batch, items []any) error
 }
 
 // do queues the caller's statements and returns when they have committed
 // (or failed); the error is the batch's, as pgx.BatchResults.Close gives it.
 func (g *groupCommit) do(ctx context.Context, key uuid.UUID, queue func(b *pgx.Batch)) error {
-	w := &groupWrite{ctx: ctx, key: key, queue: queue, done: make(chan error, 1)}
+	return g.add(&groupWrite{ctx: ctx, key: key, queue: queue, done: make(chan error, 1)})
+}
+
+// doSet is do for a write that is item of set.
+func (g *groupCommit) doSet(ctx context.Context, key uuid.UUID, set *writeSet, item any) error {
+	return g.add(&groupWrite{ctx: ctx, key: key, set: set, item: item, done: make(chan error, 1)})
+}
+
+func (g *groupCommit) add(w *groupWrite) error {
 	g.mu.Lock()
 	g.pending = append(g.pending, w)
 	start := g.running < groupInFlight
@@ -109,8 +136,26 @@ func (g *groupCommit) run(batch []*groupWrite) {
 
 func (g *groupCommit) send(ctx context.Context, batch []*groupWrite) error {
 	b := &pgx.Batch{}
+	var (
+		sets  []*writeSet
+		items [][]any
+	)
 	for _, w := range batch {
-		w.queue(b)
+		if w.set == nil {
+			w.queue(b)
+			continue
+		}
+		i := slices.Index(sets, w.set)
+		if i < 0 {
+			i = len(sets)
+			sets, items = append(sets, w.set), append(items, nil)
+		}
+		items[i] = append(items[i], w.item)
+	}
+	for i, set := range sets {
+		if err := set.queue(b, items[i]); err != nil {
+			return err
+		}
 	}
 	return g.pool.SendBatch(ctx, b).Close()
 }

@@ -118,12 +118,17 @@ type Store struct {
 	reviewSubject   string
 	outboxCommitted func()
 	group           *groupCommit
+	// transitions is the writeSet of Claim and Record: the changes of a
+	// shared batch go out as one operationTransitions statement.
+	transitions *writeSet
 }
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	return &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
+	s := &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
 		group: &groupCommit{pool: pool}}
+	s.transitions = &writeSet{queue: s.queueTransitions}
+	return s
 }
 
 // OutboxCommitted tells relays that outbox rows were committed; writers

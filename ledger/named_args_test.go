@@ -23,11 +23,17 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 		ID: uuid.New(), From: StatusUnknown, Version: 3, To: StatusReview, Kind: "review", Actor: "system",
 		Review: &Review{Reason: ReasonUnmatchedEvidence, Owner: "ops", Deadline: time.Now()},
 	}
+	var ts []*transition
 	for name, c := range map[string]Change{"claim": claim, "review": review} {
-		args, err := s.transitionArgs(c)
-		if err != nil || len(args) != len(transitionStmt.names) {
-			t.Errorf("operationTransition (%s): %d positional arguments, err %v", name, len(args), err)
+		tr, err := newTransition(c, &Target{Account: "a"})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
+		ts = append(ts, tr)
+	}
+	args, err := s.transitionsArgs(ts)
+	if err != nil || len(args) != len(transitionsStmt.names) {
+		t.Errorf("operationTransitions: %d positional arguments, err %v", len(args), err)
 	}
 	call, err := s.newEnqueueCall(EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()}, "subject")
 	if err != nil || len(call.args) != 15 {

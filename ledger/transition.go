@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -83,38 +82,73 @@ type Review struct {
 	Deadline time.Time
 }
 
-const operationTransition = `WITH upd AS (
-    UPDATE operations SET
-        status             = @to,
-        version            = version + 1,
+// operationTransitions applies a set of changes, one per element of its
+// arrays (ord is an element's 1-based position), each a conditional update
+// on the operation's version and status, and appends each applied change's
+// event in the same statement. A change that does not apply (the version,
+// status, lease or pause condition fails) returns no row. Claims
+// (@check_lapse) also get, from the same snapshot, whether the claimed
+// operation may still be sent to their target (see operationLapse).
+//
+// One statement serves one change (Transition) and the changes of many
+// workers sharing a commit (Claim, Record): the database plans and runs it,
+// its constraints and its triggers once for all of them. Two changes of
+// one operation in one set behave as they would one after the other: both
+// fence on the version they saw, so at most one applies.
+const operationTransitions = `WITH c AS (
+    SELECT * FROM unnest(
+        @id::uuid[], @version::bigint[], @from::text[], @to::text[],
+        @lease_owner::text[], @lease_until::timestamptz[], @lease_for_us::bigint[],
+        @only_if_lease_expired::boolean[], @unless_paused::boolean[],
+        @next_attempt_at::timestamptz[], @attempted::boolean[], @sent_at::timestamptz[], @sent_from::timestamptz[],
+        @provider_reference::text[], @flag::text[],
+        @review_reason::text[], @review_owner::text[], @review_deadline::timestamptz[],
+        @reset_retry_budget::boolean[], @kind::text[], @actor::text[], @detail::jsonb[],
+        @approval_id::uuid[], @decision_reason::text[],
+        @check_lapse::boolean[], @account::text[], @environment::text[]
+    ) WITH ORDINALITY AS c(id, version, from_status, to_status,
+        lease_owner, lease_until, lease_for_us,
+        only_if_lease_expired, unless_paused,
+        next_attempt_at, attempted, sent_at, sent_from,
+        provider_reference, flag,
+        review_reason, review_owner, review_deadline,
+        reset_retry_budget, kind, actor, detail,
+        approval_id, decision_reason,
+        check_lapse, account, environment, ord)
+), upd AS (
+    UPDATE operations o SET
+        status             = c.to_status,
+        version            = o.version + 1,
         updated_at         = coalesce(@now::timestamptz, now()),
-        lease_owner        = CASE WHEN @to = 'dispatching' THEN @lease_owner END,
-        lease_expires_at   = CASE WHEN @to = 'dispatching'
-                                  THEN coalesce(@lease_until::timestamptz, coalesce(@now::timestamptz, now()) + @lease_for_us::bigint * interval '1 microsecond') END,
-        next_attempt_at    = @next_attempt_at,
-        attempts           = attempts + CASE WHEN @attempted THEN 1 ELSE 0 END,
-        first_sent_at      = coalesce(first_sent_at, CASE WHEN @sent_at::timestamptz IS NOT NULL THEN coalesce(@sent_from::timestamptz, @sent_at::timestamptz) END),
-        last_sent_at       = coalesce(@sent_at::timestamptz, last_sent_at),
-        provider_reference = coalesce(@provider_reference, provider_reference),
-        review_reason      = CASE WHEN @to = 'review' THEN @review_reason END,
-        review_owner       = CASE WHEN @to = 'review' THEN @review_owner END,
-        review_deadline    = CASE WHEN @to = 'review' THEN @review_deadline::timestamptz END,
-        retry_base         = CASE WHEN @reset_retry_budget THEN attempts ELSE retry_base END,
-        retry_since        = CASE WHEN @reset_retry_budget THEN coalesce(@now::timestamptz, now()) ELSE retry_since END,
-        flags              = CASE WHEN @flag::text IS NULL OR @flag = ANY (flags) THEN flags ELSE flags || @flag::text END,
-        approval_id        = coalesce(@approval_id::uuid, approval_id),
-        decision_reason    = coalesce(@decision_reason::text, decision_reason)
-    WHERE id = @id AND version = @version AND status = @from
-      AND NOT (@only_if_lease_expired::boolean AND lease_expires_at >= coalesce(@now::timestamptz, now()))
-      AND NOT (@unless_paused AND EXISTS (
+        lease_owner        = CASE WHEN c.to_status = 'dispatching' THEN c.lease_owner END,
+        lease_expires_at   = CASE WHEN c.to_status = 'dispatching'
+                                  THEN coalesce(c.lease_until, coalesce(@now::timestamptz, now()) + c.lease_for_us * interval '1 microsecond') END,
+        next_attempt_at    = c.next_attempt_at,
+        attempts           = o.attempts + CASE WHEN c.attempted THEN 1 ELSE 0 END,
+        first_sent_at      = coalesce(o.first_sent_at, CASE WHEN c.sent_at IS NOT NULL THEN coalesce(c.sent_from, c.sent_at) END),
+        last_sent_at       = coalesce(c.sent_at, o.last_sent_at),
+        provider_reference = coalesce(c.provider_reference, o.provider_reference),
+        review_reason      = CASE WHEN c.to_status = 'review' THEN c.review_reason END,
+        review_owner       = CASE WHEN c.to_status = 'review' THEN c.review_owner END,
+        review_deadline    = CASE WHEN c.to_status = 'review' THEN c.review_deadline END,
+        retry_base         = CASE WHEN c.reset_retry_budget THEN o.attempts ELSE o.retry_base END,
+        retry_since        = CASE WHEN c.reset_retry_budget THEN coalesce(@now::timestamptz, now()) ELSE o.retry_since END,
+        flags              = CASE WHEN c.flag IS NULL OR c.flag = ANY (o.flags) THEN o.flags ELSE o.flags || c.flag END,
+        approval_id        = coalesce(c.approval_id, o.approval_id),
+        decision_reason    = coalesce(c.decision_reason, o.decision_reason)
+    FROM c
+    WHERE o.id = c.id AND o.version = c.version AND o.status = c.from_status
+      AND NOT (c.only_if_lease_expired AND o.lease_expires_at >= coalesce(@now::timestamptz, now()))
+      AND NOT (c.unless_paused AND EXISTS (
           SELECT 1 FROM dispatch_pauses p
-          WHERE p.tenant_id = operations.tenant_id
-            AND (p.provider IS NULL OR p.provider = operations.provider)
-            AND (p.action IS NULL OR p.action = operations.action)))
-    RETURNING *
+          WHERE p.tenant_id = o.tenant_id
+            AND (p.provider IS NULL OR p.provider = o.provider)
+            AND (p.action IS NULL OR p.action = o.action)))
+    RETURNING o.*, c.ord AS c_ord, c.from_status AS c_from, c.kind AS c_kind, c.actor AS c_actor, c.detail AS c_detail,
+              c.check_lapse AS c_check_lapse, c.account AS c_account, c.environment AS c_environment
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-    SELECT id, tenant_id, updated_at, @kind, @from, @to, @actor, @detail FROM upd
+    SELECT id, tenant_id, updated_at, c_kind, c_from, status, c_actor, c_detail FROM upd ORDER BY c_ord
 ), review AS (
     -- Every review item is also announced on the review stream, through the
     -- outbox, in this same statement.
@@ -128,100 +162,38 @@ const operationTransition = `WITH upd AS (
     FROM upd u JOIN tenants t ON t.id = u.tenant_id
     WHERE u.status = 'review' AND @review_subject::text <> ''
 )
-SELECT ` + operationColumns + `
-FROM upd o JOIN tenants t ON t.id = o.tenant_id`
+SELECT ` + operationColumns + `, o.c_ord AS ord,
+    CASE WHEN NOT o.c_check_lapse THEN ''
+        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
+        WHEN a.expires_at <= coalesce(@now::timestamptz, now()) THEN 'approval_expired'
+        WHEN o.c_account IS NOT NULL AND a.account IS NOT NULL
+             AND (a.account, a.environment) IS DISTINCT FROM (o.c_account, o.c_environment) THEN 'approval_mismatch'
+        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
+        ELSE ''
+    END AS lapse
+FROM upd o JOIN tenants t ON t.id = o.tenant_id
+LEFT JOIN approvals a ON a.id = o.approval_id AND o.c_check_lapse
+LEFT JOIN api_tokens k ON k.id = o.requested_by AND o.c_check_lapse`
 
-var transitionStmt = mustNamed(operationTransition)
+var transitionsStmt = mustNamed(operationTransitions)
 
-// Transition applies c with a conditional update on the operation's version
-// and status and appends its event in the same statement. It returns the
-// operation as it is after the change, ErrBadTransition if the table
-// forbids the move, or ErrStale if the operation changed meanwhile (nothing
-// is written then; record what the caller saw with AppendEvent).
-func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, error) {
-	args, err := s.transitionArgs(c)
-	if err != nil {
-		return Operation{}, err
-	}
-	rows, _ := db.Query(ctx, transitionStmt.SQL, args...)
-	return collectTransition(rows, c)
+// transition is one change on its way through operationTransitions: its
+// row of the statement's arrays, and once the statement ran its result.
+type transition struct {
+	c      Change
+	detail []byte
+	// target, for a claim, is where the worker would send: the result
+	// then says whether the operation may still be sent there.
+	target *Target
+
+	op    Operation
+	lapse Lapse
+	err   error // ErrStale when the change did not apply
 }
 
-// Claim is Transition for a claim (c.To is dispatching) that also tells,
-// in the same round trip and the same transaction, whether the claimed
-// operation may still be sent (see CheckLapse) to at, the provider account
-// and environment the worker would call: an approval granted for another
-// lapses as LapseApprovalMismatch. It is the dispatcher's hot
-// path, so concurrent claims share round trips and commits (see Record).
-func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Lapse, error) {
-	if c.To != StatusDispatching {
-		return Operation{}, LapseNone, fmt.Errorf("claim must move to %s, not %s", StatusDispatching, c.To)
-	}
-	args, err := s.transitionArgs(c)
-	if err != nil {
-		return Operation{}, LapseNone, err
-	}
-	var (
-		op       Operation
-		lapse    Lapse
-		claimErr error
-	)
-	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
-		b.Queue(transitionStmt.SQL, args...).Query(func(rows pgx.Rows) error {
-			op, claimErr = collectTransition(rows, c)
-			return unlessStale(claimErr)
-		})
-		b.Queue(operationLapse, c.ID, s.nowArg(), at.Account, at.Environment).QueryRow(func(row pgx.Row) error {
-			lapse = LapseNone
-			if err := row.Scan(&lapse); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("check approval of %s: %w", c.ID, err)
-			}
-			return nil
-		})
-	})
-	if err != nil {
-		return Operation{}, LapseNone, err
-	}
-	return op, lapse, claimErr
-}
-
-// Record is Transition in a transaction of its own, for a writer that has
-// nothing else to commit with it. Concurrent calls share round trips and
-// commits: each returns once its change is committed, and a change that
-// fails never makes another fail.
-func (s *Store) Record(ctx context.Context, c Change) (Operation, error) {
-	args, err := s.transitionArgs(c)
-	if err != nil {
-		return Operation{}, err
-	}
-	var (
-		op        Operation
-		recordErr error
-	)
-	err = s.group.do(ctx, c.ID, func(b *pgx.Batch) {
-		b.Queue(transitionStmt.SQL, args...).Query(func(rows pgx.Rows) error {
-			op, recordErr = collectTransition(rows, c)
-			return unlessStale(recordErr)
-		})
-	})
-	if err != nil {
-		return Operation{}, err
-	}
-	return op, recordErr
-}
-
-// unlessStale passes on a statement's error unless it is ErrStale, which
-// is an answer, not a failure: the batch it ran in still commits.
-func unlessStale(err error) error {
-	if errors.Is(err, ErrStale) {
-		return nil
-	}
-	return err
-}
-
-// transitionArgs checks c against the transition table and the rules of
-// its target state, and returns operationTransition's arguments.
-func (s *Store) transitionArgs(c Change) ([]any, error) {
+// newTransition checks c against the transition table and the rules of
+// its target state.
+func newTransition(c Change, target *Target) (*transition, error) {
 	if !c.From.CanMoveTo(c.To) {
 		return nil, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
 	}
@@ -235,39 +207,155 @@ func (s *Store) transitionArgs(c Change) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	var reason *ReviewReason
-	var owner *string
-	var deadline *time.Time
-	if c.Review != nil {
-		reason, owner = &c.Review.Reason, &c.Review.Owner
-		if !c.Review.Deadline.IsZero() {
-			deadline = &c.Review.Deadline
+	return &transition{c: c, detail: detail, target: target}, nil
+}
+
+// transitionsArgs are operationTransitions' arguments for ts, in order.
+func (s *Store) transitionsArgs(ts []*transition) ([]any, error) {
+	n := len(ts)
+	var (
+		ids, approvals                                 = make([]uuid.UUID, n), make([]*uuid.UUID, n)
+		versions, leaseFor                             = make([]int64, n), make([]int64, n)
+		from, to, kind, actor                          = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		leaseOwner, reference, flag, reason, owner     = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		decision, account, environment                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		leaseUntil, next, sentAt, sentFrom, deadline   = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		onlyIfExpired, unlessPaused, attempted, resets = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
+		checkLapse                                     = make([]bool, n)
+		details                                        = make([][]byte, n)
+	)
+	for i, t := range ts {
+		c := t.c
+		ids[i], versions[i], from[i], to[i] = c.ID, c.Version, string(c.From), string(c.To)
+		leaseOwner[i], leaseUntil[i], leaseFor[i] = nullString(c.LeaseOwner), nullTime(c.LeaseUntil), c.LeaseFor.Microseconds()
+		onlyIfExpired[i], unlessPaused[i] = c.OnlyIfLeaseExpired, c.UnlessPaused
+		next[i], attempted[i], sentAt[i], sentFrom[i] = nullTime(c.NextAttemptAt), c.Attempted, nullTime(c.SentAt), nullTime(c.SentFrom)
+		reference[i], flag[i] = nullString(c.ProviderReference), nullString(c.Flag)
+		if c.Review != nil {
+			r := string(c.Review.Reason)
+			reason[i], owner[i], deadline[i] = &r, &c.Review.Owner, nullTime(c.Review.Deadline)
+		}
+		resets[i], kind[i], actor[i], details[i] = c.ResetRetryBudget, string(c.Kind), c.Actor, t.detail
+		approvals[i], decision[i] = nullUUID(c.ApprovalID), nullString(c.DecisionReason)
+		if t.target != nil {
+			checkLapse[i], account[i], environment[i] = true, &t.target.Account, &t.target.Environment
 		}
 	}
-	return transitionStmt.args(pgx.StrictNamedArgs{
-		"id": c.ID, "version": c.Version, "from": c.From, "to": c.To, "now": s.nowArg(),
-		"lease_owner": nullString(c.LeaseOwner), "lease_until": nullTime(c.LeaseUntil), "lease_for_us": c.LeaseFor.Microseconds(),
-		"only_if_lease_expired": c.OnlyIfLeaseExpired, "unless_paused": c.UnlessPaused,
-		"next_attempt_at": nullTime(c.NextAttemptAt), "attempted": c.Attempted,
-		"sent_at": nullTime(c.SentAt), "sent_from": nullTime(c.SentFrom),
-		"provider_reference": nullString(c.ProviderReference), "flag": nullString(c.Flag),
+	return transitionsStmt.args(pgx.StrictNamedArgs{
+		"id": ids, "version": versions, "from": from, "to": to, "now": s.nowArg(),
+		"lease_owner": leaseOwner, "lease_until": leaseUntil, "lease_for_us": leaseFor,
+		"only_if_lease_expired": onlyIfExpired, "unless_paused": unlessPaused,
+		"next_attempt_at": next, "attempted": attempted, "sent_at": sentAt, "sent_from": sentFrom,
+		"provider_reference": reference, "flag": flag,
 		"review_reason": reason, "review_owner": owner, "review_deadline": deadline, "review_subject": s.reviewSubject,
-		"reset_retry_budget": c.ResetRetryBudget, "kind": c.Kind, "actor": c.Actor, "detail": detail,
-		"approval_id": nullUUID(c.ApprovalID), "decision_reason": nullString(c.DecisionReason),
+		"reset_retry_budget": resets, "kind": kind, "actor": actor, "detail": details,
+		"approval_id": approvals, "decision_reason": decision,
+		"check_lapse": checkLapse, "account": account, "environment": environment,
 	})
 }
 
-// collectTransition reads operationTransition's result: the operation
-// after c, or ErrStale when the conditional update matched nothing.
-func collectTransition(rows pgx.Rows, c Change) (Operation, error) {
-	op, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Operation])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Operation{}, fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, c.ID, c.Version, c.From)
+// transitioned is a row of operationTransitions' result.
+type transitioned struct {
+	Operation
+	Ord   int   `db:"ord"`
+	Lapse Lapse `db:"lapse"`
+}
+
+// collectTransitions gives each of ts its result from rows: the operation
+// after its change, or ErrStale. It may run again for the same ts (a
+// shared batch that failed is retried alone), so it overwrites.
+func collectTransitions(rows pgx.Rows, ts []*transition) error {
+	for _, t := range ts {
+		t.op, t.lapse = Operation{}, LapseNone
+		t.err = fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, t.c.ID, t.c.Version, t.c.From)
 	}
+	results, err := pgx.CollectRows(rows, pgx.RowToStructByName[transitioned])
 	if err != nil {
-		return Operation{}, fmt.Errorf("transition %s %s → %s: %w", c.ID, c.From, c.To, err)
+		err = fmt.Errorf("transition %d operation(s): %w", len(ts), err)
+		for _, t := range ts {
+			t.err = err
+		}
+		return err
 	}
-	return op, nil
+	for _, r := range results {
+		t := ts[r.Ord-1]
+		t.op, t.lapse, t.err = r.Operation, r.Lapse, nil
+	}
+	return nil
+}
+
+// Transition applies c with a conditional update on the operation's version
+// and status and appends its event in the same statement. It returns the
+// operation as it is after the change, ErrBadTransition if the table
+// forbids the move, or ErrStale if the operation changed meanwhile (nothing
+// is written then; record what the caller saw with AppendEvent).
+func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, error) {
+	t, err := newTransition(c, nil)
+	if err != nil {
+		return Operation{}, err
+	}
+	ts := []*transition{t}
+	args, err := s.transitionsArgs(ts)
+	if err != nil {
+		return Operation{}, err
+	}
+	rows, _ := db.Query(ctx, transitionsStmt.SQL, args...)
+	if err := collectTransitions(rows, ts); err != nil {
+		return Operation{}, err
+	}
+	return t.op, t.err
+}
+
+// Claim is Transition for a claim (c.To is dispatching) that also tells,
+// in the same statement, whether the claimed operation may still be sent
+// (see CheckLapse) to at, the provider account and environment the worker
+// would call: an approval granted for another lapses as
+// LapseApprovalMismatch. It is the dispatcher's hot path, so concurrent
+// claims share one statement and one commit (see Record).
+func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Lapse, error) {
+	if c.To != StatusDispatching {
+		return Operation{}, LapseNone, fmt.Errorf("claim must move to %s, not %s", StatusDispatching, c.To)
+	}
+	t, err := newTransition(c, &at)
+	if err != nil {
+		return Operation{}, LapseNone, err
+	}
+	if err := s.group.doSet(ctx, c.ID, s.transitions, t); err != nil {
+		return Operation{}, LapseNone, err
+	}
+	return t.op, t.lapse, t.err
+}
+
+// Record is Transition in a transaction of its own, for a writer that has
+// nothing else to commit with it. Concurrent calls share one statement and
+// one commit: each returns once its change is committed, and a change that
+// fails never makes another fail.
+func (s *Store) Record(ctx context.Context, c Change) (Operation, error) {
+	t, err := newTransition(c, nil)
+	if err != nil {
+		return Operation{}, err
+	}
+	if err := s.group.doSet(ctx, c.ID, s.transitions, t); err != nil {
+		return Operation{}, err
+	}
+	return t.op, t.err
+}
+
+// queueTransitions is the transitions writeSet's queue: one
+// operationTransitions statement for every change of a shared batch.
+func (s *Store) queueTransitions(b *pgx.Batch, items []any) error {
+	ts := make([]*transition, len(items))
+	for i, item := range items {
+		ts[i] = item.(*transition)
+	}
+	args, err := s.transitionsArgs(ts)
+	if err != nil {
+		return err
+	}
+	b.Queue(transitionsStmt.SQL, args...).Query(func(rows pgx.Rows) error {
+		return collectTransitions(rows, ts)
+	})
+	return nil
 }
 
 func nullString(s string) *string {
