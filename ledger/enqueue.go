@@ -61,9 +61,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	// Concurrent enqueues share round trips and commits; ordering them by
 	// their unique key keeps two shared transactions from deadlocking on it.
 	order := uuid.NewSHA1(c.req.TenantID, []byte(c.req.Action+"\x00"+c.req.Key))
-	err = s.group.do(ctx, order, func(b *pgx.Batch) {
-		b.Queue(enqueueStmt.SQL, c.args...).QueryRow(c.scan)
-	})
+	err = s.group.doSet(ctx, order, s.enqueues, c)
 	op, replayed, err = s.finishEnqueue(ctx, s.pool, c, err)
 	if err == nil && !replayed {
 		s.OutboxCommitted()
@@ -83,6 +81,72 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, su
 	}
 	err = c.scan(tx.QueryRow(ctx, enqueueStmt.SQL, c.args...))
 	return s.finishEnqueue(ctx, tx, c, err)
+}
+
+// operationsEnqueue runs schema/016_enqueue_many.sql's enqueue_operations:
+// the enqueues of a shared batch in one statement, when every one of them
+// creates its operation; otherwise it fails (SQLSTATE ALSET) and each
+// runs again alone through operationEnqueue.
+const operationsEnqueue = `SELECT ord, created_at, tenant FROM enqueue_operations(
+    p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
+    p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
+    p_external_key => @external_key, p_now => @now, p_actor => @actor,
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload)`
+
+var enqueuesStmt = mustNamed(operationsEnqueue)
+
+// queueEnqueues is the enqueues writeSet's queue: one enqueue alone goes
+// through enqueue_operation, which decides every case; several share one
+// enqueue_operations statement.
+func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
+	if len(items) == 1 {
+		c := items[0].(*enqueueCall)
+		b.Queue(enqueueStmt.SQL, c.args...).QueryRow(c.scan)
+		return nil
+	}
+	n := len(items)
+	calls := make([]*enqueueCall, n)
+	var (
+		ids, tenants, approvals, tokens        = make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n), make([]uuid.UUID, n)
+		actions, keys, providers, fingerprints = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		externalKeys, actors, subjects, msgIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		params, payloads                       = make([][]byte, n), make([][]byte, n)
+	)
+	for i, item := range items {
+		c := item.(*enqueueCall)
+		calls[i] = c
+		ids[i], tenants[i], approvals[i], tokens[i] = c.id, c.req.TenantID, c.req.ApprovalID, c.req.TokenID
+		actions[i], keys[i], providers[i], fingerprints[i] = c.req.Action, c.req.Key, c.req.Provider, c.fingerprint
+		externalKeys[i], actors[i], subjects[i], msgIDs[i] = ExternalKey(c.id), c.req.Actor, c.msg.Subject, c.msg.MsgID
+		params[i], payloads[i] = c.canonical, c.msg.Payload
+	}
+	args, err := enqueuesStmt.args(pgx.StrictNamedArgs{
+		"id": ids, "tenant": tenants, "action": actions, "key": keys, "provider": providers,
+		"params": params, "fingerprint": fingerprints, "approval": approvals, "token": tokens,
+		"external_key": externalKeys, "now": s.nowArg(), "actor": actors,
+		"subject": subjects, "msg_id": msgIDs, "payload": payloads,
+	})
+	if err != nil {
+		return err
+	}
+	b.Queue(enqueuesStmt.SQL, args...).Query(func(rows pgx.Rows) error {
+		for _, c := range calls {
+			c.created, c.createdAt, c.tenant = false, nil, nil
+		}
+		var (
+			ord       int
+			createdAt time.Time
+			tenant    string
+		)
+		_, err := pgx.ForEachRow(rows, []any{&ord, &createdAt, &tenant}, func() error {
+			at, name := createdAt, tenant // each call keeps its own copy
+			c := calls[ord-1]
+			c.created, c.createdAt, c.tenant = true, &at, &name
+			return nil
+		})
+		return err
+	})
+	return nil
 }
 
 // enqueueCall is one enqueue_operation call: its arguments and results.

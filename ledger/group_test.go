@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -96,5 +98,94 @@ func TestSharedCommitsKeepEveryWriteItsOwnOutcome(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM operation_events WHERE kind = 'claimed'`); n != ops {
 		t.Errorf("%d claimed events, want %d", n, ops)
+	}
+}
+
+// Concurrent enqueues share one enqueue_operations statement when every
+// one of them creates its operation, and otherwise run one by one; either
+// way each caller gets the answer it would have got alone.
+func TestGroupedEnqueuesAnswerEachAsAloneWould(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const params = `{"sku":"A-1"}`
+	scarce := f.approve(t, params, 5)
+	plenty := f.approve(t, params, 100)
+	existing, _, err := f.enqueue("po-existing", params, plenty.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	type answer struct {
+		key      string
+		op       ledger.Operation
+		replayed bool
+		err      error
+	}
+	var (
+		mu      sync.Mutex
+		answers []answer
+		wg      sync.WaitGroup
+	)
+	send := func(key string, approval ledger.Approval) {
+		wg.Go(func() {
+			op, replayed, err := f.enqueue(key, params, approval.ID)
+			mu.Lock()
+			answers = append(answers, answer{key, op, replayed, err})
+			mu.Unlock()
+		})
+	}
+	// Only new keys under approvals with uses to spare: shared statements.
+	for i := range 20 {
+		send(fmt.Sprintf("fresh-%d", i), plenty)
+	}
+	wg.Wait()
+	// New keys, existing keys and an approval that runs out: one by one.
+	for i := range 10 {
+		send(fmt.Sprintf("scarce-%d", i), scarce)
+	}
+	for i := range 20 {
+		send(fmt.Sprintf("plenty-%d", i), plenty)
+	}
+	for range 5 {
+		send("po-existing", plenty)
+	}
+	wg.Wait()
+
+	created, used, replays := 0, 0, 0
+	ids := make(map[uuid.UUID]bool)
+	for _, a := range answers {
+		var ae *ledger.ApprovalError
+		switch {
+		case a.err == nil && a.replayed:
+			replays++
+			if a.op.ID != existing.ID {
+				t.Errorf("replay of %s answered %s, want %s", a.key, a.op.ID, existing.ID)
+			}
+		case a.err == nil:
+			created++
+			if a.op.Key != a.key || a.op.Tenant != "acme-corp" || a.op.CreatedAt.IsZero() || a.op.Status != ledger.StatusQueued || ids[a.op.ID] {
+				t.Errorf("created %s: %+v", a.key, a.op)
+			}
+			ids[a.op.ID] = true
+		case errors.As(a.err, &ae) && ae.Code == ledger.ApprovalUsed:
+			used++
+		default:
+			t.Errorf("%s: %v", a.key, a.err)
+		}
+	}
+	if created != 45 || used != 5 || replays != 5 {
+		t.Errorf("created %d, approval_used %d, replayed %d; want 45, 5, 5", created, used, replays)
+	}
+	if n := f.count(t, `SELECT uses FROM approvals WHERE id = $1`, scarce.ID); n != 5 {
+		t.Errorf("scarce approval uses = %d, want 5", n)
+	}
+	if n := f.count(t, `SELECT uses FROM approvals WHERE id = $1`, plenty.ID); n != 41 {
+		t.Errorf("plenty approval uses = %d, want 41", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM outbox`); n != 46 {
+		t.Errorf("outbox rows = %d, want 46 (one per operation)", n)
+	}
+	if n := f.count(t, `SELECT count(*) FROM operation_events WHERE kind = 'created'`); n != 46 {
+		t.Errorf("created events = %d, want 46", n)
 	}
 }

@@ -121,6 +121,8 @@ type Store struct {
 	// transitions is the writeSet of Claim and Record: the changes of a
 	// shared batch go out as one operationTransitions statement.
 	transitions *writeSet
+	// enqueues is the writeSet of Enqueue (see queueEnqueues).
+	enqueues *writeSet
 }
 
 // New returns a Store over pool.
@@ -128,6 +130,7 @@ func New(pool *pgxpool.Pool, cfg Config) *Store {
 	s := &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
 		group: &groupCommit{pool: pool}}
 	s.transitions = &writeSet{queue: s.queueTransitions}
+	s.enqueues = &writeSet{queue: s.queueEnqueues}
 	return s
 }
 
