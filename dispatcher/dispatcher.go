@@ -37,10 +37,13 @@ type Config struct {
 	// Providers overrides the provider implementation by name; providers
 	// not in it get a provider.HTTP built from their config.
 	Providers map[string]provider.Provider
-	// Concurrency is how many operations of one provider are executed at
-	// once by this process; each provider has its own workers and its own
-	// consumer, so a slow provider does not block the others. Default
-	// DefaultConcurrency.
+	// Concurrency is how many operations of one provider this process
+	// claims and calls at once; each provider has its own workers and its
+	// own consumer, so a slow provider does not block the others. A worker
+	// hands its slot on as soon as its provider call returns, and records
+	// the answer while the next operation is claimed: the provider never
+	// sees more than Concurrency calls from this process, and the wait for
+	// a result's commit does not idle a slot. Default DefaultConcurrency.
 	Concurrency int
 	// LeaseDuration is how long a claim lasts; a worker that has not
 	// recorded its result by then is fenced. It must exceed every
@@ -231,8 +234,10 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 				continue
 			}
 			d.handlers.Go(func() {
-				defer func() { <-slots }()
-				d.handle(runCtx, providerName, msg)
+				var once sync.Once
+				release := func() { once.Do(func() { <-slots }) }
+				defer release()
+				d.handle(runCtx, providerName, msg, release)
 			})
 		}
 		stop()
@@ -242,7 +247,8 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 
 // handle runs one dispatch message and settles it with JetStream. The ack
 // only says the message was dealt with; the ledger says what happened.
-func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jetstream.Msg) {
+// release hands the worker's slot on once its provider call is over.
+func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jetstream.Msg, release func()) {
 	ctx := context.WithoutCancel(runCtx)
 	var m ledger.Dispatch
 	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.OperationID == uuid.Nil {
@@ -253,7 +259,7 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		_ = msg.Term()
 		return
 	}
-	err := d.Execute(ctx, providerName, m)
+	err := d.execute(ctx, providerName, m, release)
 	switch {
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing

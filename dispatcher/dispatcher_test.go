@@ -385,3 +385,35 @@ func TestSuccessSeenByAFencedWorkerSettlesTheOperation(t *testing.T) {
 		t.Errorf("provider reference %v", done.ProviderReference)
 	}
 }
+
+// A worker's slot is free as soon as its provider call returns: with every
+// answer of the first calls held before it is recorded, the next
+// operations are still claimed and called. Had a slot stayed taken until
+// its answer was recorded, only the 4 workers' first calls would happen.
+func TestWorkerSlotIsFreeWhileItsAnswerIsRecorded(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour})
+	ds := p.Start(1) // 4 workers per provider
+	var called atomic.Int32
+	recordNow := make(chan struct{})
+	ds[0].SetStallAfterCall(func(ledger.Operation) {
+		if called.Add(1) <= 8 {
+			select {
+			case <-recordNow:
+			case <-time.After(settle):
+			}
+		}
+	})
+	var ops []ledger.Operation
+	for i := range 12 {
+		ops = append(ops, p.Enqueue(fmt.Sprintf("po-%d", i), fmt.Sprintf(`{"sku":"A-%d"}`, i)))
+	}
+	p.Eventually(5*time.Second, "8 calls made while the first answers wait to be recorded", func() bool { return called.Load() >= 8 })
+	close(recordNow)
+	for _, op := range ops {
+		p.WaitStatus(op, ledger.StatusSucceeded, settle)
+		if p.Orders(op) != 1 || p.Creates(op) != 1 {
+			t.Errorf("%s: orders %d, create requests %d; want 1 and 1", op.Key, p.Orders(op), p.Creates(op))
+		}
+	}
+}

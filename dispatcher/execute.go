@@ -33,6 +33,12 @@ var errNoTimeToCall = errors.New("dispatcher: could not confirm the claim in tim
 // alone. It returns an error only when the ledger could not be read or
 // written.
 func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
+	return d.execute(ctx, providerName, m, func() {})
+}
+
+// execute is Execute for a worker holding a slot: callDone is called once
+// the provider call is over (see Config.Concurrency).
+func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.Dispatch, callDone func()) error {
 	pc, ok := d.configs[providerName]
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
@@ -43,7 +49,7 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 		// claim's conditions say whether it is still so.
 		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
-			return d.run(ctx, c, ledger.StatusQueued)
+			return d.run(ctx, c, ledger.StatusQueued, callDone)
 		}
 		if !errors.Is(err, ledger.ErrStale) {
 			return err
@@ -81,7 +87,7 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
-	return d.run(ctx, c, op.Status)
+	return d.run(ctx, c, op.Status, callDone)
 }
 
 // claimed is a claim as its statement answered it.
@@ -121,7 +127,7 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 }
 
 // run works on an operation this worker has claimed from status from.
-func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) error {
+func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status, callDone func()) error {
 	claimed, lapse := c.op, c.lapse
 	pc, ok := d.configs[claimed.Provider]
 	if !ok {
@@ -135,6 +141,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
+		callDone: callDone,
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)
@@ -180,6 +187,10 @@ type work struct {
 	settling bool
 	// fresh, until the first call, is the claim's own slot (see claimed).
 	fresh *callSlot
+	// callDone, when set, is called once a create call is over: the
+	// worker's slot is free for the next operation while this one's answer
+	// is recorded.
+	callDone func()
 }
 
 // callSlot is a confirmed claim's room for one provider call.
@@ -274,6 +285,9 @@ func (w *work) create(ctx context.Context) error {
 	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
+	}
+	if w.callDone != nil {
+		w.callDone()
 	}
 	if w.stallAfterCall != nil {
 		w.stallAfterCall(w.op)

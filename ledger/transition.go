@@ -265,21 +265,25 @@ type transitioned struct {
 // after its change, or ErrStale. It may run again for the same ts (a
 // shared batch that failed is retried alone), so it overwrites.
 func collectTransitions(rows pgx.Rows, ts []*transition) error {
-	for _, t := range ts {
-		t.op, t.lapse = Operation{}, LapseNone
-		t.err = fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, t.c.ID, t.c.Version, t.c.From)
-	}
 	results, err := pgx.CollectRows(rows, pgx.RowToStructByName[transitioned])
 	if err != nil {
 		err = fmt.Errorf("transition %d operation(s): %w", len(ts), err)
 		for _, t := range ts {
-			t.err = err
+			t.op, t.lapse, t.err = Operation{}, LapseNone, err
 		}
 		return err
 	}
+	applied := make([]bool, len(ts))
 	for _, r := range results {
 		t := ts[r.Ord-1]
 		t.op, t.lapse, t.err = r.Operation, r.Lapse, nil
+		applied[r.Ord-1] = true
+	}
+	for i, t := range ts {
+		if !applied[i] {
+			t.op, t.lapse = Operation{}, LapseNone
+			t.err = fmt.Errorf("%w: %s at version %d is no longer %s", ErrStale, t.c.ID, t.c.Version, t.c.From)
+		}
 	}
 	return nil
 }
