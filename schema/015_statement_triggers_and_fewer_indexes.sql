@@ -83,6 +83,15 @@
 --    - outbox_scheduled_idx (deliver_after) WHERE unpublished and
 --      scheduled: the relay's next due time.
 --    (Deleting published rows scans the table; it runs rarely, on its own.)
+--
+-- Measured on the data set above (2 loaded cores, EXPLAIN ANALYZE of
+-- UPDATEs that claim or settle operations, alternating 014 and 015):
+-- a one-row UPDATE executes in 0.25–0.27 ms either way: its statement
+-- triggers cost 0.06 ms where the row triggers cost 0.04, and the
+-- dropped index entries give that back (5.5 WAL records instead of 7.0,
+-- 689 bytes instead of 846). A hundred-row UPDATE spends 0.13–0.17 ms in
+-- triggers instead of 0.83–1.02 ms and executes in 3.6–3.9 ms instead of
+-- 4.3–4.9 ms. An event insert writes 2 WAL records instead of 3.
 
 -- operation_counts_track (011) appends one delta row per state whose count
 -- a statement changed. An UPDATE's old and new rows pair up one to one, so
