@@ -16,11 +16,12 @@ import (
 // cloneInReview copies op (in review) n-1 times under new ids, keys and
 // external keys: a queue of n open review items without n round trips.
 const cloneInReview = `
+WITH clone AS (SELECT g, gen_random_uuid() AS id FROM generate_series(1, $2::int - 1) g)
 INSERT INTO operations
 SELECT (jsonb_populate_record(NULL::operations, to_jsonb(o) || jsonb_build_object(
-    'id', gen_random_uuid(), 'key', o.key || '-' || g, 'external_key', o.external_key || '-' || g,
-    'updated_at', o.updated_at + g * interval '1 millisecond'))).*
-FROM operations o, generate_series(1, $2::int - 1) g
+    'id', c.id, 'key', o.key || '-' || c.g, 'external_key', 'al_' || c.id,
+    'updated_at', o.updated_at + c.g * interval '1 millisecond'))).*
+FROM operations o, clone c
 WHERE o.id = $1`
 
 // queueOf fills the pipeline's tenant's review queue with n items.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,7 +30,24 @@ type EnqueueRequest struct {
 // the idempotency header and in the reference param. It never changes,
 // whatever happens to the operation.
 func ExternalKey(id uuid.UUID) string {
-	return "al_" + id.String()
+	return externalKeyPrefix + id.String()
+}
+
+const externalKeyPrefix = "al_"
+
+// operationIDOf is ExternalKey's inverse: the id of the operation whose
+// external key is key, if key is one. Evidence names any string; only the
+// exact spelling ExternalKey makes names an operation.
+func operationIDOf(key string) (uuid.UUID, bool) {
+	s, ok := strings.CutPrefix(key, externalKeyPrefix)
+	if !ok {
+		return uuid.Nil, false
+	}
+	id, err := uuid.Parse(s)
+	if err != nil || ExternalKey(id) != key {
+		return uuid.Nil, false
+	}
+	return id, true
 }
 
 // operationEnqueue runs schema/004_enqueue.sql's enqueue_operation: the

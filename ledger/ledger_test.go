@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -475,6 +476,37 @@ func TestSQLTenantIDTextAgreesWithGo(t *testing.T) {
 		}
 		if want := id.String(); got != want {
 			t.Errorf("Postgres writes %q for tenant id %s, Go reads %q", got, id, want)
+		}
+	}
+}
+
+// TestGetByExternalKeyFindsOnlyTheExactKey: evidence names an operation by
+// its external key, which is read by the id it spells (schema 015). Only
+// the exact spelling ExternalKey makes finds the operation; another
+// spelling of the same id, or of no operation, is not found.
+func TestGetByExternalKeyFindsOnlyTheExactKey(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
+	for _, tc := range []struct {
+		key   string
+		found bool
+	}{
+		{op.ExternalKey, true},
+		{ledger.ExternalKey(op.ID), true},
+		{strings.ToUpper(op.ExternalKey), false},
+		{"al_" + strings.ReplaceAll(op.ID.String(), "-", ""), false},
+		{"al_{" + op.ID.String() + "}", false},
+		{op.ID.String(), false},
+		{ledger.ExternalKey(uuid.New()), false},
+		{"", false},
+	} {
+		got, err := f.store.GetByExternalKey(context.Background(), tc.key)
+		switch {
+		case tc.found && (err != nil || got.ID != op.ID):
+			t.Errorf("GetByExternalKey(%q) = %s, %v; want operation %s", tc.key, got.ID, err, op.ID)
+		case !tc.found && !errors.Is(err, ledger.ErrNotFound):
+			t.Errorf("GetByExternalKey(%q) = %s, %v; want ErrNotFound", tc.key, got.ID, err)
 		}
 	}
 }

@@ -14,9 +14,11 @@ import (
 )
 
 const (
+	// operationGetByExternalKey reads by the id the key spells: schema 015
+	// ties external_key to the id (a CHECK) instead of indexing it.
 	operationGetByExternalKey = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.external_key = $1`
+WHERE o.id = $1`
 
 	// operationsInReview is a page of the tenant's operations in review,
 	// longest waiting first, after position ($2, $3) when $2 is set.
@@ -69,7 +71,11 @@ func (p *Position) args() (*time.Time, uuid.UUID) {
 // GetByExternalKey returns the operation whose external key is key, whatever
 // its tenant: evidence from a provider names only the key. Internal use.
 func (s *Store) GetByExternalKey(ctx context.Context, key string) (Operation, error) {
-	rows, _ := s.pool.Query(ctx, operationGetByExternalKey, key)
+	id, ok := operationIDOf(key)
+	if !ok {
+		return Operation{}, ErrNotFound
+	}
+	rows, _ := s.pool.Query(ctx, operationGetByExternalKey, id)
 	op, err := collectOperation(rows)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return op, fmt.Errorf("get operation by external key: %w", err)

@@ -15,9 +15,9 @@ import (
 )
 
 // OperationChannel is the LISTEN/NOTIFY channel on which the database
-// announces a new version of a watched operation (schema 013's trigger
-// operation_changed, payload the operation's id), whichever process made
-// the change.
+// announces a new version of a watched operation (the trigger
+// operation_changed of schema 013, once per statement since 015; payload
+// the operation's id), whichever process made the change.
 const OperationChannel = "actledger_operation"
 
 // Watcher timings.
