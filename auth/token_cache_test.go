@@ -168,10 +168,10 @@ func TestAPersonsTokenRevokedElsewhereIsRefusedOnItsVeryNextRequest(t *testing.T
 
 // An agent token revoked by another process (the CLI) may still be served
 // from the API's cache until the TTL ends, and no longer. What it asks for
-// in between goes through the real path (HTTP, Postgres, JetStream, a
-// dispatcher) and is held there before any call: the dispatcher's claim
-// finds the requesting token revoked (token_revoked), and the supplier
-// sees no request for it.
+// in between, an operation and a proposal a person then approves, goes
+// through the real path (HTTP, Postgres, JetStream, a dispatcher) and is
+// held there before any call: the dispatcher's claim finds the requesting
+// token revoked (token_revoked), and the supplier sees no request for it.
 func TestAnAgentTokenRevokedElsewhereIsRefusedAfterTheTTLAndWhatItAskedMeanwhileIsHeld(t *testing.T) {
 	t.Parallel()
 	const ttl = 2 * time.Second
@@ -198,6 +198,12 @@ func TestAnAgentTokenRevokedElsewhereIsRefusedAfterTheTTLAndWhatItAskedMeanwhile
 		t.Fatalf("enqueue within the TTL after revoking elsewhere: %d %v, want 201 from the cache", status, out)
 	}
 	op := p.Operation(out)
+	status, out = p.Do("POST", "/v1/operations", revoked.Secret,
+		fmt.Sprintf(`{"action":%q,"key":"proposed-after-revoke","params":{"sku":"C-1"},"request_approval":true,"reason":"restock"}`, testpipeline.Action))
+	if status != http.StatusAccepted {
+		t.Fatalf("propose within the TTL after revoking elsewhere: %d %v, want 202 from the cache", status, out)
+	}
+	proposal := p.Operation(out)
 
 	p.Eventually(ttl+time.Second, "the revoked token refused", func() bool {
 		status, _ := p.Do("GET", "/v1/actions", revoked.Secret, "")
@@ -207,17 +213,28 @@ func TestAnAgentTokenRevokedElsewhereIsRefusedAfterTheTTLAndWhatItAskedMeanwhile
 		t.Errorf("refused %s after it was cached, TTL %s", since, ttl)
 	}
 
+	// The proposal waits like any other; a person approves it.
+	status, out = p.Do("POST", "/v1/operations/"+proposal.ID.String()+"/approve", p.Approver,
+		fmt.Sprintf(`{"params_fingerprint":%q}`, proposal.ParamsFingerprint))
+	if status != http.StatusOK {
+		t.Fatalf("approve the proposal: %d %v", status, out)
+	}
 	// A control operation of a valid agent goes out: the pipeline sends.
 	control := p.Enqueue("po-control", `{"sku":"B-1"}`)
 	p.WaitStatus(control, ledger.StatusSucceeded, 20*time.Second)
-	p.WaitStatus(op, ledger.StatusHeld, 20*time.Second)
-	if kinds := p.Kinds(op); !slices.Contains(kinds, string(ledger.LapseTokenRevoked)) {
-		t.Errorf("events %v, want a %s hold; history:\n%s", kinds, ledger.LapseTokenRevoked, p.History(op))
+	for _, o := range []ledger.Operation{op, proposal} {
+		p.WaitStatus(o, ledger.StatusHeld, 20*time.Second)
+		if kinds := p.Kinds(o); !slices.Contains(kinds, string(ledger.LapseTokenRevoked)) {
+			t.Errorf("%s: events %v, want a %s hold; history:\n%s", o.Key, kinds, ledger.LapseTokenRevoked, p.History(o))
+		}
+		if creates, lookups := p.Creates(o), len(p.Supplier.LookupRequests(o.ExternalKey)); creates != 0 || lookups != 0 {
+			t.Errorf("%s: supplier requests %d creates, %d lookups; want none", o.Key, creates, lookups)
+		}
+		if n := p.Orders(o); n != 0 {
+			t.Errorf("%s: %d orders, want none", o.Key, n)
+		}
 	}
-	if creates, lookups := p.Creates(op), len(p.Supplier.LookupRequests(op.ExternalKey)); creates != 0 || lookups != 0 {
-		t.Errorf("supplier requests for the held operation: %d creates, %d lookups; want none", creates, lookups)
-	}
-	if n, total := p.Orders(op), p.Supplier.TotalOrders(); n != 0 || total != 1 {
-		t.Errorf("orders for the held operation %d, in all %d; want 0 and 1 (the control)", n, total)
+	if total := p.Supplier.TotalOrders(); total != 1 {
+		t.Errorf("orders in all %d, want 1 (the control)", total)
 	}
 }
