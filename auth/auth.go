@@ -237,11 +237,11 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 	h := hash(secret)
 	var generation uint64
 	if t.cache != nil {
-		var p Principal
-		var ok bool
-		if p, ok, generation = t.cache.get(h); ok {
+		p, ok, gen := t.cache.get(h)
+		if ok {
 			return p, nil
 		}
+		generation = gen
 	}
 	var p Principal
 	err := t.pool.QueryRow(ctx, tokenAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role)
