@@ -55,7 +55,11 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	t.Helper()
 	f := &fixture{pool: pool, clock: &clock{}}
 	f.store = ledger.New(pool, ledger.Config{Now: f.clock.Now})
-	f.tokens = auth.New(pool, f.store)
+	tokens, err := auth.New(pool, f.store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.tokens = tokens
 	cfg := api.Config{
 		Ledger: f.store, Tokens: f.tokens,
 		Actions:         map[string]string{action: "acme"},

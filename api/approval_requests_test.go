@@ -322,7 +322,7 @@ func TestRevokingTheAgentTokenHoldsItsProposals(t *testing.T) {
 	p.Start(1)
 	_, out := p.Propose("po-8", `{"sku":"A-1","qty":3}`)
 	op := p.Operation(out)
-	held, err := auth.New(p.Pool, p.Store).Revoke(context.Background(), op.RequestedBy.String(), "operator:test")
+	held, err := p.CLITokens().Revoke(context.Background(), op.RequestedBy.String(), "operator:test")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -306,8 +306,12 @@ func TestDocumentedEnumsAreTheLedgersVocabulary(t *testing.T) {
 func TestOpenAPIJSONIsServedAndIsTheYAMLDocument(t *testing.T) {
 	t.Parallel()
 	store := ledger.New(nil, ledger.Config{})
+	tokens, err := auth.New(nil, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(Config{
-		Ledger: store, Tokens: auth.New(nil, store), DispatchSubject: func(p string) string { return p },
+		Ledger: store, Tokens: tokens, DispatchSubject: func(p string) string { return p },
 		Targets: map[string]ledger.Target{},
 	})
 	if err != nil {

@@ -15,9 +15,13 @@ import (
 func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 	t.Parallel()
 	store := ledger.New(nil, ledger.Config{})
+	tokens, err := auth.New(nil, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	complete := func() api.Config {
 		return api.Config{
-			Ledger: store, Tokens: auth.New(nil, store),
+			Ledger: store, Tokens: tokens,
 			DispatchSubject: func(p string) string { return "TEST.dispatch." + p },
 			Targets:         map[string]ledger.Target{},
 		}

@@ -3,9 +3,21 @@
 // A token belongs to one tenant and has one role. Only its SHA-256 hash is
 // stored: tokens are 256 random bits, so a fast hash cannot be brute-forced,
 // and a leaked database leaks no usable token. Tokens are never logged.
+//
+// Authenticate keeps the principals of agent tokens for a second
+// (Config.CacheTTL), by hash, so an agent's requests do not each cost a
+// query. It must never cache a failed lookup, nor an approver's or an
+// operator's token: a revoked approver authenticated from another
+// process's cache could grant approvals after its revocation revoked its
+// others, and nothing later re-checks a person's decision. An agent's work
+// is re-checked: the dispatcher finds the requesting token revoked right
+// before any call (ledger.LapseTokenRevoked), so an operation an agent
+// asks for within the TTL after its token was revoked elsewhere is held,
+// never sent. Revoke evicts the token from its own process's cache at once.
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -13,6 +25,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/google/uuid"
@@ -89,19 +102,78 @@ WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
 
 	tokenRevoke = `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
 WHERE name = $1 OR id::text = $1
-RETURNING id, name`
+RETURNING id, name, token_hash`
 )
+
+// Defaults of Config, applied by New to the zero fields.
+const (
+	// DefaultCacheTTL is how long an agent token that authenticated is
+	// trusted without asking the database again: the longest another
+	// process serves a token that `actledger token revoke` ended.
+	DefaultCacheTTL = time.Second
+	// DefaultCacheSize bounds the agent tokens cached at once; at the
+	// bound the oldest entry makes room.
+	DefaultCacheSize = 10_000
+)
+
+// NoCache as Config.CacheTTL checks every request's token in the
+// database. Any negative CacheTTL does the same.
+const NoCache time.Duration = -1
+
+// MaxCacheTTL bounds Config.CacheTTL: a revoked agent token may read its
+// tenant's operations in other processes for that long.
+const MaxCacheTTL = time.Minute
+
+// Config configures Tokens. Zero values mean the Default… constants.
+type Config struct {
+	// CacheTTL is how long Authenticate trusts an agent token it found,
+	// without a query (DefaultCacheTTL, at most MaxCacheTTL). Negative
+	// (NoCache): never.
+	CacheTTL time.Duration
+	// CacheSize is how many agent tokens are cached at most
+	// (DefaultCacheSize).
+	CacheSize int
+}
+
+// withDefaults fills the zero fields with the defaults.
+func (cfg Config) withDefaults() Config {
+	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, DefaultCacheTTL)
+	cfg.CacheSize = cmp.Or(cfg.CacheSize, DefaultCacheSize)
+	return cfg
+}
+
+// validate reports the first unusable field of a config with defaults
+// applied, by name.
+func (cfg Config) validate() error {
+	switch {
+	case cfg.CacheTTL > MaxCacheTTL:
+		return fmt.Errorf("auth: Config.CacheTTL %s must be at most %s: a revoked token is served that long", cfg.CacheTTL, MaxCacheTTL)
+	case cfg.CacheSize < 0:
+		return fmt.Errorf("auth: Config.CacheSize %d must not be negative", cfg.CacheSize)
+	}
+	return nil
+}
 
 // Tokens issues and checks tokens.
 type Tokens struct {
 	pool   *pgxpool.Pool
 	ledger *ledger.Store
+	// cache is nil with Config.CacheTTL < 0.
+	cache *tokenCache
 }
 
 // New returns Tokens over pool; store holds the operations a revoked token
-// leaves behind.
-func New(pool *pgxpool.Pool, store *ledger.Store) *Tokens {
-	return &Tokens{pool: pool, ledger: store}
+// leaves behind. It fails on a Config that validate refuses.
+func New(pool *pgxpool.Pool, store *ledger.Store, cfg Config) (*Tokens, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	t := &Tokens{pool: pool, ledger: store}
+	if cfg.CacheTTL > 0 {
+		t.cache = newTokenCache(cfg.CacheTTL, cfg.CacheSize)
+	}
+	return t, nil
 }
 
 // Created is a newly issued token. Secret is shown once and never stored.
@@ -138,7 +210,8 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 		if err := tx.QueryRow(ctx, tenantUpsert, uuid.Must(uuid.NewV7()), tenant).Scan(&tenantID); err != nil {
 			return fmt.Errorf("auth: create tenant %s: %w", tenant, err)
 		}
-		_, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, hash(secret))
+		h := hash(secret)
+		_, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, h[:])
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == tokenNameUnique {
 			return fmt.Errorf("%w: %q", ErrNameTaken, name)
@@ -155,18 +228,31 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 }
 
 // Authenticate returns the principal of an unrevoked token, or
-// ErrUnauthenticated.
+// ErrUnauthenticated. An agent token found within the cache's TTL is not
+// looked up again; every other token is, on every call.
 func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, error) {
 	if !strings.HasPrefix(secret, tokenPrefix) {
 		return Principal{}, ErrUnauthenticated
 	}
+	h := hash(secret)
+	var generation uint64
+	if t.cache != nil {
+		p, ok, gen := t.cache.get(h)
+		if ok {
+			return p, nil
+		}
+		generation = gen
+	}
 	var p Principal
-	err := t.pool.QueryRow(ctx, tokenAuthenticate, hash(secret)).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role)
+	err := t.pool.QueryRow(ctx, tokenAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
+	}
+	if t.cache != nil && p.Role == RoleAgent {
+		t.cache.put(h, p, generation)
 	}
 	return p, nil
 }
@@ -176,7 +262,8 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 // held in the same transaction. An approver's token takes its decisions
 // with it: every approval it granted is revoked, and the never-executed
 // operations under them are held too (ledger.RevokeApprovalsOfApprover).
-// It returns every operation it held.
+// It returns every operation it held. This process's cache forgets the
+// token at once; other processes' caches within their TTL.
 func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.Operation, error) {
 	if strings.ContainsRune(nameOrID, 0) {
 		// No name holds U+0000 (Create refuses it), and Postgres would
@@ -184,10 +271,11 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		return nil, ErrNotFound
 	}
 	var held []ledger.Operation
+	var revoked []byte
 	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
 		var id uuid.UUID
 		var name string
-		err := tx.QueryRow(ctx, tokenRevoke, nameOrID).Scan(&id, &name)
+		err := tx.QueryRow(ctx, tokenRevoke, nameOrID).Scan(&id, &name, &revoked)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -204,10 +292,16 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		held = append(held, approved...)
 		return err
 	})
+	if err == nil && t.cache != nil {
+		// After the commit: a lookup from now on finds the token
+		// revoked, and one under way keeps nothing (tokenCache.evict).
+		var key tokenHash
+		copy(key[:], revoked)
+		t.cache.evict(key)
+	}
 	return held, err
 }
 
-func hash(secret string) []byte {
-	sum := sha256.Sum256([]byte(secret))
-	return sum[:]
+func hash(secret string) tokenHash {
+	return sha256.Sum256([]byte(secret))
 }

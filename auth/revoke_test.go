@@ -25,7 +25,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	t.Parallel()
 	ctx := context.Background()
 	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1})
-	tokens := auth.New(p.Pool, p.Store)
+	tokens := p.CLITokens()
 	revokedApprover, err := tokens.Authenticate(ctx, p.Approver)
 	if err != nil {
 		t.Fatal(err)

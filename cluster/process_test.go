@@ -187,7 +187,10 @@ func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
 	b := startServe(t, bin, "B", dbURL, c.URLs(), prefix, srvB.URL, tenant)
 
 	store := ledger.New(pool, ledger.Config{})
-	tokens := auth.New(pool, store)
+	tokens, err := auth.New(pool, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	agent, err := tokens.Create(ctx, tenant, auth.RoleAgent, "")
 	if err != nil {

@@ -127,7 +127,7 @@ func inReview(t *testing.T, p *testpipeline.Pipeline, key string, reason ledger.
 
 func principal(t *testing.T, p *testpipeline.Pipeline, token string) auth.Principal {
 	t.Helper()
-	pr, err := auth.New(p.Pool, p.Store).Authenticate(context.Background(), token)
+	pr, err := p.Tokens.Authenticate(context.Background(), token)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestRevokedTokenStopsWorkingAtOnce(t *testing.T) {
 	s := signIn(t, p, p.Approver)
 	page := s.get("/console/approvals")
 	fp := fingerprintOn(t, page.body, op)
-	if _, err := auth.New(p.Pool, p.Store).Revoke(context.Background(), principal(t, p, p.Approver).Name, "test"); err != nil {
+	if _, err := p.CLITokens().Revoke(context.Background(), principal(t, p, p.Approver).Name, "test"); err != nil {
 		t.Fatal(err)
 	}
 	if res := s.get("/console/approvals"); res.status != http.StatusSeeOther || res.location != "/console/signin" {

@@ -26,6 +26,7 @@ var testTarget = ledger.Target{Account: "acct_test", Environment: "test"}
 type fixture struct {
 	pool     *pgxpool.Pool
 	store    *ledger.Store
+	tokens   *auth.Tokens
 	tenant   uuid.UUID
 	agent    auth.Principal
 	approver auth.Principal
@@ -40,7 +41,10 @@ func setup(t *testing.T) *fixture {
 func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
 	t.Helper()
 	store := ledger.New(pool, ledger.Config{})
-	tokens := auth.New(pool, store)
+	tokens, err := auth.New(pool, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx := context.Background()
 	principal := func(role auth.Role) auth.Principal {
 		c, err := tokens.Create(ctx, "acme-corp", role, "")
@@ -53,7 +57,7 @@ func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
 		}
 		return p
 	}
-	f := &fixture{pool: pool, store: store, agent: principal(auth.RoleAgent), approver: principal(auth.RoleApprover)}
+	f := &fixture{pool: pool, store: store, tokens: tokens, agent: principal(auth.RoleAgent), approver: principal(auth.RoleApprover)}
 	f.tenant = f.agent.TenantID
 	return f
 }
@@ -388,7 +392,7 @@ func TestRevokedTokenHoldsItsUnsentOperations(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
-	held, err := auth.New(f.pool, f.store).Revoke(context.Background(), f.agent.Name, "cli")
+	held, err := f.tokens.Revoke(context.Background(), f.agent.Name, "cli")
 	if err != nil {
 		t.Fatal(err)
 	}

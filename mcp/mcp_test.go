@@ -302,7 +302,7 @@ func TestProposalApprovedOverHTTPIsSeenByGetOperationWait(t *testing.T) {
 func TestMCPOverHTTPNeedsAValidAgentToken(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{})
-	tokens := auth.New(p.Pool, p.Store)
+	tokens := p.CLITokens()
 	revoked, err := tokens.Create(context.Background(), p.Tenant, auth.RoleAgent, "mcp-revoked")
 	if err != nil {
 		t.Fatal(err)

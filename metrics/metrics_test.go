@@ -67,7 +67,10 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	store := ledger.New(pool, ledger.Config{})
-	tokens := auth.New(pool, store)
+	tokens, err := auth.New(pool, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent, err := tokens.Create(ctx, "acme", auth.RoleAgent, "")
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +218,10 @@ func TestApprovalRequestGaugesAndDecisionsAreReported(t *testing.T) {
 	pool := testdb.New(t)
 	clock := time.Now().Add(-time.Minute)
 	store := ledger.New(pool, ledger.Config{Now: func() time.Time { return clock }})
-	tokens := auth.New(pool, store)
+	tokens, err := auth.New(pool, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent, err := tokens.Create(ctx, "acme", auth.RoleAgent, "")
 	if err != nil {
 		t.Fatal(err)

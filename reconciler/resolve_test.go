@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
@@ -24,7 +23,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1})
-	operator, err := auth.New(p.Pool, p.Store).Authenticate(ctx, p.Operator)
+	operator, err := p.Tokens.Authenticate(ctx, p.Operator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +97,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 // approverID is the id of the pipeline's approver token.
 func approverID(t *testing.T, p *testpipeline.Pipeline) uuid.UUID {
 	t.Helper()
-	pr, err := auth.New(p.Pool, p.Store).Authenticate(context.Background(), p.Approver)
+	pr, err := p.Tokens.Authenticate(context.Background(), p.Approver)
 	if err != nil {
 		t.Fatal(fmt.Errorf("approver: %w", err))
 	}

@@ -359,7 +359,10 @@ func (s *soak) setUp() {
 		e.Fatal(err)
 	}
 	s.store = ledger.New(s.pool, ledger.Config{})
-	tokens := auth.New(s.pool, s.store)
+	tokens, err := auth.New(s.pool, s.store, auth.Config{})
+	if err != nil {
+		e.Fatal(err)
+	}
 	agent, err := tokens.Create(ctx, tenant, auth.RoleAgent, "")
 	if err != nil {
 		e.Fatal(err)

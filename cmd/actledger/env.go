@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actledger/actledger/auth"
 )
 
 // defaultListenAddr is LISTEN_ADDR's default: loopback only, so a first
@@ -30,9 +32,13 @@ type env struct {
 	// evidence may wait for its message before the reconciler applies it
 	// from Postgres (0: reconciler.DefaultUnappliedAfter).
 	EvidenceUnappliedAfter time.Duration
-	ListenAddr             string
-	ProvidersFile          string
-	LeaseDuration          time.Duration
+	// TokenCacheTTL (TOKEN_CACHE_TTL) is how long an agent token is
+	// trusted without a query (0: auth.DefaultCacheTTL; "off", any case:
+	// auth.NoCache, every request asks the database).
+	TokenCacheTTL time.Duration
+	ListenAddr    string
+	ProvidersFile string
+	LeaseDuration time.Duration
 	// DispatchConcurrency is the per-provider worker count (0:
 	// dispatcher.DefaultConcurrency).
 	DispatchConcurrency int
@@ -90,6 +96,17 @@ func loadEnv(getenv func(string) string) (env, error) {
 	}
 	duration("LEASE_DURATION", &e.LeaseDuration)
 	duration("EVIDENCE_UNAPPLIED_AFTER", &e.EvidenceUnappliedAfter)
+	if v := getenv("TOKEN_CACHE_TTL"); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case strings.EqualFold(v, "off"):
+			e.TokenCacheTTL = auth.NoCache
+		case err != nil || d <= 0 || d > auth.MaxCacheTTL:
+			errs = append(errs, fmt.Errorf("TOKEN_CACHE_TTL=%q: neither off nor a positive duration of at most %s such as 1s", v, auth.MaxCacheTTL))
+		default:
+			e.TokenCacheTTL = d
+		}
+	}
 	positive("DISPATCH_CONCURRENCY", &e.DispatchConcurrency)
 	positive("STREAM_REPLICAS", &e.StreamReplicas)
 	if v := getenv("LOG_LEVEL"); v != "" {

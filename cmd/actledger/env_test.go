@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actledger/actledger/auth"
 )
 
 // Every variable loadEnv reads: a usable value lands in its field, an
@@ -34,6 +36,13 @@ func TestLoadEnvFailsOnABadValueNamingTheVariable(t *testing.T) {
 		{"LEASE_DURATION", "0s", nil, true},
 		{"EVIDENCE_UNAPPLIED_AFTER", "1m", func(e env) bool { return e.EvidenceUnappliedAfter == time.Minute }, false},
 		{"EVIDENCE_UNAPPLIED_AFTER", "soon", nil, true},
+		{"TOKEN_CACHE_TTL", "250ms", func(e env) bool { return e.TokenCacheTTL == 250*time.Millisecond }, false},
+		{"TOKEN_CACHE_TTL", "off", func(e env) bool { return e.TokenCacheTTL == auth.NoCache }, false},
+		{"TOKEN_CACHE_TTL", "soon", nil, true},
+		{"TOKEN_CACHE_TTL", "0s", nil, true},
+		{"TOKEN_CACHE_TTL", "-1s", nil, true},
+		{"TOKEN_CACHE_TTL", "1h", nil, true},
+		{"TOKEN_CACHE_TTL", "OFF", func(e env) bool { return e.TokenCacheTTL == auth.NoCache }, false},
 		{"DISPATCH_CONCURRENCY", "8", func(e env) bool { return e.DispatchConcurrency == 8 }, false},
 		{"DISPATCH_CONCURRENCY", "eight", nil, true},
 		{"DISPATCH_CONCURRENCY", "0", nil, true},
@@ -77,7 +86,7 @@ func TestLoadEnvLeavesUnsetVariablesToTheComponentDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.LeaseDuration != 0 || e.DispatchConcurrency != 0 || e.StreamReplicas != 0 || e.NATSDataDir != "" || e.StreamPrefix != "" {
+	if e.LeaseDuration != 0 || e.TokenCacheTTL != 0 || e.DispatchConcurrency != 0 || e.StreamReplicas != 0 || e.NATSDataDir != "" || e.StreamPrefix != "" {
 		t.Errorf("defaults written in env: %+v", e)
 	}
 	if e.ListenAddr != defaultListenAddr || e.LogLevel != slog.LevelInfo {

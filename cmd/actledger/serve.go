@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/app"
@@ -67,6 +68,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Getenv:     e.Getenv,
 		Dispatcher: dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
 		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
+		Auth:       auth.Config{CacheTTL: e.TokenCacheTTL},
 		Logger:     logger,
 	})
 	if err != nil {

@@ -33,7 +33,11 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 			return err
 		}
 		defer stop()
-		created, err := auth.New(pool, ledger.New(pool, ledger.Config{})).Create(ctx, *tenant, auth.Role(*role), *name)
+		tokens, err := auth.New(pool, ledger.New(pool, ledger.Config{}), auth.Config{})
+		if err != nil {
+			return err
+		}
+		created, err := tokens.Create(ctx, *tenant, auth.Role(*role), *name)
 		if errors.Is(err, auth.ErrNameTaken) {
 			// Names are unique across tenants, so that revoking by name is
 			// never ambiguous: say so, and how to get on.
@@ -54,7 +58,11 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 			return err
 		}
 		defer stop()
-		held, err := auth.New(pool, ledger.New(pool, ledger.Config{})).Revoke(ctx, args[1], "cli:token-revoke")
+		tokens, err := auth.New(pool, ledger.New(pool, ledger.Config{}), auth.Config{})
+		if err != nil {
+			return err
+		}
+		held, err := tokens.Revoke(ctx, args[1], "cli:token-revoke")
 		if err != nil {
 			return fmt.Errorf("revoke %s: %w", args[1], err)
 		}

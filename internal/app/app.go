@@ -92,7 +92,11 @@ type Config struct {
 	Relay       relay.Config
 	// API: WebhookSecrets, ReadyChecks (default: postgres and nats),
 	// MaxBody and RequestTimeout are taken from here.
-	API    api.Config
+	API api.Config
+	// Auth configures the token store, and so how long a token revoked
+	// by another process (`actledger token revoke`) may still
+	// authenticate an agent here (auth.Config.CacheTTL).
+	Auth   auth.Config
 	Logger *slog.Logger
 }
 
@@ -175,7 +179,9 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	notifier := outbox.NewNotifier(cfg.Pool, cfg.Logger)
 	a.services = append(a.services, notifier)
 	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, ReviewSubjectPrefix: a.Broker.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
-	a.Tokens = auth.New(cfg.Pool, a.Store)
+	if a.Tokens, err = auth.New(cfg.Pool, a.Store, cfg.Auth); err != nil {
+		return nil, err
+	}
 	if cfg.Metrics {
 		a.Metrics = metrics.New(cfg.Pool, cfg.Logger)
 	}

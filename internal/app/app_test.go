@@ -8,7 +8,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testdb"
@@ -91,6 +93,22 @@ func TestBuildNamesTheMissingField(t *testing.T) {
 	_, err := app.Build(context.Background(), app.Config{})
 	if err == nil || !strings.Contains(err.Error(), "Config.Pool") {
 		t.Errorf("Build without a pool: %v, want an error naming Config.Pool", err)
+	}
+}
+
+// Config.Auth reaches the token store: a TTL it refuses stops Build.
+func TestBuildRefusesAnUnusableTokenCache(t *testing.T) {
+	t.Parallel()
+	reg, err := provider.Parse([]byte(providersYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = app.Build(context.Background(), app.Config{
+		Pool: testdb.New(t), Broker: testnats.New(t), Registry: reg,
+		Auth: auth.Config{CacheTTL: auth.MaxCacheTTL + time.Second}, Logger: slog.New(slog.DiscardHandler),
+	})
+	if err == nil || !strings.Contains(err.Error(), "Config.CacheTTL") {
+		t.Errorf("Build with a token cache TTL over the bound: %v, want an error naming Config.CacheTTL", err)
 	}
 }
 

@@ -73,6 +73,9 @@ type Options struct {
 	// file, as YAML flow-mapping entries (e.g. `params_schema: {...},
 	// approval: {auto_approve: "params.qty <= 10", policy_version: p1}`).
 	ActionContract string
+	// TokenCacheTTL is the API process's auth.Config.CacheTTL; default
+	// auth.DefaultCacheTTL.
+	TokenCacheTTL time.Duration
 	// Pool and Broker replace the fresh database and streams (e.g. to run
 	// them behind a proxy that a test cuts).
 	Pool   *pgxpool.Pool
@@ -102,9 +105,12 @@ type Pipeline struct {
 	Other      *mocksupplier.Server
 	Registry   *provider.Registry
 	Reconciler *reconciler.Reconciler
-	API        *httptest.Server
-	Tenant     string
-	TenantID   uuid.UUID
+	// Tokens is the token store of the process serving the API, with
+	// its cache.
+	Tokens   *auth.Tokens
+	API      *httptest.Server
+	Tenant   string
+	TenantID uuid.UUID
 	// Tokens of the tenant, by role.
 	Agent, Approver, Operator string
 	agent, approver           auth.Principal
@@ -157,9 +163,9 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.urls = map[string]string{"acme": supplierSrv.URL, "beta": otherSrv.URL}
 	p.targets = map[string]ledger.Target{}
 	p.build()
-	p.Agent, p.agent = p.token(p.app.Tokens, auth.RoleAgent)
-	p.Approver, p.approver = p.token(p.app.Tokens, auth.RoleApprover)
-	p.Operator, _ = p.token(p.app.Tokens, auth.RoleOperator)
+	p.Agent, p.agent = p.token(p.Tokens, auth.RoleAgent)
+	p.Approver, p.approver = p.token(p.Tokens, auth.RoleApprover)
+	p.Operator, _ = p.token(p.Tokens, auth.RoleOperator)
 	p.TenantID = p.agent.TenantID
 
 	// Every request a pipeline test makes of the API, and every answer,
@@ -194,6 +200,7 @@ func (p *Pipeline) build() {
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
 		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
+		Auth:       auth.Config{CacheTTL: opts.TokenCacheTTL},
 		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
 			if name != "acme" {
 				return nil, false
@@ -205,7 +212,7 @@ func (p *Pipeline) build() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.Store, p.Reconciler = p.app.Store, p.app.Reconciler
+	p.Store, p.Reconciler, p.Tokens = p.app.Store, p.app.Reconciler, p.app.Tokens
 }
 
 // Retarget points providerName at another account and environment, as an
@@ -278,11 +285,23 @@ func (p *Pipeline) token(tokens *auth.Tokens, role auth.Role) (string, auth.Prin
 // TokenFor issues a token of role for another tenant.
 func (p *Pipeline) TokenFor(tenant string, role auth.Role) string {
 	p.t.Helper()
-	c, err := auth.New(p.Pool, p.Store).Create(context.Background(), tenant, role, "")
+	c, err := p.CLITokens().Create(context.Background(), tenant, role, "")
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	return c.Secret
+}
+
+// CLITokens is a token store of another process on the pipeline's
+// database, as `actledger token create|revoke` opens one: what it revokes
+// is not evicted from the API process's cache.
+func (p *Pipeline) CLITokens() *auth.Tokens {
+	p.t.Helper()
+	tokens, err := auth.New(p.Pool, p.Store, auth.Config{})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return tokens
 }
 
 // Start runs the relay, the lease sweeper, the reconciler and n fresh
