@@ -82,98 +82,31 @@ type Review struct {
 	Deadline time.Time
 }
 
-// operationTransitions applies a set of changes, one per element of its
-// arrays (ord is an element's 1-based position), each a conditional update
-// on the operation's version and status, and appends each applied change's
-// event in the same statement. A change that does not apply (the version,
-// status, lease or pause condition fails) returns no row. Claims
-// (@check_lapse) also get, from the same snapshot, whether the claimed
-// operation may still be sent to their target (see operationLapse).
+// operationTransitions runs schema/016_set_based_writes.sql's
+// transition_operations: a set of changes, one per element of its arrays
+// (ord is an element's 1-based position), each a conditional update on the
+// operation's version and status that appends its event in the same
+// statement. A change that does not apply (the version, status, lease or
+// pause condition fails) returns no row. Claims (@check_lapse) also get,
+// from the same snapshot, whether the claimed operation may still be sent
+// to their target (see operationLapse).
 //
 // One statement serves one change (Transition) and the changes of many
 // workers sharing a commit (Claim, Record): the database plans and runs it,
 // its constraints and its triggers once for all of them. Two changes of
 // one operation in one set behave as they would one after the other: both
 // fence on the version they saw, so at most one applies.
-const operationTransitions = `WITH c AS (
-    SELECT * FROM unnest(
-        @id::uuid[], @version::bigint[], @from::text[], @to::text[],
-        @lease_owner::text[], @lease_until::timestamptz[], @lease_for_us::bigint[],
-        @only_if_lease_expired::boolean[], @unless_paused::boolean[],
-        @next_attempt_at::timestamptz[], @attempted::boolean[], @sent_at::timestamptz[], @sent_from::timestamptz[],
-        @provider_reference::text[], @flag::text[],
-        @review_reason::text[], @review_owner::text[], @review_deadline::timestamptz[],
-        @reset_retry_budget::boolean[], @kind::text[], @actor::text[], @detail::jsonb[],
-        @approval_id::uuid[], @decision_reason::text[],
-        @check_lapse::boolean[], @account::text[], @environment::text[]
-    ) WITH ORDINALITY AS c(id, version, from_status, to_status,
-        lease_owner, lease_until, lease_for_us,
-        only_if_lease_expired, unless_paused,
-        next_attempt_at, attempted, sent_at, sent_from,
-        provider_reference, flag,
-        review_reason, review_owner, review_deadline,
-        reset_retry_budget, kind, actor, detail,
-        approval_id, decision_reason,
-        check_lapse, account, environment, ord)
-), upd AS (
-    UPDATE operations o SET
-        status             = c.to_status,
-        version            = o.version + 1,
-        updated_at         = coalesce(@now::timestamptz, now()),
-        lease_owner        = CASE WHEN c.to_status = 'dispatching' THEN c.lease_owner END,
-        lease_expires_at   = CASE WHEN c.to_status = 'dispatching'
-                                  THEN coalesce(c.lease_until, coalesce(@now::timestamptz, now()) + c.lease_for_us * interval '1 microsecond') END,
-        next_attempt_at    = c.next_attempt_at,
-        attempts           = o.attempts + CASE WHEN c.attempted THEN 1 ELSE 0 END,
-        first_sent_at      = coalesce(o.first_sent_at, CASE WHEN c.sent_at IS NOT NULL THEN coalesce(c.sent_from, c.sent_at) END),
-        last_sent_at       = coalesce(c.sent_at, o.last_sent_at),
-        provider_reference = coalesce(c.provider_reference, o.provider_reference),
-        review_reason      = CASE WHEN c.to_status = 'review' THEN c.review_reason END,
-        review_owner       = CASE WHEN c.to_status = 'review' THEN c.review_owner END,
-        review_deadline    = CASE WHEN c.to_status = 'review' THEN c.review_deadline END,
-        retry_base         = CASE WHEN c.reset_retry_budget THEN o.attempts ELSE o.retry_base END,
-        retry_since        = CASE WHEN c.reset_retry_budget THEN coalesce(@now::timestamptz, now()) ELSE o.retry_since END,
-        flags              = CASE WHEN c.flag IS NULL OR c.flag = ANY (o.flags) THEN o.flags ELSE o.flags || c.flag END,
-        approval_id        = coalesce(c.approval_id, o.approval_id),
-        decision_reason    = coalesce(c.decision_reason, o.decision_reason)
-    FROM c
-    WHERE o.id = c.id AND o.version = c.version AND o.status = c.from_status
-      AND NOT (c.only_if_lease_expired AND o.lease_expires_at >= coalesce(@now::timestamptz, now()))
-      AND NOT (c.unless_paused AND EXISTS (
-          SELECT 1 FROM dispatch_pauses p
-          WHERE p.tenant_id = o.tenant_id
-            AND (p.provider IS NULL OR p.provider = o.provider)
-            AND (p.action IS NULL OR p.action = o.action)))
-    RETURNING o.*, c.ord AS c_ord, c.from_status AS c_from, c.kind AS c_kind, c.actor AS c_actor, c.detail AS c_detail,
-              c.check_lapse AS c_check_lapse, c.account AS c_account, c.environment AS c_environment
-), ev AS (
-    INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
-    SELECT id, tenant_id, updated_at, c_kind, c_from, status, c_actor, c_detail FROM upd ORDER BY c_ord
-), review AS (
-    -- Every review item is also announced on the review stream, through the
-    -- outbox, in this same statement.
-    INSERT INTO outbox (subject, msg_id, payload)
-    SELECT @review_subject || '.' || u.tenant_id::text || '.' || u.review_reason,
-           'review.' || u.id || '.' || u.version,
-           convert_to(json_build_object(
-               'operation_id', u.id, 'tenant', t.name, 'action', u.action, 'key', u.key,
-               'provider', u.provider, 'reason', u.review_reason, 'owner', u.review_owner,
-               'deadline', u.review_deadline, 'version', u.version, 'at', u.updated_at)::text, 'UTF8')
-    FROM upd u JOIN tenants t ON t.id = u.tenant_id
-    WHERE u.status = 'review' AND @review_subject::text <> ''
-)
-SELECT ` + operationColumns + `, o.c_ord AS ord,
-    CASE WHEN NOT o.c_check_lapse THEN ''
-        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
-        WHEN a.expires_at <= coalesce(@now::timestamptz, now()) THEN 'approval_expired'
-        WHEN o.c_account IS NOT NULL AND a.account IS NOT NULL
-             AND (a.account, a.environment) IS DISTINCT FROM (o.c_account, o.c_environment) THEN 'approval_mismatch'
-        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
-        ELSE ''
-    END AS lapse
-FROM upd o JOIN tenants t ON t.id = o.tenant_id
-LEFT JOIN approvals a ON a.id = o.approval_id AND o.c_check_lapse
-LEFT JOIN api_tokens k ON k.id = o.requested_by AND o.c_check_lapse`
+const operationTransitions = `SELECT * FROM transition_operations(
+    p_id => @id, p_version => @version, p_from => @from, p_to => @to,
+    p_lease_owner => @lease_owner, p_lease_until => @lease_until, p_lease_for_us => @lease_for_us,
+    p_only_if_lease_expired => @only_if_lease_expired, p_unless_paused => @unless_paused,
+    p_next_attempt_at => @next_attempt_at, p_attempted => @attempted, p_sent_at => @sent_at, p_sent_from => @sent_from,
+    p_provider_reference => @provider_reference, p_flag => @flag,
+    p_review_reason => @review_reason, p_review_owner => @review_owner, p_review_deadline => @review_deadline,
+    p_reset_retry_budget => @reset_retry_budget, p_kind => @kind, p_actor => @actor, p_detail => @detail,
+    p_approval_id => @approval_id, p_decision_reason => @decision_reason,
+    p_check_lapse => @check_lapse, p_account => @account, p_environment => @environment,
+    p_now => @now, p_review_subject => @review_subject)`
 
 var transitionsStmt = mustNamed(operationTransitions)
 
