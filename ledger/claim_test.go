@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -146,5 +147,67 @@ func TestClaimAndConfirmForAnotherTargetLapseAsMismatch(t *testing.T) {
 	conf, err = f.store.ConfirmClaim(ctx, op.ID, conf.Version, "a", time.Minute, elsewhere)
 	if err != nil || conf.Lapse != ledger.LapseApprovalMismatch {
 		t.Errorf("confirm for another environment: lapse %q, err %v; want %q", conf.Lapse, err, ledger.LapseApprovalMismatch)
+	}
+}
+
+// A connection caches a statement's plan after a few runs; the ledger
+// grows under it, and without fresh statistics nothing replaces that plan.
+// A plan made while operations was small (a hash join over a sequential
+// scan) would then read the whole ledger on every transition. Transitions
+// are planned with index lookups only, whatever the table's size was.
+func TestTransitionsReadOnlyTheirOperationsAfterTheLedgerGrows(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	conn, err := f.pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	a := f.approve(t, `{"sku":"A-1"}`, 100)
+	claim := func(key string) (ledger.Change, error) {
+		op, _, err := f.enqueue(key, `{"sku":"A-1"}`, a.ID)
+		return ledger.Change{
+			ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
+			Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: time.Minute,
+		}, err
+	}
+	// Enough runs on this connection, while the ledger is small, for the
+	// plans to be cached.
+	for i := range 10 {
+		c, err := claim(fmt.Sprintf("small-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.store.Transition(ctx, conn, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = f.pool.Exec(ctx, `
+INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint, approval_id, requested_by, external_key, status)
+SELECT g.id, $1, 'grown', 'k' || g.n, 'acme', '{}', 'f', $2, $3, 'al_' || g.id, 'succeeded'
+FROM (SELECT n, gen_random_uuid() AS id FROM generate_series(1, 20000) n) g`, f.tenant, a.ID, f.agent.TokenID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := claim("after-growth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := f.store.Transition(ctx, tx, c); err != nil {
+		t.Fatal(err)
+	}
+	var seqRead int64
+	err = tx.QueryRow(ctx, `SELECT coalesce(sum(seq_tup_read), 0) FROM pg_stat_xact_user_tables WHERE relname = 'operations'`).Scan(&seqRead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seqRead > 100 {
+		t.Errorf("one transition read %d operations rows sequentially, want only its own by index", seqRead)
 	}
 }
