@@ -39,7 +39,16 @@ func RegisterTypes(m *pgtype.Map) {
 type uuidCodec struct{ pgtype.UUIDCodec }
 
 func (c uuidCodec) PlanEncode(m *pgtype.Map, oid uint32, format int16, value any) pgtype.EncodePlan {
-	if _, ok := value.(uuid.UUID); ok {
+	switch value.(type) {
+	case *uuid.UUID:
+		// pgx does not look through a pointer to a driver.Valuer.
+		switch format {
+		case pgtype.BinaryFormatCode:
+			return uuidPointerEncode{uuidBinaryEncode{}}
+		case pgtype.TextFormatCode:
+			return uuidPointerEncode{uuidTextEncode{}}
+		}
+	case uuid.UUID:
 		switch format {
 		case pgtype.BinaryFormatCode:
 			return uuidBinaryEncode{}
@@ -60,6 +69,18 @@ func (c uuidCodec) PlanScan(m *pgtype.Map, oid uint32, format int16, target any)
 		}
 	}
 	return c.UUIDCodec.PlanScan(m, oid, format, target)
+}
+
+// uuidPointerEncode encodes a nil *uuid.UUID as NULL and any other as
+// the uuid it points to.
+type uuidPointerEncode struct{ next pgtype.EncodePlan }
+
+func (p uuidPointerEncode) Encode(value any, buf []byte) ([]byte, error) {
+	id := value.(*uuid.UUID)
+	if id == nil {
+		return nil, nil
+	}
+	return p.next.Encode(*id, buf)
 }
 
 type uuidBinaryEncode struct{}
