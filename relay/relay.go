@@ -156,6 +156,11 @@ func (r *Relay) Start(ctx context.Context) error {
 // safe to call more than once.
 func (r *Relay) Stop() { r.svc.Stop() }
 
+// Wake makes the relay look for rows now, as a notification would: a
+// writer in the same process calls it after its commit (see
+// outbox.Notifier.Local).
+func (r *Relay) Wake() { r.signal() }
+
 func (r *Relay) signal() {
 	select {
 	case r.wake <- struct{}{}:
@@ -196,12 +201,21 @@ func (r *Relay) listenOnce(ctx context.Context) error {
 	}
 }
 
+// dueRecheck is how often, at most, a busy relay asks when the next
+// scheduled row is due: under load it is woken every few milliseconds, and
+// scheduled rows (retries, lookups) are due seconds apart.
+const dueRecheck = 50 * time.Millisecond
+
 func (r *Relay) run(ctx context.Context) {
 	ticker := time.NewTicker(r.cfg.PollInterval)
 	defer ticker.Stop()
 	cleanup := time.NewTicker(max(time.Minute, r.cfg.Retention/24))
 	defer cleanup.Stop()
 	failures := 0
+	var (
+		due        <-chan time.Time // fires when the earliest scheduled row is due
+		dueChecked time.Time
+	)
 	for {
 		n, err := r.PublishBatch(ctx)
 		switch {
@@ -218,13 +232,20 @@ func (r *Relay) run(ctx context.Context) {
 			continue // more rows are probably waiting
 		}
 		failures = 0
-		due := r.nextDue(ctx)
+		var recheck <-chan time.Time
+		if since := time.Since(dueChecked); since >= dueRecheck {
+			due, dueChecked = r.nextDue(ctx), time.Now()
+		} else {
+			recheck = time.After(dueRecheck - since)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
 		case <-ticker.C:
+		case <-recheck:
 		case <-due:
+			dueChecked = time.Time{} // find the next one at once
 		case <-cleanup.C:
 			r.deletePublished(ctx)
 		}

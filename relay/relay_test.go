@@ -249,3 +249,56 @@ func TestScheduledRowIsPublishedWhenDueAndNotBefore(t *testing.T) {
 		t.Errorf("stream holds %d, want 1", got)
 	}
 }
+
+// A writer in the relay's own process wakes it directly: the row is
+// published with no notification sent through Postgres at all (the
+// notifier here never runs).
+func TestLocalWakePublishesWithoutANotification(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
+	if err := rl.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Stop()
+	notifier := outbox.NewNotifier(pool, quiet())
+	notifier.Local(rl.Wake)
+	time.Sleep(200 * time.Millisecond) // past the relay's first look
+	err := outbox.Insert(context.Background(), pool, outbox.Message{Subject: b.DispatchSubject("acme"), MsgID: "local-1", Payload: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notifier.Signal()
+	waitFor(t, 5*time.Second, "the row to be published after a local wake", func() bool { return unpublished(t, pool) == 0 })
+}
+
+// A busy relay asks for the next scheduled row at most every few dozen
+// milliseconds; a row scheduled during a burst of wake-ups that then stops
+// is still published when due, not at the next poll an hour later.
+func TestScheduledRowWrittenDuringABurstIsPublishedWhenDue(t *testing.T) {
+	t.Parallel()
+	pool, b := setup(t)
+	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
+	if err := rl.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer rl.Stop()
+	time.Sleep(200 * time.Millisecond)
+	due := time.Now().Add(400 * time.Millisecond)
+	for i := range 10 {
+		if i == 5 {
+			err := outbox.Insert(context.Background(), pool, outbox.Message{
+				Subject: b.DispatchSubject("acme"), MsgID: "burst-later", Payload: []byte("{}"), DeliverAfter: due,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		rl.Wake()
+		time.Sleep(2 * time.Millisecond)
+	}
+	waitFor(t, 5*time.Second, "the scheduled row to be published", func() bool { return unpublished(t, pool) == 0 })
+	if now := time.Now(); now.Before(due) {
+		t.Errorf("published %s before it was due", due.Sub(now))
+	}
+}

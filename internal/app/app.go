@@ -197,6 +197,7 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 		if a.Relay, err = relay.New(cfg.Pool, a.Broker.JetStream(), rl); err != nil {
 			return nil, err
 		}
+		notifier.Local(a.Relay.Wake)
 		a.services = append(a.services, a.Relay)
 	}
 	if cfg.Roles.Dispatcher {
