@@ -11,8 +11,11 @@
 // approval check, and a result with nothing else to commit. They and Enqueue
 // share round trips and commits with the other writers in flight (one
 // pgx.Batch, one implicit transaction), because on a busy database commits,
-// not statements, are what run out first; a write that fails is re-run on
-// its own, so it never fails another.
+// not statements, are what run out first; within a batch, all transitions
+// are one transition_operations statement and all enqueues one
+// enqueue_operations statement (schema 016), so the database also plans,
+// starts and triggers once per batch rather than once per operation. A
+// write that fails is re-run on its own, so it never fails another.
 //
 // Enqueue writes an operation, its first event and its outbox message in one
 // transaction and consumes one use of its approval there too, so a crash
