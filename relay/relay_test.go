@@ -34,6 +34,17 @@ func newRelay(t *testing.T, pool *pgxpool.Pool, b *broker.Broker, cfg relay.Conf
 	return r
 }
 
+// startRelay is newRelay, started, and stopped when the test ends.
+func startRelay(t *testing.T, pool *pgxpool.Pool, b *broker.Broker, cfg relay.Config) *relay.Relay {
+	t.Helper()
+	r := newRelay(t, pool, b, cfg)
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	return r
+}
+
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
 // insertRows adds n outbox rows for provider acme in one statement.
@@ -154,11 +165,7 @@ func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
 func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
-	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
-	if err := rl.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer rl.Stop()
+	startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	notifier := outbox.NewNotifier(pool, quiet())
 	if err := notifier.Start(t.Context()); err != nil {
 		t.Fatal(err)
@@ -256,11 +263,7 @@ func TestScheduledRowIsPublishedWhenDueAndNotBefore(t *testing.T) {
 func TestLocalWakePublishesWithoutANotification(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
-	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
-	if err := rl.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer rl.Stop()
+	rl := startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	notifier := outbox.NewNotifier(pool, quiet())
 	notifier.Local(rl.Wake)
 	time.Sleep(200 * time.Millisecond) // past the relay's first look
@@ -278,11 +281,7 @@ func TestLocalWakePublishesWithoutANotification(t *testing.T) {
 func TestScheduledRowWrittenDuringABurstIsPublishedWhenDue(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
-	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
-	if err := rl.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer rl.Stop()
+	rl := startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	time.Sleep(200 * time.Millisecond)
 	due := time.Now().Add(400 * time.Millisecond)
 	for i := range 10 {
