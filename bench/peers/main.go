@@ -120,14 +120,16 @@ func run(ctx context.Context, args []string) error {
 	var pl plan
 	fs.IntVar(&pl.Clients, "clients", 16, "closed-loop clients")
 	fs.IntVar(&pl.Backlog, "backlog", 500, "operations a closed loop may hold ahead of the workers")
-	fs.DurationVar(&pl.Closed, "closed", 10*time.Second, "closed-loop duration per peer")
+	// The defaults are actbench's full-length end-to-end stage's, so that
+	// every system is measured for the same time.
+	fs.DurationVar(&pl.Closed, "closed", 6*time.Second, "closed-loop duration per peer (actbench's maximum runs 6s)")
 	fs.Float64Var(&pl.Rate, "rate", 1000, "operations/s offered in the open loop")
-	fs.DurationVar(&pl.Open, "open", 5*time.Second, "open-loop duration per peer")
+	fs.DurationVar(&pl.Open, "open", 8*time.Second, "open-loop duration per peer (actbench's open loop runs 8s)")
 	fs.DurationVar(&pl.Settle, "settle", 60*time.Second, "how long to wait for the workers to drain")
-	fs.BoolVar(&pl.RunActledger, "actledger", true, "also run `go run ./cmd/actbench --quick --stages e2e` from the repository root")
+	fs.BoolVar(&pl.RunActledger, "actledger", true, "also run `go run ./cmd/actbench --stages e2e --reps 1` from the repository root")
 	riverWorkers := fs.Int("river-workers", 16, "River's MaxWorkers")
 	riverCooldown := fs.Duration("river-fetch-cooldown", 5*time.Millisecond, "River's FetchCooldown (River's default, 100ms, caps 16 workers at 160 jobs/s)")
-	actbenchArgs := fs.String("actbench-args", "--quick --stages e2e", "actbench's arguments; \"--stages e2e --reps 1\" runs its full-length end-to-end stage (8s open loop, 6s closed loop)")
+	actbenchArgs := fs.String("actbench-args", "--stages e2e --reps 1", "actbench's arguments: its full-length end-to-end stage (8s open loop, 6s closed loop); \"--quick --stages e2e\" is a 2s smoke run")
 	fs.StringVar(&pl.Root, "root", "../..", "the actledger repository root, where actbench runs")
 	peersFlag := fs.String("peers", "river,watermill", "comma-separated peers to run: river,watermill")
 	if err := fs.Parse(args); err != nil {
@@ -522,8 +524,8 @@ func scratchDB(ctx context.Context, adminURL, name string) (string, func(), erro
 	return u, drop, nil
 }
 
-// runActledger runs actbench's end-to-end stage (one quick repetition) from
-// the repository root and reads its figures from the report.
+// runActledger runs actbench's end-to-end stage (one repetition) from the
+// repository root and reads its figures from the report.
 func runActledger(ctx context.Context, pl plan) result {
 	res := result{Name: "actledger"}
 	args := append([]string{"run", "./cmd/actbench"}, pl.ActbenchArgs...)
