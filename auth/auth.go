@@ -6,14 +6,15 @@
 //
 // Authenticate keeps the principals of agent tokens for a second
 // (Config.CacheTTL), by hash, so an agent's requests do not each cost a
-// query. It must never cache a failed lookup, nor an approver's or an
-// operator's token: a revoked approver authenticated from another
-// process's cache could grant approvals after its revocation revoked its
-// others, and nothing later re-checks a person's decision. An agent's work
-// is re-checked: the dispatcher finds the requesting token revoked right
-// before any call (ledger.LapseTokenRevoked), so an operation an agent
-// asks for within the TTL after its token was revoked elsewhere is held,
-// never sent. Revoke evicts the token from its own process's cache at once.
+// query. Revoke announces the revoked token in its transaction
+// (RevocationChannel), and every process whose Tokens listens (Start)
+// evicts it when the revocation commits; the cache serves tokens only
+// while that listener is connected. It must never cache a failed lookup,
+// nor an approver's or an operator's token: nothing later re-checks a
+// person's decision. An agent's work is re-checked: the dispatcher finds
+// the requesting token revoked right before any call
+// (ledger.LapseTokenRevoked), so should a revocation's notification never
+// arrive, what the agent asks for within the TTL is held, never sent.
 package auth
 
 import (
@@ -24,7 +25,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 
@@ -33,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -108,8 +112,9 @@ RETURNING id, name, token_hash`
 // Defaults of Config, applied by New to the zero fields.
 const (
 	// DefaultCacheTTL is how long an agent token that authenticated is
-	// trusted without asking the database again: the longest another
-	// process serves a token that `actledger token revoke` ended.
+	// trusted without asking the database again. A revocation evicts it
+	// at once (see Start); the TTL bounds only a revocation whose
+	// notification never arrived.
 	DefaultCacheTTL = time.Second
 	// DefaultCacheSize bounds the agent tokens cached at once; at the
 	// bound the oldest entry makes room.
@@ -120,8 +125,9 @@ const (
 // database. Any negative CacheTTL does the same.
 const NoCache time.Duration = -1
 
-// MaxCacheTTL bounds Config.CacheTTL: a revoked agent token may read its
-// tenant's operations in other processes for that long.
+// MaxCacheTTL bounds Config.CacheTTL: should a revocation's notification
+// never arrive, a revoked agent token could read its tenant's operations
+// in other processes for that long.
 const MaxCacheTTL = time.Minute
 
 // Config configures Tokens. Zero values mean the Default… constants.
@@ -133,6 +139,7 @@ type Config struct {
 	// CacheSize is how many agent tokens are cached at most
 	// (DefaultCacheSize).
 	CacheSize int
+	Logger    *slog.Logger
 }
 
 // withDefaults fills the zero fields with the defaults.
@@ -158,8 +165,12 @@ func (cfg Config) validate() error {
 type Tokens struct {
 	pool   *pgxpool.Pool
 	ledger *ledger.Store
-	// cache is nil with Config.CacheTTL < 0.
+	log    *slog.Logger
+	// cache is nil with Config.CacheTTL < 0. It serves tokens only while
+	// live: while the revocation listener (Start) is connected.
 	cache *tokenCache
+	live  atomic.Bool
+	svc   startstop.Loop
 }
 
 // New returns Tokens over pool; store holds the operations a revoked token
@@ -169,7 +180,7 @@ func New(pool *pgxpool.Pool, store *ledger.Store, cfg Config) (*Tokens, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	t := &Tokens{pool: pool, ledger: store}
+	t := &Tokens{pool: pool, ledger: store, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "auth")}
 	if cfg.CacheTTL > 0 {
 		t.cache = newTokenCache(cfg.CacheTTL, cfg.CacheSize)
 	}
@@ -236,7 +247,8 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 	}
 	h := hash(secret)
 	var generation uint64
-	if t.cache != nil {
+	caching := t.cache != nil && t.live.Load()
+	if caching {
 		p, ok, gen := t.cache.get(h)
 		if ok {
 			return p, nil
@@ -251,7 +263,7 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
 	}
-	if t.cache != nil && p.Role == RoleAgent {
+	if caching && p.Role == RoleAgent {
 		t.cache.put(h, p, generation)
 	}
 	return p, nil
@@ -262,8 +274,9 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 // held in the same transaction. An approver's token takes its decisions
 // with it: every approval it granted is revoked, and the never-executed
 // operations under them are held too (ledger.RevokeApprovalsOfApprover).
-// It returns every operation it held. This process's cache forgets the
-// token at once; other processes' caches within their TTL.
+// It returns every operation it held. The revocation is announced in the
+// same transaction (RevocationChannel): every listening process's cache,
+// this one's included, forgets the token when it commits.
 func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.Operation, error) {
 	if strings.ContainsRune(nameOrID, 0) {
 		// No name holds U+0000 (Create refuses it), and Postgres would
@@ -281,6 +294,9 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		}
 		if err != nil {
 			return fmt.Errorf("auth: revoke %s: %w", nameOrID, err)
+		}
+		if _, err := tx.Exec(ctx, tokenRevokedNotify, revoked); err != nil {
+			return fmt.Errorf("auth: announce the revocation of %s: %w", nameOrID, err)
 		}
 		held, err = t.ledger.HoldUnsentByToken(ctx, tx, id, actor)
 		if err != nil {

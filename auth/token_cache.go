@@ -93,3 +93,13 @@ func (c *tokenCache) evict(key tokenHash) {
 	c.generation++
 	delete(c.entries, key)
 }
+
+// clear forgets every entry, and keeps out the answers of lookups already
+// under way.
+func (c *tokenCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.generation++
+	clear(c.entries)
+	c.order = nil
+}

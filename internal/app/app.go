@@ -11,6 +11,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -179,7 +180,9 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	notifier := outbox.NewNotifier(cfg.Pool, cfg.Logger)
 	a.services = append(a.services, notifier)
 	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, ReviewSubjectPrefix: a.Broker.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
-	if a.Tokens, err = auth.New(cfg.Pool, a.Store, cfg.Auth); err != nil {
+	ac := cfg.Auth
+	ac.Logger = cmp.Or(ac.Logger, cfg.Logger)
+	if a.Tokens, err = auth.New(cfg.Pool, a.Store, ac); err != nil {
 		return nil, err
 	}
 	if cfg.Metrics {
@@ -227,7 +230,8 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if cfg.Roles.API {
 		a.Watcher = ledger.NewWatcher(cfg.Pool, cfg.Logger)
-		a.services = append(a.services, a.Watcher)
+		// The token cache serves only while Tokens listens for revocations.
+		a.services = append(a.services, a.Watcher, a.Tokens)
 		if a.Handler, err = a.newHandler(); err != nil {
 			return nil, err
 		}
