@@ -29,6 +29,9 @@ import (
 // DefaultURL is used when TEST_DATABASE_URL is unset.
 const DefaultURL = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
 
+// testPoolConns is the least size of a test database's pool.
+const testPoolConns = 8
+
 // AdminURL is the URL of the server's maintenance database used to create
 // and drop test databases.
 func AdminURL() string {
@@ -72,6 +75,11 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
+	// A running pipeline holds three connections in LISTEN (the relay,
+	// the long-poll watcher, the token revocations); pgxpool's default of
+	// four on two cores would leave one for everything else. serve's
+	// pools have 32.
+	cfg.MaxConns = max(cfg.MaxConns, testPoolConns)
 	schema.ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
