@@ -32,15 +32,7 @@ const (
 // provider target than the current one ($3 account, $4 environment; a NULL
 // $3 skips that comparison, and so does an approval older than the
 // binding, whose account is NULL), and its requesting token not revoked.
-const operationLapse = `SELECT
-    CASE
-        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
-        WHEN a.expires_at <= coalesce($2::timestamptz, now()) THEN 'approval_expired'
-        WHEN $3::text IS NOT NULL AND a.account IS NOT NULL
-             AND (a.account, a.environment) IS DISTINCT FROM ($3::text, $4::text) THEN 'approval_mismatch'
-        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
-        ELSE ''
-    END
+const operationLapse = `SELECT operation_lapse(a, k, coalesce($2::timestamptz, now()), $3::text, $4::text)
 FROM operations o
 JOIN approvals a ON a.id = o.approval_id
 JOIN api_tokens k ON k.id = o.requested_by
@@ -351,14 +343,7 @@ const operationConfirmClaim = `WITH clock AS (
     RETURNING operations.version, operations.lease_expires_at, operations.approval_id, operations.requested_by, clock.now
 )
 SELECT u.version, u.lease_expires_at, u.now,
-    CASE
-        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
-        WHEN a.expires_at <= u.now THEN 'approval_expired'
-        WHEN a.account IS NOT NULL
-             AND (a.account, a.environment) IS DISTINCT FROM (@account::text, @environment::text) THEN 'approval_mismatch'
-        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
-        ELSE ''
-    END AS lapse
+    operation_lapse(a, k, u.now, @account::text, @environment::text) AS lapse
 FROM upd u
 JOIN approvals a ON a.id = u.approval_id
 JOIN api_tokens k ON k.id = u.requested_by`

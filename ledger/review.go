@@ -37,14 +37,8 @@ WHERE e.operation_id = ANY ($1) AND e.tenant_id = $2
 ORDER BY e.operation_id, e.seq`
 
 	// operationLapses is operationLapse (CheckLapse) for each of the
-	// operations $1: the same CASE, in one query.
-	operationLapses = `SELECT o.id,
-    CASE
-        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
-        WHEN a.expires_at <= coalesce($2::timestamptz, now()) THEN 'approval_expired'
-        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
-        ELSE ''
-    END
+	// operations $1, in one query.
+	operationLapses = `SELECT o.id, operation_lapse(a, k, coalesce($2::timestamptz, now()), NULL, NULL)
 FROM operations o
 JOIN approvals a ON a.id = o.approval_id
 JOIN api_tokens k ON k.id = o.requested_by

@@ -93,6 +93,27 @@ BEGIN
 END;
 $$;
 
+-- operation_lapse says why an approved operation may no longer be sent
+-- at p_at, given its approval a and its requesting token k: its approval
+-- revoked or expired, granted for another provider target than
+-- (p_account, p_environment) (a NULL p_account skips that comparison, and
+-- so does an approval older than the binding, whose account is NULL), or
+-- its token revoked; '' when it may be sent. It is the rule's only
+-- statement: the claim (transition_operations), the confirmation before
+-- every call and the ledger's reads all ask it. A plain SQL function, so
+-- the planner inlines it into each query.
+CREATE FUNCTION operation_lapse(a approvals, k api_tokens, p_at timestamptz, p_account text, p_environment text)
+RETURNS text LANGUAGE sql STABLE AS $$
+    SELECT CASE
+        WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
+        WHEN a.expires_at <= p_at THEN 'approval_expired'
+        WHEN p_account IS NOT NULL AND a.account IS NOT NULL
+             AND (a.account, a.environment) IS DISTINCT FROM (p_account, p_environment) THEN 'approval_mismatch'
+        WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
+        ELSE ''
+    END
+$$;
+
 -- transition_operations applies a set of changes of operations, one per
 -- element of its arrays; ledger/transition.go documents the rules and is
 -- their only caller (operationTransitions). Each change is a conditional
@@ -201,14 +222,7 @@ BEGIN
         o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
         o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
         o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.c_ord AS ord,
-        CASE WHEN NOT o.c_check_lapse THEN ''
-            WHEN a.revoked_at IS NOT NULL THEN 'approval_revoked'
-            WHEN a.expires_at <= v_now THEN 'approval_expired'
-            WHEN o.c_account IS NOT NULL AND a.account IS NOT NULL
-                 AND (a.account, a.environment) IS DISTINCT FROM (o.c_account, o.c_environment) THEN 'approval_mismatch'
-            WHEN k.revoked_at IS NOT NULL THEN 'token_revoked'
-            ELSE ''
-        END AS lapse
+        CASE WHEN o.c_check_lapse THEN operation_lapse(a, k, v_now, o.c_account, o.c_environment) ELSE '' END AS lapse
     FROM upd o JOIN tenants t ON t.id = o.tenant_id
     LEFT JOIN approvals a ON a.id = o.approval_id AND o.c_check_lapse
     LEFT JOIN api_tokens k ON k.id = o.requested_by AND o.c_check_lapse;
