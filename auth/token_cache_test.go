@@ -140,10 +140,10 @@ func TestAFailedLookupIsNeverCached(t *testing.T) {
 	}
 }
 
-// Revoke evicts the token from its own process's cache: the very next
-// request is refused although the TTL is far from over.
-func TestRevokingInTheSameProcessRefusesTheVeryNextRequest(t *testing.T) {
-	t.Parallel()
+// cachedAgent is a running pipeline whose API has just served its agent's
+// token, now in its cache for a minute, and that agent.
+func cachedAgent(t *testing.T) (*testpipeline.Pipeline, auth.Principal) {
+	t.Helper()
 	p := testpipeline.New(t, testpipeline.Options{TokenCacheTTL: auth.MaxCacheTTL})
 	p.Start(0)
 	waitListening(t, p.Tokens)
@@ -154,6 +154,14 @@ func TestRevokingInTheSameProcessRefusesTheVeryNextRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p, agent
+}
+
+// Revoke evicts the token from its own process's cache: the very next
+// request is refused although the TTL is far from over.
+func TestRevokingInTheSameProcessRefusesTheVeryNextRequest(t *testing.T) {
+	t.Parallel()
+	p, agent := cachedAgent(t)
 	if _, err := p.Tokens.Revoke(context.Background(), agent.Name, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -203,16 +211,7 @@ func TestAPersonsTokenRevokedElsewhereIsRefusedOnItsVeryNextRequest(t *testing.T
 // API's listener evicts it, long before the cache's TTL (a minute here).
 func TestAnAgentTokenRevokedElsewhereIsRefusedAtOnce(t *testing.T) {
 	t.Parallel()
-	p := testpipeline.New(t, testpipeline.Options{TokenCacheTTL: auth.MaxCacheTTL})
-	p.Start(0)
-	waitListening(t, p.Tokens)
-	if status, out := p.Do("GET", "/v1/actions", p.Agent, ""); status != http.StatusOK {
-		t.Fatalf("before revoking: %d %v", status, out)
-	}
-	agent, err := p.Tokens.Authenticate(context.Background(), p.Agent)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, agent := cachedAgent(t)
 	revokedAt := time.Now()
 	if _, err := p.CLITokens().Revoke(context.Background(), agent.Name, "cli:token-revoke"); err != nil {
 		t.Fatal(err)

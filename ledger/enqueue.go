@@ -97,11 +97,15 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, su
 	if err != nil {
 		return Operation{}, false, err
 	}
-	err = c.scan(tx.QueryRow(ctx, enqueueStmt.SQL, c.args...))
+	args, err := c.namedArgs()
+	if err != nil {
+		return Operation{}, false, err
+	}
+	err = c.scan(tx.QueryRow(ctx, enqueueStmt.SQL, args...))
 	return s.finishEnqueue(ctx, tx, c, err)
 }
 
-// operationsEnqueue runs schema/016_enqueue_many.sql's enqueue_operations:
+// operationsEnqueue runs schema/016_set_based_writes.sql's enqueue_operations:
 // the enqueues of a shared batch in one statement, when every one of them
 // creates its operation; otherwise it fails (SQLSTATE ALSET) and each
 // runs again alone through operationEnqueue.
@@ -119,7 +123,11 @@ var enqueuesStmt = mustNamed(operationsEnqueue)
 func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 	if len(items) == 1 {
 		c := items[0].(*enqueueCall)
-		b.Queue(enqueueStmt.SQL, c.args...).QueryRow(c.scan)
+		args, err := c.namedArgs()
+		if err != nil {
+			return err
+		}
+		b.Queue(enqueueStmt.SQL, args...).QueryRow(c.scan)
 		return nil
 	}
 	n := len(items)
@@ -175,7 +183,6 @@ type enqueueCall struct {
 	fingerprint string
 	msg         outbox.Message
 	now         *time.Time
-	args        []any // enqueueStmt's
 
 	created   bool
 	createdAt *time.Time
@@ -197,14 +204,10 @@ func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall
 		req.Actor = "token:" + req.TokenID.String()
 	}
 	id := uuid.Must(uuid.NewV7())
-	c := &enqueueCall{
+	return &enqueueCall{
 		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
 		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1}.Outbox(), now: s.nowArg(),
-	}
-	if c.args, err = c.namedArgs(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	}, nil
 }
 
 var enqueueStmt = mustNamed(operationEnqueue)

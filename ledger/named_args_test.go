@@ -36,8 +36,11 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 		t.Errorf("operationTransitions: %d positional arguments, err %v", len(args), err)
 	}
 	call, err := s.newEnqueueCall(EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()}, "subject")
-	if err != nil || len(call.args) != 15 {
-		t.Errorf("operationEnqueue: %d positional arguments, err %v", len(call.args), err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if args, err := call.namedArgs(); err != nil || len(args) != 15 {
+		t.Errorf("operationEnqueue: %d positional arguments, err %v", len(args), err)
 	}
 }
 
