@@ -25,6 +25,9 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 	$(GO) test -race -count=1 -timeout 9m ./...
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 20000x ./api
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 200000x ./webhook
+# The peers harness is a module of its own (bench/peers); its tests need no
+# services.
+	cd bench/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 .PHONY: screenshots
 screenshots: ## drive headless chromium through the console and save docs/console-*.png
@@ -37,7 +40,7 @@ bench: ## measure the pipeline against this machine's own limits, 3-5 min (docs/
 	$(GO) run ./cmd/actbench $(BENCH_FLAGS)
 
 .PHONY: bench-peers
-bench-peers: ## River and Watermill doing actledger's job beside actledger's end-to-end stage, 2-3 min (docs/benchmarks.md#peers)
+bench-peers: ## River and Watermill doing actledger's job beside actledger's end-to-end stage, 3 rounds, 3-4 min (docs/benchmarks.md#peers)
 	cd bench/peers && \
 	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" \
 	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
@@ -53,6 +56,7 @@ lint: ## gofmt, go vet and staticcheck
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	cd bench/peers && $(GO) vet ./... && $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
 
 .PHONY: clean
 clean: ## remove binaries and local demo data (./data)

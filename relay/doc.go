@@ -9,7 +9,9 @@
 // JetStream acknowledged them. A crash between publish and mark makes the row
 // be published again, which JetStream's duplicate window absorbs and any
 // consumer tolerates: receivers act through conditional updates on the
-// ledger, never on the message alone.
+// ledger, never on the message alone. That is also why a batch commits its
+// marks without waiting for the disk flush: a mark lost in a crash of
+// Postgres is that same republish.
 //
 // The relay never decides anything about operations; it only moves rows.
 package relay

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -53,6 +54,7 @@ type plan struct {
 	Settle       time.Duration
 	DatabaseURL  string
 	NATSURL      string
+	Rounds       int
 	RunActledger bool
 	Root         string
 	ActbenchArgs []string
@@ -132,8 +134,12 @@ func run(ctx context.Context, args []string) error {
 	actbenchArgs := fs.String("actbench-args", "--stages e2e --reps 1", "actbench's arguments: its full-length end-to-end stage (8s open loop, 6s closed loop); \"--quick --stages e2e\" is a 2s smoke run")
 	fs.StringVar(&pl.Root, "root", "../..", "the actledger repository root, where actbench runs")
 	peersFlag := fs.String("peers", "river,watermill", "comma-separated peers to run: river,watermill")
+	fs.IntVar(&pl.Rounds, "rounds", 3, "rounds: every system runs once per round, in an order that rotates, and the table shows medians")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if pl.Rounds < 1 {
+		return fmt.Errorf("-rounds must be at least 1, got %d", pl.Rounds)
 	}
 	pl.ActbenchArgs = strings.Fields(*actbenchArgs)
 	pl.OpenClients = 128
@@ -146,35 +152,46 @@ func run(ctx context.Context, args []string) error {
 	}
 	defer closeSup()
 
-	var results []result
+	// Each system is a function that measures it once, from a fresh start.
+	var systems []func() result
 	for _, name := range strings.Split(*peersFlag, ",") {
-		var p peer
+		var newPeer func() peer
 		switch strings.TrimSpace(name) {
 		case "river":
-			p = newRiver(supURL, *riverWorkers, *riverCooldown)
+			newPeer = func() peer { return newRiver(supURL, *riverWorkers, *riverCooldown) }
 		case "watermill":
-			p = newWatermill(supURL, pl.NATSURL, pl.Clients)
+			newPeer = func() peer { return newWatermill(supURL, pl.NATSURL, pl.Clients) }
 		default:
 			return fmt.Errorf("unknown peer %q", name)
 		}
-		sup.Reset()
-		r := measure(ctx, pl, p, sup)
-		if r.Err != nil {
-			logf("%s: %v", r.Name, r.Err)
-		}
-		results = append(results, r)
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+		systems = append(systems, func() result {
+			sup.Reset()
+			return measure(ctx, pl, newPeer(), sup)
+		})
 	}
 	if pl.RunActledger {
-		r := runActledger(ctx, pl)
-		if r.Err != nil {
-			logf("actledger: %v", r.Err)
-		}
-		results = append(results, r)
+		systems = append(systems, func() result { return runActledger(ctx, pl) })
 	}
-	printTable(os.Stdout, pl, results)
+
+	var rounds [][]result
+	for round := range pl.Rounds {
+		logf("round %d/%d", round+1, pl.Rounds)
+		results := make([]result, len(systems))
+		// The order rotates, so that no system always runs first on a
+		// cold machine or last on a warm one.
+		for i := range systems {
+			k := (i + round) % len(systems)
+			results[k] = systems[k]()
+			if results[k].Err != nil {
+				logf("%s: %v", results[k].Name, results[k].Err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		rounds = append(rounds, results)
+	}
+	printTable(os.Stdout, pl, rounds)
 	return nil
 }
 
@@ -577,42 +594,114 @@ func parseActbench(out []byte, res *result) error {
 
 var numberRe = regexp.MustCompile(`([0-9][0-9,]*(?:\.[0-9]+)?)`)
 
-func printTable(w *os.File, pl plan, results []result) {
-	fmt.Fprintf(w, "\nPeers: %d clients, closed loop %s (at most %d ahead), open loop %.0f/s offered for %s\n\n",
-		pl.Clients, pl.Closed, pl.Backlog, pl.Rate, pl.Open)
+// printTable prints, per system, the median of its rounds with the range
+// [min … max], then actledger's ratio to each peer: the ratio of the
+// medians, and the range of the ratios within one round (measured minutes
+// apart on the same machine).
+func printTable(w io.Writer, pl plan, rounds [][]result) {
+	fmt.Fprintf(w, "\nPeers: %d clients, closed loop %s (at most %d ahead), open loop %.0f/s offered for %s; %d round(s), medians [min … max]\n\n",
+		pl.Clients, pl.Closed, pl.Backlog, pl.Rate, pl.Open, len(rounds))
 	if pl.RunActledger {
 		fmt.Fprintf(w, "actledger: go run ./cmd/actbench %s (its own durations; its latency is seen by polling the ledger every 2ms)\n\n", strings.Join(pl.ActbenchArgs, " "))
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tops/s\tp50 ms\tp99 ms\tabandoned\tduplicates\topen\t")
-	var act *result
-	for i := range results {
-		if results[i].Name == "actledger" {
-			act = &results[i]
-		}
+	if len(rounds) == 0 {
+		return
 	}
-	for _, r := range results {
-		if r.Err != nil {
-			fmt.Fprintf(tw, "%s\tfailed: %v\t\t\t\t\t\t\n", r.Name, r.Err)
+	systems := make([]summary, len(rounds[0]))
+	for i := range systems {
+		systems[i] = summarize(rounds, i)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tops/s\t\tp50 ms\tp99 ms\t\tabandoned\tduplicates\topen\tfailed rounds\t")
+	act := -1
+	for i, s := range systems {
+		if s.Name == "actledger" {
+			act = i
+		}
+		if s.OK == 0 {
+			fmt.Fprintf(tw, "%s\tfailed: %v\t\t\t\t\t\t\t\t\t\n", s.Name, s.Err)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.0f\t%.1f\t%.1f\t%d\t%d\t%d\t\n", r.Name, r.OpsPerSec, ms(r.P50), ms(r.P99), r.Abandoned, r.Duplicates, r.Open)
+		fmt.Fprintf(tw, "%s\t%.0f\t%s\t%.1f\t%.1f\t%s\t%d\t%d\t%d\t%d\t\n", s.Name,
+			median(s.Ops), spread(s.Ops, "%.0f"), median(s.P50), median(s.P99), spread(s.P99, "%.1f"),
+			s.Abandoned, s.Duplicates, s.Open, len(rounds)-s.OK)
 	}
 	_ = tw.Flush()
-	if act == nil || act.Err != nil {
+	if act < 0 || systems[act].OK == 0 {
 		return
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "actledger ÷ peer: ratio of the medians, and [min … max] of the ratios within one round")
+	fmt.Fprintln(w, "(ops/s: above 1 is actledger ahead; p99: below 1 is actledger ahead)")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "actledger ÷ peer (ops/s: above 1 is actledger ahead; p99: below 1 is actledger ahead)")
-	fmt.Fprintln(tw, "peer\tops/s\tp99\t")
-	for _, r := range results {
-		if r.Name == "actledger" || r.Err != nil {
+	fmt.Fprintln(tw, "peer\tops/s\t\tp99\t\t")
+	for i, s := range systems {
+		if i == act || s.OK == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%.2f×\t%.2f×\t\n", r.Name, act.OpsPerSec/r.OpsPerSec, ms(act.P99)/ms(r.P99))
+		var ops, p99 []float64
+		for _, round := range rounds {
+			a, p := round[act], round[i]
+			if a.Err == nil && p.Err == nil && p.OpsPerSec > 0 && p.P99 > 0 {
+				ops = append(ops, a.OpsPerSec/p.OpsPerSec)
+				p99 = append(p99, ms(a.P99)/ms(p.P99))
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%.2f×\t%s\t%.2f×\t%s\t\n", s.Name,
+			median(systems[act].Ops)/median(s.Ops), spread(ops, "%.2f×"),
+			median(systems[act].P99)/median(s.P99), spread(p99, "%.2f×"))
 	}
 	_ = tw.Flush()
+}
+
+// summary is one system's figures over the rounds it completed.
+type summary struct {
+	Name                        string
+	OK                          int
+	Err                         error // the last failure
+	Ops, P50, P99               []float64
+	Abandoned, Duplicates, Open int // summed over the rounds
+}
+
+// summarize collects system i's results from every round.
+func summarize(rounds [][]result, i int) summary {
+	s := summary{Name: rounds[0][i].Name}
+	for _, round := range rounds {
+		r := round[i]
+		if r.Err != nil {
+			s.Err = r.Err
+			continue
+		}
+		s.OK++
+		s.Ops = append(s.Ops, r.OpsPerSec)
+		s.P50 = append(s.P50, ms(r.P50))
+		s.P99 = append(s.P99, ms(r.P99))
+		s.Abandoned += r.Abandoned
+		s.Duplicates += r.Duplicates
+		s.Open += r.Open
+	}
+	return s
+}
+
+// median is the middle value of vs (the mean of the two middle ones for
+// an even count); 0 for none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(vs))
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
+
+// spread is "[min … max]" of vs in format f; empty for fewer than two.
+func spread(vs []float64, f string) string {
+	if len(vs) < 2 {
+		return ""
+	}
+	return "[" + fmt.Sprintf(f, slices.Min(vs)) + " … " + fmt.Sprintf(f, slices.Max(vs)) + "]"
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

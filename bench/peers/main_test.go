@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,5 +37,34 @@ func TestParseActbenchReadsTheEndToEndFigures(t *testing.T) {
 	}
 	if err := parseActbench([]byte("no report"), &r); err == nil {
 		t.Fatal("a report without the end-to-end rows parsed")
+	}
+}
+
+// TestTableShowsMediansAndTheRatiosWithinEachRound: three rounds of two
+// systems print each one's median and range, and actledger's ratio to the
+// peer both as the ratio of the medians and as the range of the ratios
+// measured within one round; a failed round is counted, not averaged in.
+func TestTableShowsMediansAndTheRatiosWithinEachRound(t *testing.T) {
+	ms := func(v float64) time.Duration { return fromMS(v) }
+	rounds := [][]result{
+		{{Name: "River", OpsPerSec: 800, P50: ms(5), P99: ms(40)}, {Name: "actledger", OpsPerSec: 1000, P50: ms(9), P99: ms(20)}},
+		{{Name: "River", OpsPerSec: 1000, P50: ms(6), P99: ms(50)}, {Name: "actledger", OpsPerSec: 900, P50: ms(8), P99: ms(100), Abandoned: 3}},
+		{{Name: "River", Err: errors.New("boom")}, {Name: "actledger", OpsPerSec: 1200, P50: ms(7), P99: ms(30)}},
+	}
+	var out strings.Builder
+	printTable(&out, plan{Clients: 16, Closed: 6 * time.Second, Backlog: 500, Rate: 1000, Open: 8 * time.Second}, rounds)
+	// Columns are aligned with spaces; compare words.
+	got := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"3 round(s)",
+		// River: medians of 800 and 1000 (the failed round left out).
+		"River 900 [800 … 1000] 5.5 45.0 [40.0 … 50.0] 0 0 0 1",
+		"actledger 1000 [900 … 1200] 8.0 30.0 [20.0 … 100.0] 3 0 0 0",
+		// 1000/900 = 1.11; per round 1000/800 = 1.25 and 900/1000 = 0.90.
+		"River 1.11× [0.90× … 1.25×] 0.67× [0.50× … 2.00×]",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }
