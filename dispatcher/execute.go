@@ -309,6 +309,12 @@ func (w *work) create(ctx context.Context) error {
 		if deadline := slot.dbLatest(start).Add(w.pc.Timeout.Duration); res.Class == provider.ClassUnknown && deadline.After(c.SentAt) {
 			c.SentAt = deadline
 		}
+		// A resend answered at once ends before an earlier call whose
+		// outcome is unknown may still land: the last send never moves
+		// back.
+		if w.op.LastSentAt != nil && w.op.LastSentAt.After(c.SentAt) {
+			c.SentAt = *w.op.LastSentAt
+		}
 	}
 	now := w.store.Now()
 	switch res.Class {
