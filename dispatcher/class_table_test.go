@@ -1,0 +1,52 @@
+package dispatcher_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
+)
+
+// The first create times out while the supplier still works on it (the
+// order is committed only after the client gave up); resends under the same key find
+// the key in progress (409) until the stored answer is ready, and the
+// operation stays unknown meanwhile. The replayed answer settles it: one
+// order.
+func TestConflictWhileTheKeyIsInProgressStaysUnknownUntilTheResendIsAnswered(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: -1, Mode: mocksupplier.Honour, MaxAttempts: 20})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.CommitLate, MS: 2500})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	history := p.History(op)
+	if p.Orders(op) != 1 || done.ProviderReference == nil {
+		t.Errorf("orders %d, reference %v; want 1 and the order's; history:\n%s", p.Orders(op), done.ProviderReference, history)
+	}
+	if !strings.Contains(history, `"http_status": 409`) || strings.Contains(history, "retry_wait") || strings.Contains(history, "failed") {
+		t.Errorf("want a 409 kept unknown (never retry_wait or failed); history:\n%s", history)
+	}
+}
+
+// A 500 after the order was committed is stored under the key, so every
+// resend inside retention gets the same 500: the resends stop when the
+// retry budget is spent, and the lookup settles the operation with the one
+// order.
+func TestRepeated500UnderTheKeyIsSettledByLookupOnceResendsAreSpent(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 200 * time.Millisecond, Mode: mocksupplier.Honour, MaxAttempts: 3})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.Error500AfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
+	if p.Orders(op) != 1 || p.Creates(op) != 3 || done.ProviderReference == nil {
+		t.Errorf("orders %d, create requests %d, reference %v; want 1, 3 (max_attempts) and the order's; history:\n%s",
+			p.Orders(op), p.Creates(op), done.ProviderReference, p.History(op))
+	}
+	if kinds := strings.Join(p.Kinds(op), ","); !strings.HasSuffix(kinds, "lookup_found") {
+		t.Errorf("events %s: want the lookup to settle it", kinds)
+	}
+}
