@@ -104,3 +104,20 @@ func TestRefusedResendDoesNotMakeAnAbsentLookupBelievableBeforeTheFirstCallsDead
 		t.Errorf("events %s: absence believed while the first call could still land", kinds)
 	}
 }
+
+// A resend refused at once (401) ends long before the first call, whose
+// answer was lost, may still land: the review item keeps the first call's
+// deadline as the last send, so lookups and replays wait visibility_lag
+// after it.
+func TestRefusedResendKeepsTheFirstCallsDeadlineAsTheLastSend(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: time.Second, Mode: mocksupplier.Honour})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.DropAfterCommit}, mocksupplier.Fault{Kind: mocksupplier.Unauthorized401})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	got := p.WaitStatus(op, ledger.StatusReview, settle)
+	if got.FirstSentAt == nil || got.LastSentAt == nil || got.LastSentAt.Sub(*got.FirstSentAt) < p.Opts.Timeout {
+		t.Errorf("first send %v, last send %v: want the last send at least the timeout %s after the first; history:\n%s",
+			got.FirstSentAt, got.LastSentAt, p.Opts.Timeout, p.History(op))
+	}
+}
