@@ -1,6 +1,7 @@
 package dispatcher_test
 
 import (
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/provider"
 )
 
 // The first create times out while the supplier still works on it (the
@@ -48,5 +50,36 @@ func TestRepeated500UnderTheKeyIsSettledByLookupOnceResendsAreSpent(t *testing.T
 	}
 	if kinds := strings.Join(p.Kinds(op), ","); !strings.HasSuffix(kinds, "lookup_found") {
 		t.Errorf("events %s: want the lookup to settle it", kinds)
+	}
+}
+
+// A supplier that refuses connections was provably sent nothing: each
+// attempt is retry_wait with the same key, and when the budget is spent the
+// operation goes to a person with reason retries_exhausted.
+func TestConnectionRefusedIsRetriedThenRetriesExhausted(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	p := testpipeline.New(t, testpipeline.Options{
+		Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, MaxAttempts: 3,
+		Providers: func(real provider.Provider) provider.Provider {
+			cfg := *real.(*provider.HTTP).Config()
+			cfg.BaseURL = closed
+			return provider.NewHTTP(&cfg, provider.HTTPOptions{})
+		},
+	})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	done := p.WaitStatus(op, ledger.StatusReview, settle)
+	if *done.ReviewReason != ledger.ReasonRetriesExhausted || done.Attempts != 3 || done.FirstSentAt != nil {
+		t.Errorf("reason %s, attempts %d, first send %v; want retries_exhausted after 3 attempts, none sent; history:\n%s",
+			*done.ReviewReason, done.Attempts, done.FirstSentAt, p.History(op))
+	}
+	if history := p.History(op); strings.Count(history, "dispatching→retry_wait") != 2 || strings.Contains(history, "→unknown") {
+		t.Errorf("want two retry_wait and no unknown; history:\n%s", history)
 	}
 }
