@@ -83,3 +83,19 @@ func TestConnectionRefusedIsRetriedThenRetriesExhausted(t *testing.T) {
 		t.Errorf("want two retry_wait and no unknown; history:\n%s", history)
 	}
 }
+
+// Without a lookup, resends under the key that keep getting a stored 500
+// end when the budget is spent: the operation goes to a person with reason
+// retries_exhausted, with the one order the first attempt made.
+func TestRepeated500UnderTheKeyWithoutLookupIsRetriesExhausted(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: -1, Mode: mocksupplier.Honour, MaxAttempts: 3})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.Error500AfterCommit})
+	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
+	p.Start(1)
+	done := p.WaitStatus(op, ledger.StatusReview, settle)
+	if *done.ReviewReason != ledger.ReasonRetriesExhausted || p.Orders(op) != 1 || p.Creates(op) != 3 {
+		t.Errorf("reason %s, orders %d, create requests %d; want retries_exhausted, 1 and 3; history:\n%s",
+			*done.ReviewReason, p.Orders(op), p.Creates(op), p.History(op))
+	}
+}
