@@ -309,6 +309,12 @@ func (w *work) create(ctx context.Context) error {
 		if deadline := slot.dbLatest(start).Add(w.pc.Timeout.Duration); res.Class == provider.ClassUnknown && deadline.After(c.SentAt) {
 			c.SentAt = deadline
 		}
+		// A resend answered at once ends before an earlier call whose
+		// outcome is unknown may still land: the last send never moves
+		// back.
+		if w.op.LastSentAt != nil && w.op.LastSentAt.After(c.SentAt) {
+			c.SentAt = *w.op.LastSentAt
+		}
 	}
 	now := w.store.Now()
 	switch res.Class {
@@ -334,6 +340,27 @@ func (w *work) create(ctx context.Context) error {
 		c.To = ledger.StatusFailed
 		return w.move(ctx, c)
 	case provider.ClassNotExecuted:
+		// A resend refused before any effect says nothing about an
+		// earlier attempt whose outcome is unknown: the operation is not
+		// "confirmed not executed" (retry_wait, which a revoke would hold
+		// as never sent). It stays unknown, the refusal's Retry-After
+		// honoured before the next step.
+		if w.settling {
+			open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
+			if err != nil {
+				return err
+			}
+			if open {
+				evidence["why"] = "the provider refused this resend before any effect, but an earlier attempt's outcome is still unknown"
+				c.To, c.NextAttemptAt = ledger.StatusUnknown, now.Add(res.RetryAfter)
+				w.op.Attempts = attempt
+				if !c.SentAt.IsZero() {
+					w.op.LastSentAt = &c.SentAt
+					w.op.FirstSentAt = firstSentPtr(w.op, c.SentFrom)
+				}
+				return w.unknown(ctx, c, now)
+			}
+		}
 		// The budget is judged at the time of the next attempt: a retry
 		// that could only be sent after max_elapsed is not scheduled.
 		next := now.Add(max(backoff(w.pc.Retry, attempt), res.RetryAfter))
@@ -390,7 +417,10 @@ func (w *work) unknown(ctx context.Context, c ledger.Change, now time.Time) erro
 			Detail: map[string]any{"why": why},
 		})
 	}
-	c.NextAttemptAt = next
+	// A floor already set (a refusal's Retry-After) is kept.
+	if next.After(c.NextAttemptAt) {
+		c.NextAttemptAt = next
+	}
 	if m, ok := c.Detail.(map[string]any); ok {
 		m["next_step"] = how
 	}

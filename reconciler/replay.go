@@ -222,6 +222,9 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 		item.Result, item.Detail = ReplayLookupUntrusted, fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", foreign[0].Account, foreign[0].Environment)
 		return item, nil
 	}
+	// The answer says what the provider saw when the request arrived,
+	// however late it comes back: absence is judged as of the asking.
+	asked := r.store.Now()
 	lr := r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
 	switch lr.Status {
 	case provider.LookupFound:
@@ -237,7 +240,7 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 		item.Result, item.Detail, item.Changed = ReplayApplied(outcome), lr.ProviderReference, outcome != ledger.OutcomeNoChange
 		return item, nil
 	case provider.LookupAbsent:
-		if op.LastSentAt != nil && r.store.Now().Before(pc.LookupBelievableAt(*op.LastSentAt)) {
+		if op.LastSentAt != nil && asked.Before(pc.LookupBelievableAt(*op.LastSentAt)) {
 			item.Result = ReplayAbsentNotYetBelievable
 			return item, nil
 		}
