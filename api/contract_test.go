@@ -1,14 +1,18 @@
 package api_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
@@ -219,4 +223,181 @@ func TestApprovalRequestItemsHaveEveryContractField(t *testing.T) {
 func isRFC3339UTC(s string) bool {
 	_, err := time.Parse(time.RFC3339, s)
 	return err == nil && len(s) > 0 && s[len(s)-1] == 'Z'
+}
+
+// TestEveryRouteChecksTokenThenRoleBeforeItsBody: every route that takes
+// a token answers 401 unauthenticated without one (or with a bad one) and
+// 403 forbidden to a role it does not serve, before it looks at the body:
+// an oversized, malformed body changes neither answer.
+func TestEveryRouteChecksTokenThenRoleBeforeItsBody(t *testing.T) {
+	t.Parallel()
+	f := setup(t, withReconciler(t))
+	tokens := map[auth.Role]string{auth.RoleAgent: f.agent, auth.RoleApprover: f.approver, auth.RoleOperator: f.operator}
+	huge := append([]byte("{"), bytes.Repeat([]byte("x"), api.DefaultMaxBody+1)...)
+	for _, rt := range api.Routes() {
+		if len(rt.Roles) == 0 || rt.Pattern == "POST /mcp" {
+			continue // unauthenticated, or not configured here
+		}
+		method, path, _ := strings.Cut(rt.Pattern, " ")
+		path = strings.NewReplacer("{id}", "0193a7a0-0000-7000-8000-000000000000").Replace(path)
+		if strings.Contains(path, "/evidence/") {
+			path = "/v1/review/evidence/1/resolve"
+		}
+		t.Run(rt.Pattern, func(t *testing.T) {
+			for _, token := range []string{"", "alt_forged"} {
+				if r := f.do(t, method, path, token, huge); r.status != 401 || r.errorCode() != "unauthenticated" {
+					t.Errorf("token %q: %d %s, want 401 unauthenticated", token, r.status, r.raw)
+				}
+			}
+			for role, token := range tokens {
+				if slices.Contains(rt.Roles, role) {
+					continue
+				}
+				if r := f.do(t, method, path, token, huge); r.status != 403 || r.errorCode() != "forbidden" {
+					t.Errorf("role %s: %d %s, want 403 forbidden", role, r.status, r.raw)
+				}
+			}
+		})
+	}
+}
+
+// TestEveryJSONBodyRefusesUnknownFieldsAndOversizeBodies: every route
+// that reads a JSON body answers 400 unknown_field naming a field it does
+// not know, and 413 to a body over 1 MiB (with or without a
+// Content-Length).
+func TestEveryJSONBodyRefusesUnknownFieldsAndOversizeBodies(t *testing.T) {
+	t.Parallel()
+	f := setup(t, withReconciler(t))
+	const id = "0193a7a0-0000-7000-8000-000000000000"
+	tests := []struct {
+		path, token string
+	}{
+		{"/v1/approvals", f.approver},
+		{"/v1/operations", f.agent},
+		{"/v1/operations/" + id + "/approve", f.approver},
+		{"/v1/operations/" + id + "/deny", f.approver},
+		{"/v1/operations/" + id + "/resolve", f.operator},
+		{"/v1/operations/" + id + "/retry", f.operator},
+		{"/v1/review/evidence/1/resolve", f.operator},
+		{"/v1/review/replay", f.operator},
+		{"/v1/dispatch/pause", f.operator},
+		{"/v1/dispatch/resume", f.operator},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			if r := f.do(t, "POST", tt.path, tt.token, []byte(`{"typo_field":1}`)); r.status != 400 || r.errorCode() != "unknown_field" ||
+				!strings.Contains(r.errorMessage(), "typo_field") {
+				t.Errorf("unknown field: %d %s, want 400 unknown_field naming it", r.status, r.raw)
+			}
+			big := append([]byte(`{"note":"`), bytes.Repeat([]byte("x"), api.DefaultMaxBody)...)
+			big = append(big, `"}`...)
+			if r := f.do(t, "POST", tt.path, tt.token, big); r.status != 413 || r.errorCode() != "body_too_large" {
+				t.Errorf("body over 1 MiB: %d %s, want 413 body_too_large", r.status, r.raw)
+			}
+			// Chunked: no Content-Length to refuse it by.
+			req, err := http.NewRequest("POST", f.srv.URL+tt.path, io.MultiReader(bytes.NewReader(big)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+tt.token)
+			if r := send(t, req); r.status != 413 || r.errorCode() != "body_too_large" {
+				t.Errorf("chunked body over 1 MiB: %d %s, want 413 body_too_large", r.status, r.raw)
+			}
+		})
+	}
+}
+
+// TestKeyOmittedReplaysUnderTheApprovalsID: an operation without a key
+// takes its approval's id as key, so the same request again is a replay
+// of it (200, Idempotent-Replayed), never a second operation.
+func TestKeyOmittedReplaysUnderTheApprovalsID(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	approval := f.approve(t, `{"sku":"A-1"}`, `,"max_uses":2`)
+	first := f.do(t, "POST", "/v1/operations", f.agent, opBody("", `{"sku":"A-1"}`, approval))
+	again := f.do(t, "POST", "/v1/operations", f.agent, opBody("", `{ "sku": "A-1" }`, approval))
+	if first.status != 201 || again.status != 200 || again.header.Get("Idempotent-Replayed") != "true" || again.str("id") != first.str("id") {
+		t.Errorf("first %d %s; again %d %v %s; want 201 then a 200 replay of it", first.status, first.raw, again.status, again.header, again.raw)
+	}
+	changed := f.do(t, "POST", "/v1/operations", f.agent, opBody("", `{"sku":"A-2"}`, approval))
+	if changed.status != 409 || changed.errorCode() != "key_reused_with_different_params" {
+		t.Errorf("other params without key: %d %s, want 409", changed.status, changed.raw)
+	}
+	if n := f.count(t, "operations"); n != 1 {
+		t.Errorf("operations = %d, want 1", n)
+	}
+}
+
+// TestEventsHaveTheContractsShape: GET /v1/operations/{id}/events answers
+// {"events":[{"seq","at","kind","from","to","actor","detail"}]}, the first
+// event from null, times in RFC 3339 UTC.
+func TestEventsHaveTheContractsShape(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.queuedOperation(t, "po-ev")
+	r := f.do(t, "GET", "/v1/operations/"+id+"/events", f.agent, nil)
+	events, _ := r.body["events"].([]any)
+	if r.status != 200 || len(events) != 1 {
+		t.Fatalf("events: %d %s", r.status, r.raw)
+	}
+	e := events[0].(map[string]any)
+	for _, field := range []string{"seq", "at", "kind", "from", "to", "actor", "detail"} {
+		if _, ok := e[field]; !ok {
+			t.Errorf("field %s missing from %v", field, e)
+		}
+	}
+	if e["from"] != nil || e["to"] != "queued" || e["kind"] != "created" || !isRFC3339UTC(fmt.Sprint(e["at"])) {
+		t.Errorf("first event = %v, want created from null to queued at an RFC 3339 UTC time", e)
+	}
+}
+
+// TestDecidingTwiceOrWithoutAFingerprint: a second deny, or an approve
+// after a deny, answers 409 not_awaiting_approval; an approve without
+// params_fingerprint is a 400 naming it.
+func TestDecidingTwiceOrWithoutAFingerprint(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	op := p.Operation(mustPropose(t, p, "po-d1"))
+	path := "/v1/operations/" + op.ID.String()
+	if status, out := p.Do("POST", path+"/approve", p.Approver, `{}`); status != 400 || errCode(out) != "invalid_field" {
+		t.Errorf("approve without fingerprint = %d %v, want 400 invalid_field", status, out)
+	}
+	if status, out := p.Do("POST", path+"/deny", p.Approver, `{"reason":"no"}`); status != 200 {
+		t.Fatalf("deny = %d %v", status, out)
+	}
+	if status, out := p.Do("POST", path+"/deny", p.Approver, `{"reason":"no"}`); status != 409 || errCode(out) != "not_awaiting_approval" {
+		t.Errorf("second deny = %d %v, want 409 not_awaiting_approval", status, out)
+	}
+}
+
+// TestIntegersBeyondTwoToThe53InFloatNotationAreRefusedToo: an integer
+// beyond ±2^53 written with a fraction or an exponent
+// (9007199254740993.0, 9007199254740993e0) is canonicalised to another
+// integer (9007199254740992) and would share 2^53's fingerprint; it is
+// refused like the plain literal. A number whose canonical form keeps its
+// value (1e21, 1e300, 2^53 written 9007199254740992.0) and a non-integer
+// (RFC 8785 float semantics) pass.
+func TestIntegersBeyondTwoToThe53InFloatNotationAreRefusedToo(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	body := func(params string) []byte {
+		return []byte(fmt.Sprintf(`{"action":%q,"params":%s,"ttl_seconds":60,"policy_version":"p1"}`, action, params))
+	}
+	for _, params := range []string{
+		`{"n":9007199254740993.0}`, `{"n":9007199254740993e0}`, `{"n":90071992547409930e-1}`, `{"n":-9007199254740993.00}`,
+		`{"n":18446744073709551616.0}`, `{"n":1.2345678901234567891E19}`, `{"a":[{"n":123456789012345678.0}]}`,
+	} {
+		r := f.do(t, "POST", "/v1/approvals", f.approver, body(params))
+		if r.status != 400 || r.errorCode() != "invalid_field" || !strings.Contains(r.errorMessage(), "as a string") {
+			t.Errorf("%s: %d %s, want 400 invalid_field with the hint to send a string", params, r.status, r.raw)
+		}
+	}
+	for _, params := range []string{
+		`{"n":9007199254740992.0}`, `{"n":1e16}`, `{"n":1.0e21}`, `{"n":1e300}`, `{"n":123456789012345678901234.5}`,
+		`{"n":0.1}`, `{"n":-0.0}`, `{"n":1e-400}`, `{"n":12.50}`,
+	} {
+		if r := f.do(t, "POST", "/v1/approvals", f.approver, body(params)); r.status != 201 {
+			t.Errorf("%s: %d %s, want 201", params, r.status, r.raw)
+		}
+	}
 }
