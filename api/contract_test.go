@@ -401,3 +401,43 @@ func TestIntegersBeyondTwoToThe53InFloatNotationAreRefusedToo(t *testing.T) {
 		}
 	}
 }
+
+// TestNumericFieldsOutOfRangeAnswer400: a numeric field outside what the
+// ledger can store is a 400 naming it, never a 500.
+func TestNumericFieldsOutOfRangeAnswer400(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, body := range []string{
+		fmt.Sprintf(`{"action":%q,"params":{},"ttl_seconds":60,"policy_version":"p1","max_uses":2147483648}`, action),
+		fmt.Sprintf(`{"action":%q,"params":{},"ttl_seconds":60,"policy_version":"p1","max_uses":9007199254740993}`, action),
+		fmt.Sprintf(`{"action":%q,"params":{},"expires_at":"9999-12-31T23:59:59Z","policy_version":"p1"}`, action),
+		fmt.Sprintf(`{"action":%q,"params":{},"expires_at":"0001-01-01T00:00:00Z","policy_version":"p1"}`, action),
+	} {
+		if r := f.do(t, "POST", "/v1/approvals", f.approver, []byte(body)); r.status != 400 || r.errorCode() != "invalid_field" {
+			t.Errorf("%s: %d %s, want 400 invalid_field", body, r.status, r.raw)
+		}
+	}
+}
+
+// TestWaitIsAtMostSixtySeconds: ?wait= beyond 60 s is a 400, and a wait
+// with an If-None-Match that no longer matches answers at once.
+func TestWaitIsAtMostSixtySeconds(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	id := f.queuedOperation(t, "po-w")
+	for _, wait := range []string{"61s", "61", "2m", "-1s", "soon"} {
+		req, _ := http.NewRequest("GET", f.srv.URL+"/v1/operations/"+id+"?wait="+wait, nil)
+		req.Header.Set("Authorization", "Bearer "+f.agent)
+		req.Header.Set("If-None-Match", `"1"`)
+		if r := send(t, req); r.status != 400 || r.errorCode() != "invalid_query" {
+			t.Errorf("wait=%s: %d %s, want 400 invalid_query", wait, r.status, r.raw)
+		}
+	}
+	req, _ := http.NewRequest("GET", f.srv.URL+"/v1/operations/"+id+"?wait=60s", nil)
+	req.Header.Set("Authorization", "Bearer "+f.agent)
+	req.Header.Set("If-None-Match", `"0"`)
+	start := time.Now()
+	if r := send(t, req); r.status != 200 || r.header.Get("ETag") != `"1"` || time.Since(start) > 5*time.Second {
+		t.Errorf("stale If-None-Match with wait=60s: %d %v after %s, want 200 with ETag \"1\" at once", r.status, r.header, time.Since(start))
+	}
+}
