@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,13 +10,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/webhook"
 )
 
 // TestApprovingARequestPastItsTTLIsRefusedBeforeTheSweep: a proposal past
@@ -439,5 +444,116 @@ func TestWaitIsAtMostSixtySeconds(t *testing.T) {
 	start := time.Now()
 	if r := send(t, req); r.status != 200 || r.header.Get("ETag") != `"1"` || time.Since(start) > 5*time.Second {
 		t.Errorf("stale If-None-Match with wait=60s: %d %v after %s, want 200 with ETag \"1\" at once", r.status, r.header, time.Since(start))
+	}
+}
+
+// TestDispatchStateIsTheTokensTenantsOnly: a pause, and the calls in
+// flight GET /v1/dispatch lists, are the operator's tenant's; another
+// tenant's operator neither sees nor lifts them.
+func TestDispatchStateIsTheTokensTenantsOnly(t *testing.T) {
+	t.Parallel()
+	f := setup(t, withActions)
+	id := f.queuedOperation(t, "po-inflight")
+	if _, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
+		ID: uuid.MustParse(id), From: ledger.StatusQueued, Version: 1, To: ledger.StatusDispatching, Kind: "claimed",
+		Actor: "worker:test", LeaseOwner: "worker:test", LeaseUntil: f.clock.Now().Add(time.Minute),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if r := f.do(t, "POST", "/v1/dispatch/pause", f.operator, []byte(`{}`)); r.status != 200 {
+		t.Fatalf("pause: %d %s", r.status, r.raw)
+	}
+	outsider := f.token(t, "globex", auth.RoleOperator)
+	r := f.do(t, "GET", "/v1/dispatch", outsider, nil)
+	if paused, _ := r.body["paused"].([]any); r.status != 200 || len(paused) != 0 {
+		t.Errorf("another tenant sees pauses: %d %s", r.status, r.raw)
+	}
+	if inFlight, _ := r.body["in_flight"].([]any); len(inFlight) != 0 {
+		t.Errorf("another tenant sees calls in flight: %s", r.raw)
+	}
+	if r := f.do(t, "POST", "/v1/dispatch/resume", outsider, []byte(`{}`)); r.status != 200 || r.body["removed"] != float64(0) {
+		t.Errorf("another tenant's resume: %d %s, want 200 removing nothing", r.status, r.raw)
+	}
+	mine := f.do(t, "GET", "/v1/dispatch", f.operator, nil)
+	paused, _ := mine.body["paused"].([]any)
+	inFlight, _ := mine.body["in_flight"].([]any)
+	if len(paused) != 1 || len(inFlight) != 1 {
+		t.Fatalf("own dispatch state: %s, want one pause and one call in flight", mine.raw)
+	}
+	call := inFlight[0].(map[string]any)
+	if call["operation_id"] != id || call["age_seconds"] == nil || !isRFC3339UTC(fmt.Sprint(call["claimed_at"])) {
+		t.Errorf("call in flight = %v, want the operation with its age", call)
+	}
+}
+
+// TestConcurrentOperatorDecisionsOneWinsTheRestAre409: of operators
+// resolving (or retrying) one operation at once, exactly one changes it;
+// the others are told it is no longer in a state they may decide (409),
+// never an internal error.
+func TestConcurrentOperatorDecisionsOneWinsTheRestAre409(t *testing.T) {
+	t.Parallel()
+	f := setup(t, withReconciler(t))
+	id := f.queuedOperation(t, "po-race")
+	const n = 8
+	answers := make([]response, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			answers[i] = f.do(t, "POST", "/v1/operations/"+id+"/resolve", f.operator, []byte(`{"outcome":"cancelled","note":"race"}`))
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, r := range answers {
+		switch {
+		case r.status == 200:
+			won++
+		case r.status == 409 && r.errorCode() == "not_resolvable":
+		default:
+			t.Errorf("concurrent resolve: %d %s, want 200 or 409 not_resolvable", r.status, r.raw)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d resolves won, want exactly 1", won)
+	}
+}
+
+// TestReviewFactsKeepLargeIntegersExactly: a provider's evidence is shown
+// to the operator as it was stored; an integer beyond 2^53 in a webhook's
+// data is listed in GET /v1/review digit for digit, never rounded.
+func TestReviewFactsKeepLargeIntegersExactly(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Start(0)
+	body := []byte(`{"event_id":"evt-big","type":"order.created","reference":"al_unknown","provider_reference":"ord_9",` +
+		`"status":"succeeded","data":{"amount":12345678901234567891}}`)
+	req, err := http.NewRequest("POST", p.API.URL+"/v1/webhooks/acme", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set(webhook.Header, webhook.Sign([]byte(testpipeline.WebhookSecret), p.Clock.Now(), body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		t.Fatalf("webhook: %d", res.StatusCode)
+	}
+	var raw string
+	p.Eventually(10*time.Second, "the unmatched evidence in review", func() bool {
+		req, _ := http.NewRequest("GET", p.API.URL+"/v1/review", nil)
+		req.Header.Set("Authorization", "Bearer "+p.Operator)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		raw = string(b)
+		return strings.Contains(raw, "evidence_id")
+	})
+	if !strings.Contains(raw, `"amount":12345678901234567891`) {
+		t.Errorf("review = %s, want the amount 12345678901234567891 exactly", raw)
 	}
 }
