@@ -493,28 +493,42 @@ func TestDispatchStateIsTheTokensTenantsOnly(t *testing.T) {
 func TestConcurrentOperatorDecisionsOneWinsTheRestAre409(t *testing.T) {
 	t.Parallel()
 	f := setup(t, withReconciler(t))
-	id := f.queuedOperation(t, "po-race")
-	const n = 8
-	answers := make([]response, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			answers[i] = f.do(t, "POST", "/v1/operations/"+id+"/resolve", f.operator, []byte(`{"outcome":"cancelled","note":"race"}`))
+	tests := []struct {
+		name, path, body, code string
+		status                 ledger.Status // the operation's state before the decisions
+	}{
+		{"resolve", "/resolve", `{"outcome":"cancelled","note":"race"}`, "not_resolvable", ledger.StatusQueued},
+		{"retry", "/retry", `{"note":"race"}`, "retry_not_allowed", ledger.StatusFailed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := f.queuedOperation(t, "po-race-"+tt.name)
+			if tt.status == ledger.StatusFailed {
+				f.move(t, id, ledger.StatusFailed, time.Time{})
+			}
+			const n = 8
+			answers := make([]response, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					answers[i] = f.do(t, "POST", "/v1/operations/"+id+tt.path, f.operator, []byte(tt.body))
+				})
+			}
+			wg.Wait()
+			won := 0
+			for _, r := range answers {
+				switch {
+				case r.status == 200:
+					won++
+				case r.status == 409 && r.errorCode() == tt.code:
+				default:
+					t.Errorf("concurrent %s: %d %s, want 200 or 409 %s", tt.name, r.status, r.raw, tt.code)
+				}
+			}
+			if won != 1 {
+				t.Errorf("%d of %d won, want exactly 1", won, n)
+			}
 		})
-	}
-	wg.Wait()
-	won := 0
-	for _, r := range answers {
-		switch {
-		case r.status == 200:
-			won++
-		case r.status == 409 && r.errorCode() == "not_resolvable":
-		default:
-			t.Errorf("concurrent resolve: %d %s, want 200 or 409 not_resolvable", r.status, r.raw)
-		}
-	}
-	if won != 1 {
-		t.Errorf("%d resolves won, want exactly 1", won)
 	}
 }
 

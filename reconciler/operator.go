@@ -355,6 +355,11 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 		})
 		return err
 	})
+	if errors.Is(err, ledger.ErrStale) {
+		// Another decision or the pipeline moved it since it was read: a
+		// concurrent resolve lost, and is told so like any late one.
+		return op, nil, fmt.Errorf("%w: it changed meanwhile (%v)", ErrNotResolvable, err)
+	}
 	if err != nil {
 		return op, nil, err
 	}
@@ -424,6 +429,11 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 		out = next
 		return outbox.Insert(ctx, tx, ledger.DispatchMessage{Subject: r.broker.DispatchSubject(next.Provider), OperationID: next.ID, Version: next.Version}.Outbox())
 	})
+	if errors.Is(err, ledger.ErrStale) {
+		// It changed since it was judged (a concurrent retry or resolve, or
+		// evidence): the judgement no longer holds.
+		return op, fmt.Errorf("%w: it changed meanwhile (%v)", ErrRetryNotAllowed, err)
+	}
 	if err == nil {
 		r.store.OutboxCommitted()
 		r.log.InfoContext(ctx, "operator retried operation", "operation_id", op.ID, "tenant", op.Tenant, "by", actor)
