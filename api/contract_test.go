@@ -571,3 +571,30 @@ func TestReviewFactsKeepLargeIntegersExactly(t *testing.T) {
 		t.Errorf("review = %s, want the amount 12345678901234567891 exactly", raw)
 	}
 }
+
+// TestRevokeHoldsUnsentWorkAndAnswers200Again: a revoke answers 200 and
+// holds the operations under the approval that were never sent (their
+// summary says so); revoking it again answers 200 and changes nothing.
+func TestRevokeHoldsUnsentWorkAndAnswers200Again(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	approval := f.approve(t, `{"sku":"A-1"}`, `,"max_uses":2`)
+	queued := f.do(t, "POST", "/v1/operations", f.agent, opBody("po-1", `{"sku":"A-1"}`, approval)).str("id")
+	waiting := f.do(t, "POST", "/v1/operations", f.agent, opBody("po-2", `{"sku":"A-1"}`, approval)).str("id")
+	f.move(t, waiting, ledger.StatusRetryWait, f.clock.Now().Add(time.Minute))
+	r := f.do(t, "POST", "/v1/approvals/"+approval+"/revoke", f.approver, nil)
+	held, _ := r.body["held_operations"].([]any)
+	if r.status != 200 || len(held) != 2 {
+		t.Fatalf("revoke: %d %s, want 200 holding both", r.status, r.raw)
+	}
+	for _, id := range []string{queued, waiting} {
+		op := f.getOperation(t, id)
+		if op["status"] != "held" || !strings.Contains(fmt.Sprint(op["summary"]), "not sent") {
+			t.Errorf("%s after revoke: %v %q, want held saying it was not sent", id, op["status"], op["summary"])
+		}
+	}
+	again := f.do(t, "POST", "/v1/approvals/"+approval+"/revoke", f.approver, nil)
+	if held, _ := again.body["held_operations"].([]any); again.status != 200 || len(held) != 0 {
+		t.Errorf("second revoke: %d %s, want 200 holding nothing", again.status, again.raw)
+	}
+}
