@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -89,8 +90,10 @@ func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
 	if err := checkText("policy_version", req.PolicyVersion, maxNameLength); err != nil {
 		return time.Time{}, err
 	}
-	if req.MaxUses != nil && *req.MaxUses < 1 {
-		return time.Time{}, fieldError("max_uses", "must be at least 1")
+	// The ledger stores max_uses as a Postgres integer: a larger count
+	// would fail the insert (a 500) instead of naming the field.
+	if req.MaxUses != nil && (*req.MaxUses < 1 || *req.MaxUses > math.MaxInt32) {
+		return time.Time{}, fieldError("max_uses", fmt.Sprintf("must be 1 to %d", math.MaxInt32))
 	}
 	var expires time.Time
 	switch {

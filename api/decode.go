@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -138,12 +139,15 @@ func hasNULEscape(body []byte) bool {
 // with one fingerprint, and a provider sent a value nobody approved.
 const maxExactInteger = "9007199254740992"
 
-// checkExactNumbers refuses any integer literal in the JSON value raw (at
-// any depth) whose magnitude is beyond 2^53, naming its path from field
-// ("params.items[2].qty"). A literal with a fraction or an exponent (1.5,
-// 1e21, 1e300) is a float: it keeps RFC 8785 semantics (the nearest
-// double), as the client chose a float notation; only values beyond the
-// double range are refused, by canonicalisation.
+// checkExactNumbers refuses any integer in the JSON value raw (at any
+// depth) whose magnitude is beyond 2^53 and that the canonical form would
+// not keep, naming its path from field ("params.items[2].qty"). A literal
+// with a fraction or an exponent that is not an integer (1.5) keeps RFC
+// 8785 semantics (the nearest double), as the client chose a float
+// notation; one that is an integer is refused when canonicalisation would
+// change its value (9007199254740993.0 becomes 9007199254740992), and
+// kept when it would not (1e21, 1e300 stay 1e+21, 1e+300). Values beyond
+// the double range are refused by canonicalisation.
 func checkExactNumbers(field string, raw json.RawMessage) error {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -221,16 +225,75 @@ func checkExactNumbers(field string, raw json.RawMessage) error {
 }
 
 // beyondExact reports whether the JSON number literal n is an integer
-// literal (no fraction, no exponent) whose magnitude exceeds 2^53.
+// beyond 2^53 in magnitude that the canonical form would not keep: any
+// such plain integer literal, and one written with a fraction or an
+// exponent whose canonical double prints as another value.
 func beyondExact(n string) bool {
-	if strings.ContainsAny(n, ".eE") {
+	if !strings.ContainsAny(n, ".eE") {
+		digits := strings.TrimLeft(strings.TrimPrefix(n, "-"), "0")
+		if len(digits) != len(maxExactInteger) {
+			return len(digits) > len(maxExactInteger)
+		}
+		return digits > maxExactInteger
+	}
+	lit, ok := parseDecimal(n)
+	if !ok || !lit.beyondExactInteger() {
 		return false
 	}
-	digits := strings.TrimLeft(strings.TrimPrefix(n, "-"), "0")
-	if len(digits) != len(maxExactInteger) {
-		return len(digits) > len(maxExactInteger)
+	f, err := strconv.ParseFloat(n, 64)
+	if err != nil {
+		return false // beyond the double range: canonicalisation refuses it
 	}
-	return digits > maxExactInteger
+	canonical, ok := parseDecimal(strconv.FormatFloat(f, 'e', -1, 64))
+	return !ok || canonical != lit
+}
+
+// decimal is a JSON number's exact value: digits × 10^exp, digits without
+// leading or trailing zeros ("" for zero, whose sign and exponent are
+// dropped). Comparing two decimals compares the values exactly, without
+// arithmetic whose cost grows with the exponent.
+type decimal struct {
+	negative bool
+	digits   string
+	exp      int
+}
+
+// parseDecimal reads a JSON number literal; ok is false for an exponent
+// beyond int, whose value the double range does not hold anyway.
+func parseDecimal(n string) (d decimal, ok bool) {
+	d.negative = strings.HasPrefix(n, "-")
+	n = strings.TrimPrefix(n, "-")
+	mantissa, exponent, hasExp := strings.Cut(strings.ToLower(n), "e")
+	if hasExp {
+		e, err := strconv.Atoi(exponent)
+		if err != nil {
+			return decimal{}, false
+		}
+		d.exp = e
+	}
+	whole, frac, _ := strings.Cut(mantissa, ".")
+	d.exp -= len(frac)
+	d.digits = strings.TrimLeft(whole+frac, "0")
+	trimmed := strings.TrimRight(d.digits, "0")
+	d.exp += len(d.digits) - len(trimmed)
+	d.digits = trimmed
+	if d.digits == "" {
+		return decimal{}, true
+	}
+	return d, true
+}
+
+// beyondExactInteger reports whether d is an integer whose magnitude
+// exceeds 2^53.
+func (d decimal) beyondExactInteger() bool {
+	if d.digits == "" || d.exp < 0 {
+		return false
+	}
+	width := len(d.digits) + d.exp
+	if width != len(maxExactInteger) {
+		return width > len(maxExactInteger)
+	}
+	return d.digits+strings.Repeat("0", d.exp) > maxExactInteger
 }
 
 // plainKey reports whether key can follow a dot in a path.

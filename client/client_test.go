@@ -93,3 +93,24 @@ func TestRefusalsAreTypedErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitOperationLongerThanTheAPIServesIsCappedNotRefused: the API
+// waits at most 60 s (a longer ?wait= is a 400); WaitOperation asks for at
+// most that, so a longer wait is a shorter one, never an error.
+func TestWaitOperationLongerThanTheAPIServesIsCappedNotRefused(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	ctx := context.Background()
+	agent := client.New(p.API.URL, p.Agent, client.Options{})
+	op, err := agent.Propose(ctx, testpipeline.Action, "po-long-wait", []byte(`{"sku":"A-1","qty":1}`), "restock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, wait := range []time.Duration{60*time.Second + 500*time.Millisecond, 90 * time.Second, time.Hour} {
+		// A stale ETag: the API answers at once, whatever the wait.
+		got, changed, err := agent.WaitOperation(ctx, op.ID, `"0"`, wait)
+		if err != nil || !changed || got == nil || got.ID != op.ID {
+			t.Errorf("wait %s: %v, %v, %v; want the operation at once", wait, got, changed, err)
+		}
+	}
+}

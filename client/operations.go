@@ -54,12 +54,16 @@ func (c *Client) GetOperation(ctx context.Context, id string) (*Operation, error
 	return op, err
 }
 
+// MaxWait is the longest wait the API serves in one long poll (a longer
+// ?wait= is a 400); WaitOperation asks for at most this.
+const MaxWait = 60 * time.Second
+
 // WaitOperation long-polls GET /v1/operations/{id}?wait= with
 // If-None-Match: etag. It answers as soon as the operation's version is no
 // longer etag (changed true, the new view), or when wait runs out (changed
-// false, op nil: a 304). The API serves at most 60s per wait; ask again
-// with the same etag to wait longer. An empty etag reads the operation at
-// once.
+// false, op nil: a 304). The API serves at most MaxWait per wait, so a
+// longer wait is cut to MaxWait; ask again with the same etag to wait
+// longer. An empty etag reads the operation at once.
 func (c *Client) WaitOperation(ctx context.Context, id, etag string, wait time.Duration) (op *Operation, changed bool, err error) {
 	return c.getOperation(ctx, id, etag, wait)
 }
@@ -71,6 +75,7 @@ func (c *Client) getOperation(ctx context.Context, id, etag string, wait time.Du
 	if etag != "" {
 		h = http.Header{"If-None-Match": {etag}}
 		if wait > 0 {
+			wait = min(wait, MaxWait)
 			q = url.Values{"wait": {strconv.Itoa(int((wait+time.Second-1)/time.Second)) + "s"}}
 			hc = c.streaming // the context and the server bound the wait
 		}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"time"
 
@@ -296,11 +297,48 @@ func marshalDetail(detail any) ([]byte, error) {
 	if raw, ok := detail.(json.RawMessage); ok {
 		return raw, nil
 	}
-	body, err := json.Marshal(detail)
+	body, err := json.Marshal(utcTimes(detail))
 	if err != nil {
 		return nil, fmt.Errorf("encode event detail: %w", err)
 	}
 	return body, nil
+}
+
+// utcTimes returns detail with its times in UTC, as the contract shows
+// every time: a detail's times come from pgx (which reads timestamptz in
+// the process's local zone) and from local clocks. Details are flat maps,
+// so only their values are looked at; the caller's map is never changed.
+func utcTimes(detail any) any {
+	m, ok := detail.(map[string]any)
+	if !ok {
+		return detail
+	}
+	var out map[string]any
+	for k, v := range m {
+		var utc any
+		switch t := v.(type) {
+		case time.Time:
+			if t.Location() != time.UTC {
+				utc = t.UTC()
+			}
+		case *time.Time:
+			if t != nil && t.Location() != time.UTC {
+				u := t.UTC()
+				utc = &u
+			}
+		}
+		if utc == nil {
+			continue
+		}
+		if out == nil {
+			out = maps.Clone(m)
+		}
+		out[k] = utc
+	}
+	if out == nil {
+		return detail
+	}
+	return out
 }
 
 // Unavailable reports whether err means Postgres could not be reached,

@@ -514,3 +514,41 @@ func TestGetByExternalKeyFindsOnlyTheExactKey(t *testing.T) {
 		}
 	}
 }
+
+// TestEventDetailTimesAreUTC: the contract's times are RFC 3339 in UTC,
+// and an event's detail is shown as it is stored; a time handed in another
+// zone (pgx reads timestamptz in the process's local zone, a provider
+// call's clock is local) is stored as the same instant in UTC.
+func TestEventDetailTimesAreUTC(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
+	ist := time.FixedZone("IST", 5*3600+1800)
+	at := time.Date(2026, 11, 30, 21, 42, 24, 500, ist)
+	ctx := context.Background()
+	if err := f.store.AppendEvent(ctx, f.pool, op.ID, "note", "test", map[string]any{"at": at, "until": &at, "n": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Transition(ctx, f.pool, ledger.Change{
+		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusHeld, Kind: "approval_revoked", Actor: "test",
+		Detail: map[string]any{"at": at},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := f.store.Events(ctx, f.tenant, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := at.UTC().Format(time.RFC3339Nano)
+	for _, e := range events[1:] {
+		var detail map[string]any
+		if err := json.Unmarshal(e.Detail, &detail); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"at", "until"} {
+			if got, ok := detail[k]; ok && got != want {
+				t.Errorf("%s event: detail.%s = %v, want %s", e.Kind, k, got, want)
+			}
+		}
+	}
+}

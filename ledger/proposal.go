@@ -94,6 +94,12 @@ FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE o.id = @id AND o.tenant_id = @tenant
 FOR UPDATE OF o`
 
+	// operationRequestLapsed says whether a proposal's request_ttl has run
+	// out by now, by the clock the expiry sweep uses: past it the proposal
+	// is held, whether or not the sweep has got to it yet.
+	operationRequestLapsed = `SELECT coalesce(request_expires_at <= coalesce(@now::timestamptz, now()), false)
+FROM operations WHERE id = @id`
+
 	// approvalGrant creates an approval bound to one operation and uses
 	// its only use at once.
 	approvalGrant = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
@@ -105,10 +111,13 @@ VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver
 RETURNING ` + approvalColumns
 
 	// operationsAwaitingPage is a page of a tenant's open proposals, oldest
-	// first, after the position (created_at, id) of the previous page.
+	// first, after the position (created_at, id) of the previous page. A
+	// proposal past its request_ttl is no longer open (it is held), even
+	// before the expiry sweep marks it.
 	operationsAwaitingPage = `SELECT ` + operationColumns + `, k.name AS requested_by_name
 FROM operations o JOIN tenants t ON t.id = o.tenant_id JOIN api_tokens k ON k.id = o.requested_by
 WHERE o.tenant_id = @tenant AND o.status = 'awaiting_approval'
+  AND (o.request_expires_at IS NULL OR o.request_expires_at > coalesce(@now::timestamptz, now()))
   AND (@after_at::timestamptz IS NULL OR (o.created_at, o.id) > (@after_at::timestamptz, @after_id::uuid))
 ORDER BY o.created_at, o.id
 LIMIT @limit`
@@ -241,7 +250,8 @@ func (s *Store) Deny(ctx context.Context, tenant, id uuid.UUID, actor, reason st
 }
 
 // lockAwaiting reads and locks operation id of tenant, which must be
-// awaiting approval.
+// awaiting approval and within its request_ttl: a proposal past it is held
+// (the expiry sweep marks it), so no decision may revive it.
 func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, tenant, id uuid.UUID) (Operation, error) {
 	rows, _ := tx.Query(ctx, operationLockAwaiting, pgx.StrictNamedArgs{"id": id, "tenant": tenant})
 	op, err := collectOperation(rows)
@@ -253,6 +263,13 @@ func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, tenant, id uuid.UUI
 	}
 	if op.Status != StatusAwaitingApproval {
 		return Operation{}, fmt.Errorf("%w: %s is %s", ErrNotAwaitingApproval, id, op.Status)
+	}
+	var lapsed bool
+	if err := tx.QueryRow(ctx, operationRequestLapsed, pgx.StrictNamedArgs{"id": id, "now": s.nowArg()}).Scan(&lapsed); err != nil {
+		return Operation{}, fmt.Errorf("lock operation %s: %w", id, err)
+	}
+	if lapsed {
+		return Operation{}, fmt.Errorf("%w: %s is past its request_ttl", ErrNotAwaitingApproval, id)
 	}
 	return op, nil
 }
@@ -321,7 +338,7 @@ func (s *Store) AwaitingPage(ctx context.Context, tenant uuid.UUID, after *Await
 		afterAt, afterID = &after.CreatedAt, after.ID
 	}
 	rows, _ := s.pool.Query(ctx, operationsAwaitingPage, pgx.StrictNamedArgs{
-		"tenant": tenant, "after_at": afterAt, "after_id": afterID, "limit": limit,
+		"tenant": tenant, "after_at": afterAt, "after_id": afterID, "limit": limit, "now": s.nowArg(),
 	})
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[ApprovalRequest])
 	if err != nil {

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,12 +72,25 @@ func (j Judgement) retryAllowed(op ledger.Operation, lapse ledger.Lapse) bool {
 		(j.AbsenceConfirmed || !j.MayHaveHadEffect)
 }
 
+// decodeDetail reads an event's detail for judging and showing: numbers
+// stay json.Number, so a provider's large integer reaches the operator
+// digit for digit (a float64 would round it past 2^53). A detail that is
+// not an object reads as nil.
+func decodeDetail(raw []byte) map[string]any {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var detail map[string]any
+	if dec.Decode(&detail) != nil {
+		return nil
+	}
+	return detail
+}
+
 // judge reads an operation's history.
 func judge(events []ledger.Event) Judgement {
 	var j Judgement
 	for _, e := range events {
-		var detail map[string]any
-		_ = json.Unmarshal(e.Detail, &detail)
+		detail := decodeDetail(e.Detail)
 		switch e.Kind {
 		case ledger.EventAttempt:
 			j.LastAnswer = detail
@@ -170,9 +184,9 @@ func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *Re
 		if u.ProviderReference != nil {
 			facts["provider_reference"] = *u.ProviderReference
 		}
-		var data any
-		if json.Unmarshal(u.Detail, &data) == nil && data != nil {
-			facts["data"] = data
+		// Kept as stored: decoding it would round its large integers.
+		if d := bytes.TrimSpace(u.Detail); json.Valid(d) && !bytes.Equal(d, []byte("null")) {
+			facts["data"] = json.RawMessage(d)
 		}
 		items = append(items, ReviewItem{
 			EvidenceID: &u.ID, Key: u.Reference, Provider: u.Provider, Status: string(ledger.StatusReview),
@@ -341,6 +355,11 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 		})
 		return err
 	})
+	if errors.Is(err, ledger.ErrStale) {
+		// Another decision or the pipeline moved it since it was read: a
+		// concurrent resolve lost, and is told so like any late one.
+		return op, nil, fmt.Errorf("%w: it changed meanwhile (%v)", ErrNotResolvable, err)
+	}
 	if err != nil {
 		return op, nil, err
 	}
@@ -410,6 +429,11 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 		out = next
 		return outbox.Insert(ctx, tx, ledger.DispatchMessage{Subject: r.broker.DispatchSubject(next.Provider), OperationID: next.ID, Version: next.Version}.Outbox())
 	})
+	if errors.Is(err, ledger.ErrStale) {
+		// It changed since it was judged (a concurrent retry or resolve, or
+		// evidence): the judgement no longer holds.
+		return op, fmt.Errorf("%w: it changed meanwhile (%v)", ErrRetryNotAllowed, err)
+	}
 	if err == nil {
 		r.store.OutboxCommitted()
 		r.log.InfoContext(ctx, "operator retried operation", "operation_id", op.ID, "tenant", op.Tenant, "by", actor)
