@@ -185,7 +185,12 @@ func (s *Server) handleAdminCreate(w http.ResponseWriter, r *http.Request) {
 		}
 		params = canonical
 	}
-	writeJSON(w, http.StatusCreated, s.commit(in.ClientReference, params))
+	_, status, body, err := s.commit(in.ClientReference, params, "", [32]byte{}, false)
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "storage_unavailable", "the order could not be stored: "+err.Error())
+		return
+	}
+	writeRaw(w, status, body)
 }
 
 // ordersView is the answer of GET /admin/orders: the ground truth, ignoring the lookup lag.
@@ -257,9 +262,12 @@ func (s *Server) handleAdminDeliveries(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"deliveries": append([]Delivery{}, s.Deliveries()...)})
 }
 
-// handleReset serves POST /admin/reset, like Reset.
+// handleReset serves POST /admin/reset, like Reset; 500 when the data file could not be emptied.
 func (s *Server) handleReset(w http.ResponseWriter, _ *http.Request) {
-	s.Reset()
+	if err := s.reset(); err != nil {
+		writeError(w, http.StatusInternalServerError, "reset_incomplete", err.Error())
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,14 +166,20 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		// given up.
 		time.Sleep(time.Duration(fault.MS) * time.Millisecond)
 	}
-	order := s.commit(ref, params)
-	s.log.DebugContext(ctx, "order created", "order_id", order.ID, "client_reference", ref)
-	status, resp := http.StatusCreated, mustJSON(order)
-	if faulty && fault.Kind == Error500AfterCommit {
-		// Stored like any answer: a replay with the same key gets the same 500 (Stripe does
-		// the same), so only a lookup reveals the order.
-		status, resp = http.StatusInternalServerError, errorJSON("internal", "internal server error")
+	var storedKey string
+	if entry != nil {
+		storedKey = key
 	}
+	// A 500 after commit is stored like any answer: a replay with the same key gets the same
+	// 500 (Stripe does the same), so only a lookup reveals the order.
+	order, status, resp, err := s.commit(ref, params, storedKey, fp, faulty && fault.Kind == Error500AfterCommit)
+	if err != nil {
+		s.log.ErrorContext(ctx, "order not created: the data file failed", "client_reference", ref, "error", err)
+		s.releaseKey(key, entry)
+		writeError(w, http.StatusServiceUnavailable, "storage_unavailable", "the supplier could not store the order; nothing was created")
+		return
+	}
+	s.log.DebugContext(ctx, "order created", "order_id", order.ID, "client_reference", ref)
 	if faulty && fault.Kind == Delay && fault.MS > 0 {
 		// The order is committed already; a client that gives up now has lost the answer to
 		// an order that exists. The key stays in flight (409) until the answer is ready.
@@ -201,15 +208,48 @@ func wait(ctx context.Context, ms int) {
 	}
 }
 
-// commit creates and indexes the order and schedules its webhook.
-func (s *Server) commit(ref string, params json.RawMessage) *Order {
+// commit creates the order and returns it with the answer its create request gets: 201 and the
+// order, or the 500 of Error500AfterCommit when fail500. With a data file the order, with the
+// Idempotency-Key it was created under (key "" for none), the key's fingerprint fp and that
+// answer, is appended and fsynced first, and an error means nothing was created. Only then is
+// the order indexed, which is what makes it exist, and its webhook scheduled.
+func (s *Server) commit(ref string, params json.RawMessage, key string, fp [32]byte, fail500 bool) (*Order, int, []byte, error) {
 	o := &Order{ID: newID("ord_"), ClientReference: ref, Status: "created", Params: params}
+	if s.data == nil {
+		s.mu.Lock()
+		o.CreatedAt = s.now().UTC()
+		s.orders.add(o)
+		s.scheduleWebhookLocked(o)
+		s.mu.Unlock()
+		status, body := answer(o, fail500)
+		return o, status, body, nil
+	}
+	s.data.mu.Lock()
+	defer s.data.mu.Unlock()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	o.CreatedAt = s.now().UTC()
+	s.mu.Unlock()
+	status, body := answer(o, fail500)
+	rec := logRecord{Order: o}
+	if key != "" {
+		rec.Key, rec.Fingerprint, rec.Status, rec.Body = key, hex.EncodeToString(fp[:]), status, body
+	}
+	if err := s.data.appendLocked(rec); err != nil {
+		return nil, 0, nil, err
+	}
+	s.mu.Lock()
 	s.orders.add(o)
 	s.scheduleWebhookLocked(o)
-	return o
+	s.mu.Unlock()
+	return o, status, body, nil
+}
+
+// answer is what the create request of o is told.
+func answer(o *Order, fail500 bool) (int, []byte) {
+	if fail500 {
+		return http.StatusInternalServerError, errorJSON("internal", "internal server error")
+	}
+	return http.StatusCreated, mustJSON(o)
 }
 
 // dropConnection closes the client's connection without writing a response, so the client sees

@@ -45,6 +45,15 @@ type Config struct {
 	// Now is the clock for created_at, the lookup lag and webhook signatures; nil means
 	// time.Now. Tests move it to cross the lag without sleeping.
 	Now func() time.Time
+	// DataFile, when set, makes orders and their idempotency records outlive the process: Open
+	// loads them from this file (creating it if it does not exist) and every new order is
+	// appended to it and fsynced before it counts as committed, that is before it is visible,
+	// its webhook is scheduled or any answer is sent, so an order whose response a
+	// DropAfterCommit fault lost is still there after a restart, and so is the answer a repeat
+	// of its Idempotency-Key gets. Only orders and keys are kept: recorded requests, lookups and
+	// deliveries, queued faults, pending webhooks and settings changed at run time are not.
+	// Empty keeps everything in memory, with no file I/O on any path. One process per file.
+	DataFile string
 }
 
 // Server is the mock supplier. It implements http.Handler; its methods are the in-process view
@@ -60,6 +69,7 @@ type Server struct {
 	mode      Mode
 	lag       time.Duration
 	webhook   *WebhookConfig
+	data      *orderLog // nil without Config.DataFile
 	orders    orderStore
 	keys      map[string]*keyEntry
 	faults    map[string][]Fault // per reference
@@ -77,14 +87,27 @@ type Server struct {
 
 var _ http.Handler = (*Server)(nil)
 
-// New returns a Server ready to serve. It panics on an unknown Config.Idempotency, which is a bug
-// in the caller.
+// New returns a Server ready to serve. It panics where Open would return an error: an unknown
+// Config.Idempotency, which is a bug in the caller, or a Config.DataFile it cannot load, so a
+// caller that sets DataFile should call Open.
 func New(cfg Config) *Server {
+	s, err := Open(cfg)
+	if err != nil {
+		panic("mocksupplier: New: " + err.Error())
+	}
+	return s
+}
+
+// Open returns a Server ready to serve, with the orders and idempotency records of
+// Config.DataFile when it is set. An unknown Config.Idempotency, or a data file it cannot open
+// or read in full, is an error naming the problem (and the file); it never starts with part of
+// the file.
+func Open(cfg Config) (*Server, error) {
 	if cfg.Idempotency == "" {
 		cfg.Idempotency = Honour
 	}
 	if err := cfg.Idempotency.validate(); err != nil {
-		panic("mocksupplier: New: " + err.Error())
+		return nil, err
 	}
 	if cfg.Webhook != nil {
 		wh := *cfg.Webhook
@@ -103,8 +126,16 @@ func New(cfg Config) *Server {
 		s.now = time.Now
 	}
 	s.resetLocked()
+	if cfg.DataFile != "" {
+		data, recs, err := openOrderLog(cfg.DataFile)
+		if err != nil {
+			return nil, err
+		}
+		s.data = data
+		s.load(recs)
+	}
 	s.routes()
-	return s
+	return s, nil
 }
 
 func (s *Server) routes() {
@@ -205,14 +236,29 @@ func (s *Server) CreateRequests(reference string) []time.Time {
 }
 
 // Reset forgets every order, stored idempotency key, queued fault, recorded request and
-// delivery, stops pending webhook deliveries, and restores the Config given to New.
+// delivery, stops pending webhook deliveries, and restores the Config given to New. With a data
+// file it empties the file too; if that fails, the error is logged, POST /admin/reset answers
+// it, and every later order is refused (503) rather than kept in memory only.
 func (s *Server) Reset() {
+	_ = s.reset()
+}
+
+func (s *Server) reset() error {
+	var err error
+	if s.data != nil {
+		s.data.mu.Lock()
+		defer s.data.mu.Unlock()
+		if err = s.data.truncateLocked(); err != nil {
+			s.log.Error("reset could not empty the data file", "error", err)
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stop != nil && !s.closed {
 		close(s.stop)
 	}
 	s.resetLocked()
+	return err
 }
 
 func (s *Server) resetLocked() {
@@ -233,8 +279,9 @@ func (s *Server) resetLocked() {
 	}
 }
 
-// Close stops pending webhook deliveries and waits for their goroutines to end. Orders created
-// afterwards send no webhooks. It is idempotent; the handler keeps serving.
+// Close stops pending webhook deliveries, waits for their goroutines to end, and closes the data
+// file. Orders created afterwards send no webhooks, and with a data file there are none: creates
+// are refused (503). It is idempotent; the handler keeps serving.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if !s.closed {
@@ -243,6 +290,11 @@ func (s *Server) Close() {
 	}
 	s.mu.Unlock()
 	s.hooks.Wait()
+	if s.data != nil {
+		if err := s.data.close(); err != nil {
+			s.log.Error("closing the data file", "error", err)
+		}
+	}
 }
 
 // errorBody is every error answer: {"error":{"code","message"}}, the shape actledger uses too.
