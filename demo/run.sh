@@ -10,8 +10,12 @@ export PROVIDERS_FILE="${PROVIDERS_FILE:-demo/providers.yaml}"
 export ACME_WEBHOOK_SECRET="${ACME_WEBHOOK_SECRET:-demo-webhook-secret}"
 export LISTEN_ADDR="${LISTEN_ADDR:-127.0.0.1:8080}"
 
-# The supplier sends signed webhooks back to actledger, as real ones do.
-bin/mocksupplier --addr 127.0.0.1:9100 --webhook-url "http://$LISTEN_ADDR/v1/webhooks/acme" --webhook-delay 500ms &
+# The supplier sends signed webhooks back to actledger, as real ones do, and
+# keeps its orders under ./data beside the embedded JetStream's, so a restart
+# still finds the orders the ledger points at (`make clean` removes both).
+mkdir -p data
+bin/mocksupplier --addr 127.0.0.1:9100 --data data/mocksupplier.jsonl \
+  --webhook-url "http://$LISTEN_ADDR/v1/webhooks/acme" --webhook-delay 500ms &
 supplier=$!
 trap 'kill $supplier 2>/dev/null || true; wait $supplier 2>/dev/null || true' EXIT
 

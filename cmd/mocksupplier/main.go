@@ -2,7 +2,14 @@
 // benchmarks. It is a test double: never point a production actledger at it.
 //
 //	mocksupplier [--addr 127.0.0.1:9100] [--idempotency honour|ignore] [--lookup-lag 2s]
-//	             [--webhook-url URL] [--webhook-delay 0s] [--log-level info]
+//	             [--webhook-url URL] [--webhook-delay 0s] [--data FILE] [--log-level info]
+//
+// With --data FILE the orders and the answers stored under Idempotency-Keys are kept in FILE
+// (created if missing; an append-only log, each order fsynced before any answer), so a restarted
+// supplier still knows every order it made, answers a repeated key from the stored answer, and
+// still reports how many orders really exist. A file it cannot read in full stops it at start,
+// naming the file. Without --data everything is in memory and gone at exit. Faults, recorded
+// requests and settings changed through the admin API are never kept.
 //
 // The webhook signing secret comes from ACME_WEBHOOK_SECRET, never from a flag, so it stays out
 // of process listings and shell history. Faults and everything else are set at run time through
@@ -61,6 +68,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.DurationVar(&o.cfg.LookupLag, "lookup-lag", 2*time.Second, "how long a new order stays hidden from lookups by client_reference")
 	fs.StringVar(&webhookURL, "webhook-url", "", "where to POST signed order.created events (empty: no webhooks); secret from ACME_WEBHOOK_SECRET")
 	fs.DurationVar(&webhookDelay, "webhook-delay", 0, "how long after an order its webhook is sent")
+	fs.StringVar(&o.cfg.DataFile, "data", "", "file that keeps orders and idempotency keys across restarts (empty: in memory only)")
 	fs.StringVar(&level, "log-level", "info", "debug, info, warn or error (debug logs every order)")
 	if err := fs.Parse(args); err != nil {
 		return options{}, err
@@ -102,11 +110,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))
 	o.cfg.Logger = log
+	sup, err := mocksupplier.Open(o.cfg)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
+		sup.Close()
 		return fmt.Errorf("listening on %s: %w", o.addr, err)
 	}
 	attrs := []any{"addr", ln.Addr().String(), "idempotency", string(o.cfg.Idempotency), "lookup_lag", o.cfg.LookupLag}
+	if o.cfg.DataFile != "" {
+		attrs = append(attrs, "data_file", o.cfg.DataFile, "orders_loaded", sup.TotalOrders())
+	}
 	if wh := o.cfg.Webhook; wh != nil {
 		attrs = append(attrs, "webhook_url", wh.URL, "webhook_delay", wh.Delay, "webhook_signed", wh.Secret != "")
 		if wh.Secret == "" {
@@ -114,7 +130,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		}
 	}
 	log.InfoContext(ctx, "mock supplier listening", attrs...)
-	return serve(ctx, ln, mocksupplier.New(o.cfg), log)
+	return serve(ctx, ln, sup, log)
 }
 
 // serve answers on ln until ctx ends, then lets in-flight requests finish (within

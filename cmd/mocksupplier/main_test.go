@@ -35,18 +35,18 @@ func TestParseOptions(t *testing.T) {
 			name: "defaults",
 			check: func(t *testing.T, o options) {
 				if o.addr != "127.0.0.1:9100" || o.cfg.Idempotency != mocksupplier.Honour ||
-					o.cfg.LookupLag != 2*time.Second || o.cfg.Webhook != nil || o.logLevel != slog.LevelInfo {
+					o.cfg.LookupLag != 2*time.Second || o.cfg.Webhook != nil || o.logLevel != slog.LevelInfo || o.cfg.DataFile != "" {
 					t.Errorf("defaults = %+v", o)
 				}
 			},
 		},
 		{
 			name:   "everything set, secret from the environment",
-			args:   []string{"--addr", ":0", "--idempotency", "ignore", "--lookup-lag", "0s", "--webhook-url", "http://127.0.0.1:8080/v1/webhooks/acme", "--webhook-delay", "3s", "--log-level", "debug"},
+			args:   []string{"--addr", ":0", "--idempotency", "ignore", "--lookup-lag", "0s", "--webhook-url", "http://127.0.0.1:8080/v1/webhooks/acme", "--webhook-delay", "3s", "--data", "data/orders.jsonl", "--log-level", "debug"},
 			secret: "whsec_x",
 			check: func(t *testing.T, o options) {
 				wh := o.cfg.Webhook
-				if o.addr != ":0" || o.cfg.Idempotency != mocksupplier.Ignore || o.cfg.LookupLag != 0 || o.logLevel != slog.LevelDebug ||
+				if o.addr != ":0" || o.cfg.Idempotency != mocksupplier.Ignore || o.cfg.LookupLag != 0 || o.logLevel != slog.LevelDebug || o.cfg.DataFile != "data/orders.jsonl" ||
 					wh == nil || wh.URL != "http://127.0.0.1:8080/v1/webhooks/acme" || wh.Secret != "whsec_x" || wh.Delay != 3*time.Second {
 					t.Errorf("options = %+v, webhook %+v", o, wh)
 				}
