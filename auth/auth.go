@@ -104,8 +104,11 @@ RETURNING id`
 FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
 WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
 
+	// tokenRevoke ends exactly one token: the one whose id is $1, else the
+	// one named $1 (Create refuses names that read as an id, but a
+	// database may hold one from before).
 	tokenRevoke = `UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now())
-WHERE name = $1 OR id::text = $1
+WHERE id = (SELECT id FROM api_tokens WHERE id::text = $1 OR name = $1 ORDER BY id::text = $1 DESC LIMIT 1)
 RETURNING id, name, token_hash`
 )
 
@@ -206,6 +209,11 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 	}
 	if len(name) > maxNameLength || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		return Created{}, fmt.Errorf("auth: token name must be at most %d bytes of printable text (no U+0000 or other control characters)", maxNameLength)
+	}
+	if _, err := uuid.Parse(name); err == nil {
+		// `token revoke NAME|ID` must name one token: a name that reads as
+		// an id could be another token's.
+		return Created{}, fmt.Errorf("auth: token name %q reads as a token id; choose a name that does not", name)
 	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {

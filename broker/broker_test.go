@@ -238,3 +238,22 @@ func TestRemoteServerAcceptsACredsFile(t *testing.T) {
 		t.Errorf("with NATS_CREDS: %v", err)
 	}
 }
+
+// TestTLSURLNeverFallsBackToPlaintext: a tls:// URL pointing at a server
+// that offers no TLS is refused; the user and password are not sent in
+// the clear.
+func TestTLSURLNeverFallsBackToPlaintext(t *testing.T) {
+	t.Parallel()
+	plain := authServer(t, "nats", func(o *server.Options) {
+		o.Users = []*server.User{{Username: "actledger", Password: "pw"}}
+	})
+	if err := connect(t, broker.Config{URL: plain, User: "actledger", Password: "pw"}); err != nil {
+		t.Fatalf("nats:// to the plaintext server: %v", err)
+	}
+	tlsURL := "tls://" + strings.TrimPrefix(plain, "nats://")
+	if err := connect(t, broker.Config{URL: tlsURL, User: "actledger", Password: "pw"}); err == nil {
+		t.Error("tls:// connected to a server without TLS")
+	} else if strings.Contains(err.Error(), "pw@") {
+		t.Errorf("the error shows the password: %v", err)
+	}
+}

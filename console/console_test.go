@@ -390,3 +390,53 @@ func TestPagesCheckTheRole(t *testing.T) {
 		t.Errorf("pauses after refused requests: %v %v", paused, err)
 	}
 }
+
+// TestEveryPostRefusesAnotherOrigin: each state-changing route, sign-in
+// included (a forged sign-in would put the victim in the attacker's
+// account), refuses a post from another origin, and nothing changes.
+func TestEveryPostRefusesAnotherOrigin(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	op := propose(t, p, "po-xo", `{"sku":"A-1","qty":3}`)
+	review := inReview(t, p, "po-xo-review", ledger.ReasonOutcomeUnknown, "ops")
+	approver, operator := signIn(t, p, p.Approver), signIn(t, p, p.Operator)
+	for _, tt := range []struct {
+		path string
+		s    *session
+		form url.Values
+	}{
+		{"/console/signin", newSession(t, p), url.Values{"token": {p.Operator}}},
+		{"/console/signout", approver, nil},
+		{"/console/approvals/" + op.ID.String() + "/approve", approver, url.Values{"params_fingerprint": {op.ParamsFingerprint}}},
+		{"/console/approvals/" + op.ID.String() + "/deny", approver, url.Values{"reason": {"no"}}},
+		{"/console/review", operator, url.Values{"item": {"op:" + review.ID.String()}, "do": {"resolve_cancelled"}, "note": {"x"}}},
+		{"/console/dispatch/pause", operator, url.Values{"provider": {"acme"}}},
+		{"/console/dispatch/resume", operator, url.Values{}},
+	} {
+		for _, header := range [][]string{
+			{"Sec-Fetch-Site", "cross-site"},
+			{"Sec-Fetch-Site", "same-site"},
+			{"Sec-Fetch-Site", "", "Origin", "http://evil.example"},
+		} {
+			res := tt.s.post(tt.path, tt.form, header...)
+			if res.status != http.StatusForbidden || !strings.Contains(res.body, "another site") {
+				t.Errorf("POST %s with %v: %d, want 403 refused", tt.path, header, res.status)
+			}
+			if ck := res.header.Get("Set-Cookie"); ck != "" {
+				t.Errorf("POST %s with %v set a cookie: %q", tt.path, header, ck)
+			}
+		}
+	}
+	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
+		t.Errorf("the proposal is %s after cross-origin posts", got.Status)
+	}
+	if got := p.Get(review); got.Status != ledger.StatusReview {
+		t.Errorf("the review item is %s after cross-origin posts", got.Status)
+	}
+	if paused, err := p.Store.Pauses(context.Background(), p.TenantID); err != nil || len(paused) != 0 {
+		t.Errorf("pauses after cross-origin posts: %v %v", paused, err)
+	}
+	if res := approver.get("/console/approvals"); res.status != http.StatusOK {
+		t.Errorf("the approver's session after a cross-origin sign-out: %d, want still signed in", res.status)
+	}
+}

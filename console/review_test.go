@@ -256,3 +256,51 @@ func TestConsoleServesItsStylesheetAndNotFound(t *testing.T) {
 		t.Errorf("the API beside the console: /healthz %d", res.status)
 	}
 }
+
+// TestAnotherTenantsDispatchAndDecisionsStayApart: another tenant's
+// operator sees none of this tenant's calls in flight or pauses, and its
+// pause stops nothing of this tenant's; another tenant's approver cannot
+// deny this tenant's proposal, which answers like a missing one.
+func TestAnotherTenantsDispatchAndDecisionsStayApart(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	proposal := propose(t, p, "po-apart", `{"sku":"A-1","qty":1}`)
+	op := p.Enqueue("po-fly-apart", `{"sku":"A-1","qty":1}`)
+	if _, err := p.Store.Transition(context.Background(), p.Pool, ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching, Kind: "claimed", Actor: "test",
+		LeaseOwner: "worker-apart", LeaseFor: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	mine := signIn(t, p, p.Operator)
+	if res := mine.post("/console/dispatch/pause", url.Values{"action": {testpipeline.OtherAction}}); res.status != http.StatusSeeOther {
+		t.Fatalf("pause: %d\n%s", res.status, res.body)
+	}
+	otherOperator := signIn(t, p, p.TokenFor("Other Corp.", auth.RoleOperator))
+	otherApprover := signIn(t, p, p.TokenFor("Other Corp.", auth.RoleApprover))
+
+	page := otherOperator.get("/console/dispatch")
+	if page.status != http.StatusOK || strings.Contains(page.body, op.ID.String()) || strings.Contains(page.body, "worker-apart") ||
+		!strings.Contains(page.body, "Nothing is paused") || !strings.Contains(page.body, "No call is in flight") {
+		t.Errorf("another tenant's dispatch page shows this tenant's pause or call in flight:\n%s", page.body)
+	}
+	if res := otherOperator.post("/console/dispatch/pause", url.Values{"provider": {"acme"}}); res.status != http.StatusSeeOther {
+		t.Fatalf("another tenant's pause: %d\n%s", res.status, res.body)
+	}
+	pauses, err := p.Store.Pauses(context.Background(), p.TenantID)
+	if err != nil || len(pauses) != 1 || pauses[0].Action != testpipeline.OtherAction {
+		t.Errorf("this tenant's pauses = %v, %v; want only its own", pauses, err)
+	}
+
+	theirs := otherApprover.post("/console/approvals/"+proposal.ID.String()+"/deny", url.Values{"reason": {"not yours"}})
+	missing := otherApprover.post("/console/approvals/"+uuid.NewString()+"/deny", url.Values{"reason": {"not yours"}})
+	if theirs.status != http.StatusNotFound || missing.status != http.StatusNotFound {
+		t.Errorf("another tenant denies: %d, a missing proposal: %d; want 404 both", theirs.status, missing.status)
+	}
+	if got := otherApprover.get("/console/operations/" + proposal.ID.String()); got.status != http.StatusNotFound || strings.Contains(got.body, "po-apart") {
+		t.Errorf("another tenant's approver reads the proposal's page: %d", got.status)
+	}
+	if got := p.Get(proposal); got.Status != ledger.StatusAwaitingApproval {
+		t.Errorf("the proposal is %s after another tenant's deny", got.Status)
+	}
+}

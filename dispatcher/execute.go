@@ -43,19 +43,12 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
 	}
-	if m.Version == 1 {
-		// Every operation is created queued at version 1, so the message
-		// of a new operation can be claimed without reading it first: the
-		// claim's conditions say whether it is still so.
-		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
-		if err == nil {
-			return d.run(ctx, c, ledger.StatusQueued, callDone)
-		}
-		if !errors.Is(err, ledger.ErrStale) {
-			return err
-		}
-		// It moved on, or its dispatch is paused: read what it needs now.
-	}
+	// The operation is read before it is claimed, even when the message
+	// says it is new: a claim records the account and environment of the
+	// consumer's provider and judges the approval against them, so a
+	// message on another provider's subject (misrouted, or published by
+	// anyone who can reach the stream) must be dropped before any claim.
+	// A message is a pointer; only the row says whose the operation is.
 	op, err := d.store.GetInternal(ctx, d.store.Pool(), m.OperationID)
 	if err != nil {
 		return err
