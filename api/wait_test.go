@@ -107,11 +107,14 @@ func TestEveryOperationViewCarriesItsVersionAsETag(t *testing.T) {
 	}
 }
 
-// TestLongPollWakesWithin100msOfAChangeByAnotherProcess: a reader waiting
-// with If-None-Match gets the new version within 100 ms of a transition
-// committed through another pool and store (another process): the wake-up
-// comes from the database, not from this process's own writes.
-func TestLongPollWakesWithin100msOfAChangeByAnotherProcess(t *testing.T) {
+// TestLongPollWakesOnAChangeByAnotherProcess: a reader waiting with
+// If-None-Match gets the new version as soon as a transition commits
+// through another pool and store (another process): the wake-up comes
+// from the database, not from this process's own writes. Nothing polls,
+// so without the database's notification the reader would wait out its
+// 25 s; the bound of a second leaves room for a loaded machine (it answers
+// in a few milliseconds when idle, which the log line shows).
+func TestLongPollWakesOnAChangeByAnotherProcess(t *testing.T) {
 	t.Parallel()
 	f := setupWait(t)
 	id := f.queuedOperation(t, "po-1")
@@ -135,8 +138,8 @@ func TestLongPollWakesWithin100msOfAChangeByAnotherProcess(t *testing.T) {
 		t.Fatalf("long poll answered %d, status %q, ETag %q; want 200, held, \"2\"", r.status, r.str("status"), r.header.Get("ETag"))
 	}
 	lag := answered.Sub(committed)
-	if lag > 100*time.Millisecond {
-		t.Errorf("long poll answered %s after the commit, want within 100ms", lag)
+	if lag > time.Second {
+		t.Errorf("long poll answered %s after the commit, want within a second", lag)
 	}
 	t.Logf("long poll answered %s after the other process's commit", lag)
 }

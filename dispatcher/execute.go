@@ -43,12 +43,25 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
 	}
-	// The operation is read before it is claimed, even when the message
-	// says it is new: a claim records the account and environment of the
-	// consumer's provider and judges the approval against them, so a
-	// message on another provider's subject (misrouted, or published by
-	// anyone who can reach the stream) must be dropped before any claim.
-	// A message is a pointer; only the row says whose the operation is.
+	if m.Version == 1 {
+		// Every operation is created queued at version 1, so the message
+		// of a new operation can be claimed without reading it first: the
+		// claim's conditions say whether it is still so, and whether it
+		// is this consumer's provider's at all (a claim records the
+		// provider's account and environment and judges the approval
+		// against them, and a message on another provider's subject,
+		// misrouted or published by anyone who can reach the stream, is
+		// only a pointer: the row says whose the operation is).
+		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
+		if err == nil {
+			return d.run(ctx, c, ledger.StatusQueued, callDone)
+		}
+		if !errors.Is(err, ledger.ErrStale) {
+			return err
+		}
+		// It moved on, its dispatch is paused, or it is another
+		// provider's: read what it needs now.
+	}
 	op, err := d.store.GetInternal(ctx, d.store.Pool(), m.OperationID)
 	if err != nil {
 		return err
@@ -104,7 +117,7 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 	asked := time.Now()
 	op, lapse, err := d.store.Claim(ctx, ledger.Change{
 		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
-		Kind: "claimed", Actor: d.actor(), UnlessPaused: true,
+		Kind: "claimed", Actor: d.actor(), UnlessPaused: true, Provider: pc.Name,
 		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
 	}, targetOf(pc))

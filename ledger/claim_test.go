@@ -211,3 +211,33 @@ FROM (SELECT n, gen_random_uuid() AS id FROM generate_series(1, 20000) n) g`, f.
 		t.Errorf("one transition read %d operations rows sequentially, want only its own by index", seqRead)
 	}
 }
+
+// TestClaimNamingAnotherProviderWritesNothing: a claim that names the
+// provider whose dispatch message it acts on applies only to that
+// provider's operation; for another's it is stale and leaves no trace.
+func TestClaimNamingAnotherProviderWritesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
+	ctx := context.Background()
+	claim := func(provider string) error {
+		_, _, err := f.store.Claim(ctx, ledger.Change{
+			ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
+			Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseFor: time.Minute, Provider: provider,
+		}, testTarget)
+		return err
+	}
+	if err := claim("beta"); !errors.Is(err, ledger.ErrStale) {
+		t.Fatalf("claim for provider beta of an acme operation: err = %v, want ErrStale", err)
+	}
+	after, err := f.store.GetInternal(ctx, f.pool, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Status != ledger.StatusQueued || after.Version != op.Version {
+		t.Fatalf("after the other provider's claim: %s at version %d, want queued at %d", after.Status, after.Version, op.Version)
+	}
+	if err := claim("acme"); err != nil {
+		t.Fatalf("claim for its own provider: %v", err)
+	}
+}

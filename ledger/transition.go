@@ -57,6 +57,11 @@ type Change struct {
 	// dispatch pause matches the operation; the check is in the same
 	// statement, so a pause takes effect at once.
 	UnlessPaused bool
+	// Provider, when set, makes the change apply only to an operation of
+	// that provider, judged in the same statement (ErrStale otherwise): a
+	// claim taken on a dispatch message names the provider whose subject
+	// carried it, and only the row says whose the operation is.
+	Provider string
 	// ProviderReference, when set, records the provider's reference.
 	ProviderReference string
 	// Review is required when To is review.
@@ -82,12 +87,12 @@ type Review struct {
 	Deadline time.Time
 }
 
-// operationTransitions runs schema/016_set_based_writes.sql's
-// transition_operations: a set of changes, one per element of its arrays
+// operationTransitions runs transition_operations (schema 016, with 017's
+// provider condition): a set of changes, one per element of its arrays
 // (ord is an element's 1-based position), each a conditional update on the
 // operation's version and status that appends its event in the same
-// statement. A change that does not apply (the version, status, lease or
-// pause condition fails) returns no row. Claims (@check_lapse) also get,
+// statement. A change that does not apply (the version, status, provider,
+// lease or pause condition fails) returns no row. Claims (@check_lapse) also get,
 // from the same snapshot, whether the claimed operation may still be sent
 // to their target (see operationLapse).
 //
@@ -106,6 +111,7 @@ const operationTransitions = `SELECT * FROM transition_operations(
     p_reset_retry_budget => @reset_retry_budget, p_kind => @kind, p_actor => @actor, p_detail => @detail,
     p_approval_id => @approval_id, p_decision_reason => @decision_reason,
     p_check_lapse => @check_lapse, p_account => @account, p_environment => @environment,
+    p_provider => @provider,
     p_now => @now, p_review_subject => @review_subject)`
 
 var transitionsStmt = mustNamed(operationTransitions)
@@ -151,7 +157,7 @@ func (s *Store) transitionsArgs(ts []*transition) ([]any, error) {
 		versions, leaseFor                             = make([]int64, n), make([]int64, n)
 		from, to, kind, actor                          = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		leaseOwner, reference, flag, reason, owner     = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		decision, account, environment                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		decision, account, environment, provider       = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		leaseUntil, next, sentAt, sentFrom, deadline   = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		onlyIfExpired, unlessPaused, attempted, resets = make([]bool, n), make([]bool, n), make([]bool, n), make([]bool, n)
 		checkLapse                                     = make([]bool, n)
@@ -169,7 +175,7 @@ func (s *Store) transitionsArgs(ts []*transition) ([]any, error) {
 			reason[i], owner[i], deadline[i] = &r, &c.Review.Owner, nullTime(c.Review.Deadline)
 		}
 		resets[i], kind[i], actor[i], details[i] = c.ResetRetryBudget, string(c.Kind), c.Actor, t.detail
-		approvals[i], decision[i] = nullUUID(c.ApprovalID), nullString(c.DecisionReason)
+		approvals[i], decision[i], provider[i] = nullUUID(c.ApprovalID), nullString(c.DecisionReason), nullString(c.Provider)
 		if t.target != nil {
 			checkLapse[i], account[i], environment[i] = true, &t.target.Account, &t.target.Environment
 		}
@@ -184,6 +190,7 @@ func (s *Store) transitionsArgs(ts []*transition) ([]any, error) {
 		"reset_retry_budget": resets, "kind": kind, "actor": actor, "detail": details,
 		"approval_id": approvals, "decision_reason": decision,
 		"check_lapse": checkLapse, "account": account, "environment": environment,
+		"provider": provider,
 	})
 }
 

@@ -373,14 +373,20 @@ func (c *Cluster) Wipe(n *Node) {
 }
 
 // WaitReady waits until every running node answers a JetStream account
-// request, which needs an elected meta leader.
+// request, which needs an elected meta leader, and until the meta leader
+// places a stream with a replica on every running node. A meta leader can
+// answer before it counts its peers as current: a stream created then
+// fails with "no suitable peers for placement" (it happened on a loaded
+// machine, right after the cluster started).
 func (c *Cluster) WaitReady(timeout time.Duration) {
 	c.t.Helper()
 	deadline := time.Now().Add(timeout)
+	running := 0
 	for _, n := range c.Nodes {
 		if !n.Running() {
 			continue
 		}
+		running++
 		for {
 			err := accountInfo(n.URL())
 			if err == nil {
@@ -392,6 +398,42 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	if running == 0 {
+		return
+	}
+	for {
+		err := placeProbe(c.URLs(), running)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("testcluster: cannot place a stream on %d nodes after %s: %v", running, timeout, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// placeProbe creates a stream with a replica on each of replicas nodes and
+// deletes it again.
+func placeProbe(urls string, replicas int) error {
+	nc, err := nats.Connect(urls, nats.Timeout(2*time.Second))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	name := fmt.Sprintf("TCPROBE_%d", time.Now().UnixNano())
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+		Name: name, Subjects: []string{name}, Replicas: replicas, Storage: jetstream.MemoryStorage,
+	}); err != nil {
+		return err
+	}
+	return js.DeleteStream(ctx, name)
 }
 
 func accountInfo(url string) error {
