@@ -258,6 +258,23 @@ func TestGetOperationOfAnotherTenantIsNotFound(t *testing.T) {
 	}
 }
 
+// TestGetOperationOfAnIDThatIsNoOperationIsAToolError: an id that is a
+// path step ("." or "..") must not be read as another route (the list of
+// operations) and answered as an empty operation: it names no operation.
+func TestGetOperationOfAnIDThatIsNoOperationIsAToolError(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Enqueue("po-8", `{"sku":"A-1","qty":1}`)
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		for _, id := range []string{"", ".", "..", "./", "../actions"} {
+			res := call(t, cs, "get_operation", map[string]any{"id": id})
+			if code := errorCodeOf(t, res); code != "not_found" {
+				t.Errorf("%s: get_operation %q: code %q, want not_found", name, id, code)
+			}
+		}
+	}
+}
+
 func TestProposalApprovedOverHTTPIsSeenByGetOperationWait(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
