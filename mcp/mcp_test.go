@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -254,6 +255,35 @@ func TestGetOperationOfAnotherTenantIsNotFound(t *testing.T) {
 		res := call(t, cs, "get_operation", map[string]any{"id": op.ID.String()})
 		if code := errorCodeOf(t, res); code != "not_found" {
 			t.Errorf("%s: another tenant's operation: code %q, want not_found", name, code)
+		}
+	}
+}
+
+// TestToolResultIsTheOperationViewAndItsSummary: the structured content of
+// a tool's answer is the API's operation view, field for field, and the
+// text the model reads carries the view's summary.
+func TestToolResultIsTheOperationViewAndItsSummary(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	approval := p.Approve(`{"sku":"A-1","qty":2}`, time.Hour)
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		created := call(t, cs, "supplier_create_order", map[string]any{"key": "po-view", "params": map[string]any{"sku": "A-1", "qty": 2}, "approval_id": approval.ID.String()})
+		id := operationOf(t, created).ID
+		read := call(t, cs, "get_operation", map[string]any{"id": id})
+		_, view := p.Do("GET", "/v1/operations/"+id, p.Agent, "")
+		for tool, res := range map[string]*sdk.CallToolResult{"action tool": created, "get_operation": read} {
+			raw, _ := json.Marshal(res.StructuredContent)
+			var got map[string]any
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(view)
+			if !reflect.DeepEqual(got, view) {
+				t.Errorf("%s %s: structured content\n%s\nwant the API's view\n%s", name, tool, raw, want)
+			}
+			if summary, _ := view["summary"].(string); summary == "" || !strings.Contains(text(res), summary) {
+				t.Errorf("%s %s: text %q lacks the summary %q", name, tool, text(res), summary)
+			}
 		}
 	}
 }
