@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/actledger/actledger/internal/testdb"
 )
@@ -56,4 +59,57 @@ func TestTokenCreateRefusesATakenName(t *testing.T) {
 			t.Errorf("tokens %d, tenants %d (%v); want 1 and 1", tokens, tenants, err)
 		}
 	})
+}
+
+// TestTokenRevokeEndsTheTokenAndHoldsItsUnsentWork: `actledger token
+// revoke NAME` against a running service: the token authenticates nothing
+// once the service hears of the revocation (it had the token cached), and
+// its proposal that was never executed is held.
+func TestTokenRevokeEndsTheTokenAndHoldsItsUnsentWork(t *testing.T) {
+	t.Parallel()
+	in := startServe(t)
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"token", "create", "--tenant", "demo", "--role", "agent", "--name", "bot-revoked"}, in.getenv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	agent := strings.TrimSpace(out.String())
+	operator := in.token(t, "operator")
+	// 50 is over the demo policy's limit: the proposal waits for a person.
+	op := post(t, in.base+"/v1/operations", agent, `{"action":"supplier.create_order","key":"po-rev-1","params":{"sku":"A-1","qty":50},"request_approval":true}`)
+	if op["status"] != "awaiting_approval" {
+		t.Fatalf("proposal = %v, want awaiting_approval", op)
+	}
+	id := op["id"].(string)
+	get(t, in.base+"/v1/operations/"+id, agent) // the service now knows the token
+
+	out.Reset()
+	if err := run(t.Context(), []string{"token", "revoke", "bot-revoked"}, in.getenv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "revoked bot-revoked; 1 unsent operation(s) held\n"; got != want {
+		t.Errorf("token revoke printed %q, want %q", got, want)
+	}
+	// The service evicts the token when the revocation's notification
+	// reaches it (LISTEN/NOTIFY), within TOKEN_CACHE_TTL at worst.
+	revoked := time.Now()
+	for {
+		req, _ := http.NewRequest("GET", in.base+"/v1/operations/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+agent)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusUnauthorized {
+			t.Logf("the revoked token was refused %s after the revocation committed", time.Since(revoked))
+			break
+		}
+		if time.Since(revoked) > time.Second {
+			t.Fatalf("the revoked token still answers %d after %s, want 401 within the token cache's TTL", res.StatusCode, time.Since(revoked))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := get(t, in.base+"/v1/operations/"+id, operator); got["status"] != "held" {
+		t.Errorf("the revoked token's proposal is %v, want held", got["status"])
+	}
 }
