@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/client"
@@ -182,6 +184,53 @@ func TestToolsListOneToolPerActionWithItsParamsSchema(t *testing.T) {
 		}
 		if strings.Join(s.Required, ",") != "key,params" {
 			t.Errorf("%s: required = %v, want key, params", name, s.Required)
+		}
+	}
+}
+
+// TestActionToolSchemaKeepsTheParamsSchemasReferences: a params_schema
+// that names its parts in $defs stays a working schema inside the tool's
+// input schema: its local references still reach those parts, so a
+// client that checks arguments against it accepts what the API accepts
+// and refuses what it refuses.
+func TestActionToolSchemaKeepsTheParamsSchemasReferences(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: `params_schema: {type: object, required: [item], properties: {item: {$ref: "#/$defs/item"}}, $defs: {item: {type: object, required: [sku], properties: {sku: {type: string}}}}}`})
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []byte
+		for _, tool := range res.Tools {
+			if tool.Name == "supplier_create_order" {
+				raw, _ = json.Marshal(tool.InputSchema)
+			}
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := jsonschema.NewCompiler()
+		c.DefaultDraft(jsonschema.Draft2020)
+		if err := c.AddResource("urn:tool", doc); err != nil {
+			t.Fatal(err)
+		}
+		schema, err := c.Compile("urn:tool")
+		if err != nil {
+			t.Fatalf("%s: the tool's input schema does not compile: %v\n%s", name, err, raw)
+		}
+		for _, tc := range []struct {
+			args string
+			ok   bool
+		}{
+			{`{"key":"po-1","params":{"item":{"sku":"A-1"}}}`, true},
+			{`{"key":"po-1","params":{"item":{"sku":7}}}`, false},
+		} {
+			args, _ := jsonschema.UnmarshalJSON(strings.NewReader(tc.args))
+			if err := schema.Validate(args); (err == nil) != tc.ok {
+				t.Errorf("%s: %s: valid = %v (%v), want %v", name, tc.args, err == nil, err, tc.ok)
+			}
 		}
 	}
 }
