@@ -207,6 +207,11 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 	if len(name) > maxNameLength || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		return Created{}, fmt.Errorf("auth: token name must be at most %d bytes of printable text (no U+0000 or other control characters)", maxNameLength)
 	}
+	if _, err := uuid.Parse(name); err == nil {
+		// Revoke takes a name or an id: a name spelled as an id could
+		// name another token, and one revocation would end both.
+		return Created{}, fmt.Errorf("auth: token name %q has the form of a token id; choose another name", name)
+	}
 	raw := make([]byte, 32)
 	if _, err := rand.Read(raw); err != nil {
 		return Created{}, fmt.Errorf("auth: random token: %w", err)

@@ -113,3 +113,40 @@ func TestTokenRevokeEndsTheTokenAndHoldsItsUnsentWork(t *testing.T) {
 		t.Errorf("the revoked token's proposal is %v, want held", got["status"])
 	}
 }
+
+// TestTokenRevokeByIDRevokesOnlyThatToken: `token revoke NAME|ID` takes a
+// name or an id, so no token may be named after another's id: revoking by
+// that id would end both tokens.
+func TestTokenRevokeByIDRevokesOnlyThatToken(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testdb.NewWithURL(t)
+	getenv := func(k string) string {
+		if k == "DATABASE_URL" {
+			return dbURL
+		}
+		return ""
+	}
+	if err := run(t.Context(), []string{"token", "create", "--tenant", "acme", "--role", "agent", "--name", "first"}, getenv, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := pool.QueryRow(context.Background(), `SELECT id::text FROM api_tokens WHERE name = 'first'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"token", "create", "--tenant", "acme", "--role", "agent", "--name", id}, getenv, &out, io.Discard)
+	if err == nil || out.Len() != 0 {
+		t.Errorf("token create --name <another token's id> = %v, printed %q; want a refusal and no token", err, out.String())
+	}
+	if err := run(t.Context(), []string{"token", "revoke", id}, getenv, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var revoked, live int
+	if err := pool.QueryRow(context.Background(),
+		`SELECT count(*) FILTER (WHERE revoked_at IS NOT NULL), count(*) FILTER (WHERE revoked_at IS NULL) FROM api_tokens`).Scan(&revoked, &live); err != nil {
+		t.Fatal(err)
+	}
+	if revoked != 1 || live != 0 {
+		t.Errorf("after token revoke %s: %d revoked, %d live; want only that one token, revoked", id, revoked, live)
+	}
+}
