@@ -188,3 +188,19 @@ actions:
 		t.Errorf("params against the referenced part: %v, want a *ParamsError at /item/sku", err)
 	}
 }
+
+// Every action is one MCP tool named after it with "." → "_": two actions
+// that would share a tool name are refused, or one of them would have no
+// tool.
+func TestActionsThatWouldShareAToolNameAreRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`providers:
+  acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
+actions:
+  supplier.create_order: {provider: acme}
+  supplier_create.order: {provider: acme}
+`))
+	if err == nil || !strings.Contains(err.Error(), "supplier_create_order") {
+		t.Errorf("Parse = %v, want a refusal naming the shared tool name supplier_create_order", err)
+	}
+}
