@@ -469,3 +469,89 @@ func TestApprovalRequestsArePagedOldestFirst(t *testing.T) {
 		t.Errorf("another tenant's approver sees %d %v, want no items", status, out)
 	}
 }
+
+// TestExistingKeyAnswersBeforeATightenedParamsSchema proves the contract's
+// order of checks: an existing key answers (replay 200, conflict 409)
+// before the params schema is judged, so an agent replaying a request
+// made under an earlier, looser schema gets the operation it already has,
+// not a 422.
+func TestExistingKeyAnswersBeforeATightenedParamsSchema(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderSchema})
+	ctx := context.Background()
+	agent, err := p.Tokens.Authenticate(ctx, p.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// qty 0 passed the schema the operations were stored under; the
+	// schema now configured refuses it.
+	const loose, changed = `{"sku":"A-1","qty":0}`, `{"sku":"A-1","qty":-1}`
+	a := p.Approve(loose, time.Hour)
+	queued, _, err := p.Store.Enqueue(ctx, ledger.EnqueueRequest{
+		TenantID: p.TenantID, TokenID: agent.TokenID, Action: testpipeline.Action, Key: "po-31",
+		Provider: "acme", Params: []byte(loose), ApprovalID: a.ID,
+	}, p.Broker.DispatchSubject("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proposed, _, err := p.Store.Propose(ctx, ledger.ProposeRequest{
+		TenantID: p.TenantID, TokenID: agent.TokenID, Action: testpipeline.Action, Key: "po-32",
+		Provider: "acme", Params: []byte(loose), RequestTTL: time.Hour,
+	}, p.Broker.DispatchSubject("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without a key the approval's id is the key.
+	b := p.Approve(loose, time.Hour)
+	keyless, _, err := p.Store.Enqueue(ctx, ledger.EnqueueRequest{
+		TenantID: p.TenantID, TokenID: agent.TokenID, Action: testpipeline.Action,
+		Provider: "acme", Params: []byte(loose), ApprovalID: b.ID,
+	}, p.Broker.DispatchSubject("acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyed := fmt.Sprintf(`{"action":%q,"params":%s,"approval_id":%q}`, testpipeline.Action, loose, b.ID)
+	withApproval := func(key, params string) string {
+		return fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"approval_id":%q}`, testpipeline.Action, key, params, a.ID)
+	}
+	proposal := func(key, params string) string {
+		return fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"request_approval":true}`, testpipeline.Action, key, params)
+	}
+	tests := []struct {
+		name       string
+		body       string
+		wantStatus int
+		wantCode   string
+		wantID     uuid.UUID
+	}{
+		{"replay with an approval", withApproval("po-31", loose), http.StatusOK, "", queued.ID},
+		{"changed params with an approval", withApproval("po-31", changed), http.StatusConflict, "key_reused_with_different_params", uuid.Nil},
+		{"new key with an approval", withApproval("po-33", loose), http.StatusUnprocessableEntity, "invalid_params", uuid.Nil},
+		{"replay keyed by its approval", keyed, http.StatusOK, "", keyless.ID},
+		{"replay of a proposal", proposal("po-32", loose), http.StatusOK, "", proposed.ID},
+		{"changed params of a proposal", proposal("po-32", changed), http.StatusConflict, "key_reused_with_different_params", uuid.Nil},
+		{"new proposal", proposal("po-34", loose), http.StatusUnprocessableEntity, "invalid_params", uuid.Nil},
+	}
+	for _, tt := range tests {
+		status, out := p.Do("POST", "/v1/operations", p.Agent, tt.body)
+		if status != tt.wantStatus || errCode(out) != tt.wantCode {
+			t.Errorf("%s: %d %v, want %d %q", tt.name, status, out, tt.wantStatus, tt.wantCode)
+			continue
+		}
+		if tt.wantID != uuid.Nil && out["id"] != tt.wantID.String() {
+			t.Errorf("%s: answered operation %v, want the existing %s", tt.name, out["id"], tt.wantID)
+		}
+	}
+	var ops int
+	if err := p.Pool.QueryRow(ctx, `SELECT count(*) FROM operations`).Scan(&ops); err != nil {
+		t.Fatal(err)
+	}
+	if ops != 3 {
+		t.Errorf("%d operations stored, want the 3 made before", ops)
+	}
+	for _, op := range []ledger.Operation{queued, proposed} {
+		if kinds := p.Kinds(op); kinds[len(kinds)-1] != "key_conflict" {
+			t.Errorf("%s events = %v, want the conflict recorded", op.Key, kinds)
+		}
+	}
+}

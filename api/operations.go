@@ -29,7 +29,8 @@ type createOperationRequest struct {
 
 // createOperation is POST /v1/operations. Checks after auth run in the
 // contract's order: size (413), JSON (400), action known (422), the other
-// fields (400), existing key (200 replay / 409 conflict), approval (403).
+// fields (400), existing key (200 replay / 409 conflict), params schema
+// (422), approval (403).
 // The action is looked up before the other fields are judged, so a client
 // of an unconfigured action learns that first, whatever else it sent.
 func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
@@ -52,18 +53,29 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, err)
 		return
 	}
+	key := ""
+	if req.Key != nil {
+		key = *req.Key
+	}
 	contract := s.contract(req.Action)
 	if err := contract.CheckParams(req.Params); err != nil {
-		s.writeError(w, r, err)
-		return
+		// An existing key answers before the schema: a replay made under
+		// an earlier, looser schema gets its operation (200), other params
+		// a conflict (409); the ledger below judges which. Only a new key
+		// is refused here.
+		taken, lookupErr := s.keyTaken(r, p, req.Action, key, approvalID)
+		if lookupErr != nil {
+			s.writeError(w, r, lookupErr)
+			return
+		}
+		if !taken {
+			s.writeError(w, r, err)
+			return
+		}
 	}
 	if req.RequestApproval {
 		s.createProposal(w, r, p, req, provider, contract)
 		return
-	}
-	key := ""
-	if req.Key != nil {
-		key = *req.Key
 	}
 	op, replayed, err := s.cfg.Ledger.Enqueue(r.Context(), ledger.EnqueueRequest{
 		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key,
@@ -85,6 +97,25 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 	s.log.InfoContext(r.Context(), "operation queued", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "key", op.Key)
 	w.Header().Set("Location", "/v1/operations/"+op.ID.String())
 	writeOperation(w, http.StatusCreated, op)
+}
+
+// keyTaken reports whether the tenant already has an operation of action
+// under key; without a key the ledger keys the operation by its approval.
+func (s *Server) keyTaken(r *http.Request, p auth.Principal, action, key string, approvalID uuid.UUID) (bool, error) {
+	if key == "" && approvalID != uuid.Nil {
+		key = approvalID.String()
+	}
+	if key == "" {
+		return false, nil
+	}
+	_, err := s.cfg.Ledger.GetByKey(r.Context(), p.TenantID, action, key)
+	switch {
+	case errors.Is(err, ledger.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return true, nil
 }
 
 // validate checks the fields other than action (the handler checks that

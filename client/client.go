@@ -234,6 +234,11 @@ func All[T any](ctx context.Context, page func(ctx context.Context, opts PageOpt
 	}
 }
 
+// pathID puts id into a path as one segment. Dots are escaped too: an id
+// of "." or ".." would otherwise be a path step, which the server's path
+// cleaning redirects to another route (GET /v1/operations/. is the list
+// of operations, decoded as an empty operation); escaped, it is an id the
+// API refuses like any other it does not know.
 func pathID(prefix, id, suffix string) string {
-	return prefix + url.PathEscape(id) + suffix
+	return prefix + strings.ReplaceAll(url.PathEscape(id), ".", "%2E") + suffix
 }

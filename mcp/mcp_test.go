@@ -1,14 +1,17 @@
 package mcp_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/client"
@@ -185,6 +188,53 @@ func TestToolsListOneToolPerActionWithItsParamsSchema(t *testing.T) {
 	}
 }
 
+// TestActionToolSchemaKeepsTheParamsSchemasReferences: a params_schema
+// that names its parts in $defs stays a working schema inside the tool's
+// input schema: its local references still reach those parts, so a
+// client that checks arguments against it accepts what the API accepts
+// and refuses what it refuses.
+func TestActionToolSchemaKeepsTheParamsSchemasReferences(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: `params_schema: {type: object, required: [item], properties: {item: {$ref: "#/$defs/item"}}, $defs: {item: {type: object, required: [sku], properties: {sku: {type: string}}}}}`})
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		res, err := cs.ListTools(context.Background(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []byte
+		for _, tool := range res.Tools {
+			if tool.Name == "supplier_create_order" {
+				raw, _ = json.Marshal(tool.InputSchema)
+			}
+		}
+		doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := jsonschema.NewCompiler()
+		c.DefaultDraft(jsonschema.Draft2020)
+		if err := c.AddResource("urn:tool", doc); err != nil {
+			t.Fatal(err)
+		}
+		schema, err := c.Compile("urn:tool")
+		if err != nil {
+			t.Fatalf("%s: the tool's input schema does not compile: %v\n%s", name, err, raw)
+		}
+		for _, tc := range []struct {
+			args string
+			ok   bool
+		}{
+			{`{"key":"po-1","params":{"item":{"sku":"A-1"}}}`, true},
+			{`{"key":"po-1","params":{"item":{"sku":7}}}`, false},
+		} {
+			args, _ := jsonschema.UnmarshalJSON(strings.NewReader(tc.args))
+			if err := schema.Validate(args); (err == nil) != tc.ok {
+				t.Errorf("%s: %s: valid = %v (%v), want %v", name, tc.args, err == nil, err, tc.ok)
+			}
+		}
+	}
+}
+
 func TestActionToolCalledTwiceWithOneKeyMakesOneOrder(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
@@ -254,6 +304,52 @@ func TestGetOperationOfAnotherTenantIsNotFound(t *testing.T) {
 		res := call(t, cs, "get_operation", map[string]any{"id": op.ID.String()})
 		if code := errorCodeOf(t, res); code != "not_found" {
 			t.Errorf("%s: another tenant's operation: code %q, want not_found", name, code)
+		}
+	}
+}
+
+// TestToolResultIsTheOperationViewAndItsSummary: the structured content of
+// a tool's answer is the API's operation view, field for field, and the
+// text the model reads carries the view's summary.
+func TestToolResultIsTheOperationViewAndItsSummary(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	approval := p.Approve(`{"sku":"A-1","qty":2}`, time.Hour)
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		created := call(t, cs, "supplier_create_order", map[string]any{"key": "po-view", "params": map[string]any{"sku": "A-1", "qty": 2}, "approval_id": approval.ID.String()})
+		id := operationOf(t, created).ID
+		read := call(t, cs, "get_operation", map[string]any{"id": id})
+		_, view := p.Do("GET", "/v1/operations/"+id, p.Agent, "")
+		for tool, res := range map[string]*sdk.CallToolResult{"action tool": created, "get_operation": read} {
+			raw, _ := json.Marshal(res.StructuredContent)
+			var got map[string]any
+			if err := json.Unmarshal(raw, &got); err != nil {
+				t.Fatal(err)
+			}
+			want, _ := json.Marshal(view)
+			if !reflect.DeepEqual(got, view) {
+				t.Errorf("%s %s: structured content\n%s\nwant the API's view\n%s", name, tool, raw, want)
+			}
+			if summary, _ := view["summary"].(string); summary == "" || !strings.Contains(text(res), summary) {
+				t.Errorf("%s %s: text %q lacks the summary %q", name, tool, text(res), summary)
+			}
+		}
+	}
+}
+
+// TestGetOperationOfAnIDThatIsNoOperationIsAToolError: an id that is a
+// path step ("." or "..") must not be read as another route (the list of
+// operations) and answered as an empty operation: it names no operation.
+func TestGetOperationOfAnIDThatIsNoOperationIsAToolError(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Enqueue("po-8", `{"sku":"A-1","qty":1}`)
+	for name, cs := range map[string]*sdk.ClientSession{"in-memory": inMemorySession(t, p, p.Agent), "http": must(httpSession(t, p, p.Agent))} {
+		for _, id := range []string{"", ".", "..", "./", "../actions"} {
+			res := call(t, cs, "get_operation", map[string]any{"id": id})
+			if code := errorCodeOf(t, res); code != "not_found" {
+				t.Errorf("%s: get_operation %q: code %q, want not_found", name, id, code)
+			}
 		}
 	}
 }

@@ -10,6 +10,7 @@
 package mcp
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -88,9 +89,15 @@ func actionAnnotations(title string) *sdk.ToolAnnotations {
 // actionTool describes action a as a tool; its params schema is the
 // action's params_schema, as the API checks it.
 func actionTool(a client.Action) (*sdk.Tool, error) {
-	params := json.RawMessage(`{"type":"object","description":"The action's params (any JSON object)."}`)
+	var params any = json.RawMessage(`{"type":"object","description":"The action's params (any JSON object)."}`)
 	if len(a.ParamsSchema) > 0 && string(a.ParamsSchema) != "null" {
-		params = a.ParamsSchema
+		var schema any
+		dec := json.NewDecoder(bytes.NewReader(a.ParamsSchema))
+		dec.UseNumber() // bounds keep every digit
+		if err := dec.Decode(&schema); err != nil {
+			return nil, fmt.Errorf("mcp: action %s: params_schema: %w", a.Name, err)
+		}
+		params = rebaseRefs(schema, paramsPointer)
 	}
 	schema := map[string]any{
 		"type": "object",
@@ -122,6 +129,42 @@ func actionTool(a client.Action) (*sdk.Tool, error) {
 		Name: ToolName(a.Name), Title: a.Name, Description: desc, InputSchema: schema,
 		Annotations: actionAnnotations(a.Name),
 	}, nil
+}
+
+// paramsPointer is where an action tool's input schema holds the action's
+// params_schema.
+const paramsPointer = "#/properties/params"
+
+// rebaseRefs returns schema with its local JSON-pointer references ("#",
+// "#/$defs/…") pointing under base: the params_schema is embedded in the
+// tool's input schema, whose root is no longer its own. A schema (or
+// subschema) with its own $id is a resource of its own, where references
+// already resolve, so it is left as it is; anchors ("#name") resolve
+// anywhere in the document and need nothing.
+func rebaseRefs(schema any, base string) any {
+	switch v := schema.(type) {
+	case map[string]any:
+		if _, ok := v["$id"]; ok {
+			return v
+		}
+		out := make(map[string]any, len(v))
+		for k, child := range v {
+			ref, isString := child.(string)
+			if (k == "$ref" || k == "$dynamicRef") && isString && (ref == "#" || strings.HasPrefix(ref, "#/")) {
+				out[k] = base + strings.TrimPrefix(ref, "#")
+				continue
+			}
+			out[k] = rebaseRefs(child, base)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, child := range v {
+			out[i] = rebaseRefs(child, base)
+		}
+		return out
+	}
+	return schema
 }
 
 var getOperationTool = &sdk.Tool{

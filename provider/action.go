@@ -218,7 +218,10 @@ func (a *Action) compile(env *cel.Env) []*FieldError {
 		} else {
 			c := jsonschema.NewCompiler()
 			c.DefaultDraft(jsonschema.Draft2020)
-			url := "actledger:/actions/" + a.Name + "/params_schema.json"
+			// The compiler keys resources by their normalised URL (an
+			// empty authority, "///"): given another spelling, a local
+			// $ref ("#/$defs/…") misses the schema and is fetched instead.
+			url := "actledger:///actions/" + a.Name + "/params_schema.json"
 			if err := c.AddResource(url, doc); err != nil {
 				bad("params_schema", err)
 			} else if a.schema, err = c.Compile(url); err != nil {

@@ -162,3 +162,45 @@ func TestContractDocExampleParses(t *testing.T) {
 		t.Fatalf("acme: %+v, %v", pc, ok)
 	}
 }
+
+// A params_schema may name its parts in $defs and refer to them with a
+// local $ref, as JSON Schema 2020-12 allows; the reference resolves
+// inside the action's own schema.
+func TestParamsSchemaWithLocalRefsCompilesAndChecks(t *testing.T) {
+	t.Parallel()
+	reg := mustParse(t, `providers:
+  acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
+actions:
+  supplier.create_order:
+    provider: acme
+    params_schema:
+      type: object
+      required: [item]
+      properties: {item: {$ref: "#/$defs/item"}}
+      $defs: {item: {type: object, required: [sku], properties: {sku: {type: string}}}}
+`)
+	a, _ := reg.Action("supplier.create_order")
+	if err := a.CheckParams([]byte(`{"item":{"sku":"A-1"}}`)); err != nil {
+		t.Errorf("params that fit refused: %v", err)
+	}
+	var pe *ParamsError
+	if err := a.CheckParams([]byte(`{"item":{"sku":7}}`)); !errors.As(err, &pe) || pe.Path != "/item/sku" {
+		t.Errorf("params against the referenced part: %v, want a *ParamsError at /item/sku", err)
+	}
+}
+
+// Every action is one MCP tool named after it with "." → "_": two actions
+// that would share a tool name are refused, or one of them would have no
+// tool.
+func TestActionsThatWouldShareAToolNameAreRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte(`providers:
+  acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
+actions:
+  supplier.create_order: {provider: acme}
+  supplier_create.order: {provider: acme}
+`))
+	if err == nil || !strings.Contains(err.Error(), "supplier_create_order") {
+		t.Errorf("Parse = %v, want a refusal naming the shared tool name supplier_create_order", err)
+	}
+}

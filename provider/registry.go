@@ -107,6 +107,9 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 		errs = append(errs, cfg.validate()...)
 		reg.providers[name] = &cfg
 	}
+	// tools maps each MCP tool name (the action with "." → "_", as
+	// mcp.ToolName makes it) to its action: one tool per action.
+	tools := make(map[string]string, len(f.Actions))
 	for _, name := range slices.Sorted(maps.Keys(f.Actions)) {
 		action := f.Actions[name]
 		bad := func(field string, err error) {
@@ -115,6 +118,11 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 		if err := checkActionName(name); err != nil {
 			bad("name", err)
 		}
+		tool := strings.ReplaceAll(name, ".", "_")
+		if other, ok := tools[tool]; ok {
+			bad("name", fmt.Errorf("makes the MCP tool name %s, as action %s does: rename one", tool, other))
+		}
+		tools[tool] = name
 		switch cfg, ok := reg.providers[action.Provider]; {
 		case action.Provider == "":
 			bad("provider", errors.New("is required"))

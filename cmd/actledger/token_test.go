@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/actledger/actledger/internal/testdb"
 )
@@ -56,4 +59,94 @@ func TestTokenCreateRefusesATakenName(t *testing.T) {
 			t.Errorf("tokens %d, tenants %d (%v); want 1 and 1", tokens, tenants, err)
 		}
 	})
+}
+
+// TestTokenRevokeEndsTheTokenAndHoldsItsUnsentWork: `actledger token
+// revoke NAME` against a running service: the token authenticates nothing
+// once the service hears of the revocation (it had the token cached), and
+// its proposal that was never executed is held.
+func TestTokenRevokeEndsTheTokenAndHoldsItsUnsentWork(t *testing.T) {
+	t.Parallel()
+	in := startServe(t)
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"token", "create", "--tenant", "demo", "--role", "agent", "--name", "bot-revoked"}, in.getenv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	agent := strings.TrimSpace(out.String())
+	operator := in.token(t, "operator")
+	// 50 is over the demo policy's limit: the proposal waits for a person.
+	op := post(t, in.base+"/v1/operations", agent, `{"action":"supplier.create_order","key":"po-rev-1","params":{"sku":"A-1","qty":50},"request_approval":true}`)
+	if op["status"] != "awaiting_approval" {
+		t.Fatalf("proposal = %v, want awaiting_approval", op)
+	}
+	id := op["id"].(string)
+	get(t, in.base+"/v1/operations/"+id, agent) // the service now knows the token
+
+	out.Reset()
+	if err := run(t.Context(), []string{"token", "revoke", "bot-revoked"}, in.getenv, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := out.String(), "revoked bot-revoked; 1 unsent operation(s) held\n"; got != want {
+		t.Errorf("token revoke printed %q, want %q", got, want)
+	}
+	// The service evicts the token when the revocation's notification
+	// reaches it (LISTEN/NOTIFY), within TOKEN_CACHE_TTL at worst.
+	revoked := time.Now()
+	for {
+		req, _ := http.NewRequest("GET", in.base+"/v1/operations/"+id, nil)
+		req.Header.Set("Authorization", "Bearer "+agent)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode == http.StatusUnauthorized {
+			t.Logf("the revoked token was refused %s after the revocation committed", time.Since(revoked))
+			break
+		}
+		if time.Since(revoked) > time.Second {
+			t.Fatalf("the revoked token still answers %d after %s, want 401 within the token cache's TTL", res.StatusCode, time.Since(revoked))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := get(t, in.base+"/v1/operations/"+id, operator); got["status"] != "held" {
+		t.Errorf("the revoked token's proposal is %v, want held", got["status"])
+	}
+}
+
+// TestTokenRevokeByIDRevokesOnlyThatToken: `token revoke NAME|ID` takes a
+// name or an id, so no token may be named after another's id: revoking by
+// that id would end both tokens.
+func TestTokenRevokeByIDRevokesOnlyThatToken(t *testing.T) {
+	t.Parallel()
+	pool, dbURL := testdb.NewWithURL(t)
+	getenv := func(k string) string {
+		if k == "DATABASE_URL" {
+			return dbURL
+		}
+		return ""
+	}
+	if err := run(t.Context(), []string{"token", "create", "--tenant", "acme", "--role", "agent", "--name", "first"}, getenv, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var id string
+	if err := pool.QueryRow(context.Background(), `SELECT id::text FROM api_tokens WHERE name = 'first'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(t.Context(), []string{"token", "create", "--tenant", "acme", "--role", "agent", "--name", id}, getenv, &out, io.Discard)
+	if err == nil || out.Len() != 0 {
+		t.Errorf("token create --name <another token's id> = %v, printed %q; want a refusal and no token", err, out.String())
+	}
+	if err := run(t.Context(), []string{"token", "revoke", id}, getenv, io.Discard, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	var revoked, live int
+	if err := pool.QueryRow(context.Background(),
+		`SELECT count(*) FILTER (WHERE revoked_at IS NOT NULL), count(*) FILTER (WHERE revoked_at IS NULL) FROM api_tokens`).Scan(&revoked, &live); err != nil {
+		t.Fatal(err)
+	}
+	if revoked != 1 || live != 0 {
+		t.Errorf("after token revoke %s: %d revoked, %d live; want only that one token, revoked", id, revoked, live)
+	}
 }
