@@ -413,9 +413,9 @@ func (c *Cluster) WaitReady(timeout time.Duration) {
 	}
 }
 
-// placeProbe creates a stream with a replica on each of replicas nodes and
-// deletes it again.
-func placeProbe(urls string, replicas int) error {
+// withJetStream connects to urls, runs f with a JetStream context and a
+// deadline of timeout, and disconnects.
+func withJetStream(urls string, timeout time.Duration, f func(context.Context, jetstream.JetStream) error) error {
 	nc, err := nats.Connect(urls, nats.Timeout(2*time.Second))
 	if err != nil {
 		return err
@@ -425,51 +425,44 @@ func placeProbe(urls string, replicas int) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	name := fmt.Sprintf("TCPROBE_%d", time.Now().UnixNano())
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: name, Subjects: []string{name}, Replicas: replicas, Storage: jetstream.MemoryStorage,
-	}); err != nil {
-		return err
-	}
-	return js.DeleteStream(ctx, name)
+	return f(ctx, js)
+}
+
+// placeProbe creates a stream with a replica on each of replicas nodes and
+// deletes it again.
+func placeProbe(urls string, replicas int) error {
+	return withJetStream(urls, 5*time.Second, func(ctx context.Context, js jetstream.JetStream) error {
+		name := fmt.Sprintf("TCPROBE_%d", time.Now().UnixNano())
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
+			Name: name, Subjects: []string{name}, Replicas: replicas, Storage: jetstream.MemoryStorage,
+		}); err != nil {
+			return err
+		}
+		return js.DeleteStream(ctx, name)
+	})
 }
 
 func accountInfo(url string) error {
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
-	if err != nil {
+	return withJetStream(url, 2*time.Second, func(ctx context.Context, js jetstream.JetStream) error {
+		_, err := js.AccountInfo(ctx)
 		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	_, err = js.AccountInfo(ctx)
-	return err
+	})
 }
 
 // StreamInfo asks the cluster (any running node) about a stream.
 func (c *Cluster) StreamInfo(name string) (*jetstream.StreamInfo, error) {
-	nc, err := nats.Connect(c.URLs(), nats.Timeout(2*time.Second))
-	if err != nil {
-		return nil, err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return s.CachedInfo(), nil
+	var info *jetstream.StreamInfo
+	err := withJetStream(c.URLs(), 5*time.Second, func(ctx context.Context, js jetstream.JetStream) error {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			return err
+		}
+		info = s.CachedInfo()
+		return nil
+	})
+	return info, err
 }
 
 // StreamLeader waits until stream has a leader and returns its node.
