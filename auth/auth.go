@@ -284,7 +284,8 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 // operations under them are held too (ledger.RevokeApprovalsOfApprover).
 // It returns every operation it held. The revocation is announced in the
 // same transaction (RevocationChannel): every listening process's cache,
-// this one's included, forgets the token when it commits.
+// this one's included, forgets the token when it commits, and Revoke
+// returns only revocationSettle after the commit, once they have.
 func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.Operation, error) {
 	if strings.ContainsRune(nameOrID, 0) {
 		// No name holds U+0000 (Create refuses it), and Postgres would
@@ -316,14 +317,24 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		held = append(held, approved...)
 		return err
 	})
-	if err == nil && t.cache != nil {
+	if err != nil {
+		return held, err
+	}
+	if t.cache != nil {
 		// After the commit: a lookup from now on finds the token
 		// revoked, and one under way keeps nothing (tokenCache.evict).
 		var key tokenHash
 		copy(key[:], revoked)
 		t.cache.evict(key)
 	}
-	return held, err
+	// Other processes evict it when the announcement reaches them.
+	timer := time.NewTimer(revocationSettle)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	return held, nil
 }
 
 func hash(secret string) tokenHash {

@@ -17,6 +17,16 @@ const RevocationChannel = "actledger_token_revoked"
 // holds until the commit costs nothing that matters.
 const tokenRevokedNotify = `SELECT pg_notify('` + RevocationChannel + `', encode($1::bytea, 'hex'))`
 
+// revocationSettle is how long Revoke waits after its commit before it
+// returns. Postgres hands the announcement to every listening connection
+// at the commit, and a process evicts the token within about a millisecond
+// of that; the wait covers that delivery on a loaded machine, so that a
+// request sent once Revoke has returned (by `actledger token revoke`, say)
+// finds the token gone in every running process, as the contract says:
+// from then on it authenticates nothing. Revocations are rare; the wait
+// costs nothing that matters.
+const revocationSettle = 100 * time.Millisecond
+
 // relistenAfter is the pause before listening again after the listening
 // connection failed; meanwhile every request is checked in the database.
 const relistenAfter = time.Second
