@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"regexp"
 	"strconv"
@@ -176,7 +177,27 @@ func Connect(ctx context.Context, cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.warnDurability(ctx)
+	if cfg.URL != "" && !cfg.hasCredentials() {
+		// The contract reaches a remote server with credentials; one
+		// that takes anyone lets anyone publish pointers into the streams.
+		logger.Warn("connected to NATS without credentials: whoever reaches the server can publish to actledger's streams; production sets NATS_CREDS, NATS_USER and NATS_PASSWORD, or NATS_NKEY",
+			"url", redactURLs(cfg.URL))
+	}
 	return b, nil
+}
+
+// hasCredentials reports whether the connection presents credentials: a
+// credentials or nkey file, a user, or a user in one of the URLs.
+func (cfg Config) hasCredentials() bool {
+	if cfg.CredsFile != "" || cfg.User != "" || cfg.NkeyFile != "" {
+		return true
+	}
+	for _, raw := range strings.Split(cfg.URL, ",") {
+		if u, err := url.Parse(strings.TrimSpace(raw)); err == nil && u.User != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // startEmbedded starts a JetStream server that listens on no port

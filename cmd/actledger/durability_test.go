@@ -31,8 +31,9 @@ func (b *lockedBuffer) String() string {
 // TestServeWarnsAtStartWhenJetStreamIsBelowTheProductionRules: serve says
 // on stderr, as it starts, each way the JetStream it talks to falls short
 // of file storage, sync_interval always and 3 replicas: one replica always;
-// a remote server's sync_interval, which it cannot read; never the
-// embedded server's, which it starts with sync always itself.
+// a remote server's sync_interval, which it cannot read, and a remote
+// server reached without credentials; never the embedded server's, which
+// it starts with sync always itself and which takes no connections.
 func TestServeWarnsAtStartWhenJetStreamIsBelowTheProductionRules(t *testing.T) {
 	t.Parallel()
 	for _, tt := range []struct {
@@ -40,8 +41,8 @@ func TestServeWarnsAtStartWhenJetStreamIsBelowTheProductionRules(t *testing.T) {
 		embedded  bool
 		want, not []string
 	}{
-		{"remote server", false, []string{"fewer than 3 replicas", "sync_interval"}, []string{"memory storage"}},
-		{"embedded server", true, []string{"fewer than 3 replicas"}, []string{"sync_interval", "memory storage"}},
+		{"remote server", false, []string{"fewer than 3 replicas", "sync_interval", "without credentials"}, []string{"memory storage"}},
+		{"embedded server", true, []string{"fewer than 3 replicas"}, []string{"sync_interval", "memory storage", "without credentials"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
