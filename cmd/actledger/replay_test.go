@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // TestOpsReplayKeepsOnlyTheItemsItIsAskedFor: `actledger ops replay`
@@ -18,14 +16,7 @@ func TestOpsReplayKeepsOnlyTheItemsItIsAskedFor(t *testing.T) {
 	t.Parallel()
 	in := startServe(t)
 	approver, agent, operator := in.token(t, "approver"), in.token(t, "agent"), in.token(t, "operator")
-	refusals := make([]mocksupplier.Fault, 5)
-	for i := range refusals {
-		refusals[i] = mocksupplier.Fault{Kind: mocksupplier.RateLimit429}
-	}
-	in.supplier.SetFaults("", refusals...)
-	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1"},"ttl_seconds":600,"policy_version":"p1"}`)
-	op := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-replay","params":{"sku":"A-1"},"approval_id":%q}`, approval["id"]))
-	in.waitStatus(t, agent, op["id"].(string), "review")
+	id := in.refusedIntoReview(t, approver, agent, "po-replay")
 
 	future := time.Now().Add(time.Hour).UTC().Format(time.RFC3339)
 	tests := []struct {
@@ -48,7 +39,7 @@ func TestOpsReplayKeepsOnlyTheItemsItIsAskedFor(t *testing.T) {
 			t.Errorf("%s: ops replay --dry-run %v does not name the item:\n%s", tt.name, tt.args, out)
 		}
 	}
-	if got := get(t, in.base+"/v1/operations/"+op["id"].(string), operator); got["status"] != "review" {
+	if got := get(t, in.base+"/v1/operations/"+id, operator); got["status"] != "review" {
 		t.Errorf("after dry runs the operation is %v, want review", got["status"])
 	}
 	out := in.ops(t, operator, "replay", "--reason", "retries_exhausted")

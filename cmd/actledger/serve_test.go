@@ -154,6 +154,29 @@ func (in *instance) command(t *testing.T, name, token string, args ...string) st
 	return out.String()
 }
 
+// refusedIntoReview has the supplier refuse (429) every attempt of a new
+// operation under key until its retry budget is spent, and returns its id
+// once it waits in review (retries_exhausted).
+func (in *instance) refusedIntoReview(t *testing.T, approver, agent, key string) string {
+	t.Helper()
+	in.refuseRetryBudget()
+	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1"},"ttl_seconds":600,"policy_version":"p1"}`)
+	op := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":%q,"params":{"sku":"A-1"},"approval_id":%q}`, key, approval["id"]))
+	id := op["id"].(string)
+	in.waitStatus(t, agent, id, "review")
+	return id
+}
+
+// refuseRetryBudget has the supplier answer the next five creates with
+// 429, enough to spend the retry budget of the providers serve runs with.
+func (in *instance) refuseRetryBudget() {
+	refusals := make([]mocksupplier.Fault, 5)
+	for i := range refusals {
+		refusals[i] = mocksupplier.Fault{Kind: mocksupplier.RateLimit429}
+	}
+	in.supplier.SetFaults("", refusals...)
+}
+
 func (in *instance) waitStatus(t *testing.T, token, id, want string) map[string]any {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -306,15 +329,7 @@ func TestOperatorWorksTheReviewQueueFromTheCLI(t *testing.T) {
 	t.Parallel()
 	in := startServe(t)
 	approver, agent, operator := in.token(t, "approver"), in.token(t, "agent"), in.token(t, "operator")
-	refusals := make([]mocksupplier.Fault, 5)
-	for i := range refusals {
-		refusals[i] = mocksupplier.Fault{Kind: mocksupplier.RateLimit429}
-	}
-	in.supplier.SetFaults("", refusals...)
-	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-1"},"ttl_seconds":600,"policy_version":"p1"}`)
-	op := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-9","params":{"sku":"A-1"},"approval_id":%q}`, approval["id"]))
-	id := op["id"].(string)
-	in.waitStatus(t, agent, id, "review")
+	id := in.refusedIntoReview(t, approver, agent, "po-9")
 
 	if out := in.ops(t, operator, "list"); !strings.Contains(out, id) || !strings.Contains(out, "retries_exhausted") || !strings.Contains(out, "allowed") {
 		t.Errorf("ops list:\n%s", out)
@@ -334,7 +349,7 @@ func TestOperatorWorksTheReviewQueueFromTheCLI(t *testing.T) {
 	}
 
 	// A second one, cancelled by the operator with a note.
-	in.supplier.SetFaults("", refusals...)
+	in.refuseRetryBudget()
 	approval2 := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"B-2"},"ttl_seconds":600,"policy_version":"p1"}`)
 	op2 := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","params":{"sku":"B-2"},"approval_id":%q}`, approval2["id"]))
 	in.waitStatus(t, agent, op2["id"].(string), "review")
