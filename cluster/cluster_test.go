@@ -14,6 +14,7 @@ import (
 // one order at the supplier, and all settle within the sweeper's bound of
 // the load's end. The killed node comes back and catches up.
 func TestStreamLeaderKilledUnderLoadLosesNothing(t *testing.T) {
+	t.Parallel()
 	const n, rate = 2000, 250
 	c := testcluster.New(t)
 	p, b := clusterPipeline(t, c)
@@ -43,6 +44,7 @@ func TestStreamLeaderKilledUnderLoadLosesNothing(t *testing.T) {
 // with another original node then killed, the wiped node keeps the quorum
 // and nothing published before is lost.
 func TestNodeRestartedWithWipedStoreReReplicates(t *testing.T) {
+	t.Parallel()
 	const batch = 150
 	c := testcluster.New(t)
 	p, b := clusterPipeline(t, c)
@@ -96,6 +98,7 @@ const resumeBound = 15 * time.Second
 // /readyz answers 503 naming nats, the outbox holds the dispatch messages,
 // and once the cluster is back every operation completes with one order.
 func TestWholeClusterDownAPIKeepsAccepting(t *testing.T) {
+	t.Parallel()
 	const before, during = 100, 200
 	c := testcluster.New(t)
 	p, b := clusterPipeline(t, c)

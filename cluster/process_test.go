@@ -168,6 +168,7 @@ func (sp *serveProcess) kill() {
 // (the lease expires, the lookup or the idempotent resend finds the order)
 // along with the rest: every operation succeeds with exactly one order.
 func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
+	t.Parallel()
 	const n = 200
 	const tenant = "Acme Corp."
 	bin := buildActledger(t)
