@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -50,15 +51,28 @@ var errUsage = errors.New("usage")
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	status := exitStatus(run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr), os.Stderr)
+	stop()
+	os.Exit(status)
+}
+
+// exitStatus reports the outcome of a command as a script expects it: 0
+// on success; 2 for a command-line mistake, with the mistake named before
+// the usage (the usage alone does not say which flag or value was wrong);
+// 1 for every other failure, with its message.
+func exitStatus(err error, stderr io.Writer) int {
 	switch {
 	case err == nil:
+		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+		if msg := strings.TrimSuffix(err.Error(), ": "+errUsage.Error()); msg != errUsage.Error() {
+			fmt.Fprintln(stderr, "actledger:", msg)
+		}
+		fmt.Fprint(stderr, usage)
+		return 2
 	default:
-		fmt.Fprintln(os.Stderr, "actledger:", err)
-		os.Exit(1)
+		fmt.Fprintln(stderr, "actledger:", err)
+		return 1
 	}
 }
 
@@ -80,6 +94,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "serve":
 		return serve(ctx, env, args[1:], logger)
 	case "migrate":
+		if len(args) > 1 {
+			return fmt.Errorf("migrate takes no arguments, got %q: %w", args[1:], errUsage)
+		}
 		return migrate(ctx, env, logger)
 	case "token":
 		return token(ctx, env, args[1:], stdout, logger)

@@ -68,12 +68,18 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		}
 		return printDispatch(stdout, status)
 	case "dispatch":
+		if len(args) != 1 {
+			return fmt.Errorf("ops dispatch takes no arguments: %w", errUsage)
+		}
 		status, err := c.AllDispatch(ctx)
 		if err != nil {
 			return err
 		}
 		return printDispatch(stdout, status)
 	case "list":
+		if len(args) != 1 {
+			return fmt.Errorf("ops list takes no arguments: %w", errUsage)
+		}
 		return opsList(ctx, c, stdout)
 	case "show":
 		if len(args) != 2 {
@@ -90,6 +96,9 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		}
 		if err := fs.Parse(args[2:]); err != nil {
 			return fmt.Errorf("%v: %w", err, errUsage)
+		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("ops retry ID [--note N]: unexpected %q: %w", fs.Args(), errUsage)
 		}
 		op, err := c.RetryOperation(ctx, args[1], *note)
 		if err != nil {
@@ -222,6 +231,9 @@ func opsResolve(ctx context.Context, c *client.Client, args []string, w io.Write
 	note := fs.String("note", "", "what you checked; it is kept in the history")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%v: %w", err, errUsage)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("ops resolve ID: unexpected %q (quote a note of several words): %w", fs.Args(), errUsage)
 	}
 	if *note == "" {
 		return fmt.Errorf("ops resolve needs --note: say what you checked: %w", errUsage)

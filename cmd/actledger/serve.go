@@ -31,6 +31,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%v: %w", err, errUsage)
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve takes only flags, got %q: %w", fs.Args(), errUsage)
+	}
 	roles, err := parseRoles(*rolesFlag)
 	if err != nil {
 		return err

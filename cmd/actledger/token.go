@@ -25,6 +25,9 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		if err := fs.Parse(args[1:]); err != nil {
 			return fmt.Errorf("%v: %w", err, errUsage)
 		}
+		if fs.NArg() > 0 {
+			return fmt.Errorf("token create takes only flags, got %q: %w", fs.Args(), errUsage)
+		}
 		if *tenant == "" || !auth.Role(*role).Valid() {
 			return fmt.Errorf("token create needs --tenant and --role agent|approver|operator: %w", errUsage)
 		}
