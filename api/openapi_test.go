@@ -142,7 +142,8 @@ func TestDocumentedRolesAreTheRoutesRoles(t *testing.T) {
 // httpStatuses names the net/http constants errorf is called with.
 var httpStatuses = map[string]int{
 	"StatusBadRequest": 400, "StatusUnauthorized": 401, "StatusForbidden": 403, "StatusNotFound": 404,
-	"StatusRequestTimeout": 408, "StatusConflict": 409, "StatusRequestEntityTooLarge": 413,
+	"StatusMethodNotAllowed": 405,
+	"StatusRequestTimeout":   408, "StatusConflict": 409, "StatusRequestEntityTooLarge": 413,
 	"StatusUnprocessableEntity": 422, "StatusInternalServerError": 500, "StatusServiceUnavailable": 503,
 }
 

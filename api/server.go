@@ -235,6 +235,8 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/dispatch", roles: operators, authed: s.dispatchStatus},
 		{pattern: "POST /v1/webhooks/{provider}", plain: http.HandlerFunc(s.webhook)},
 		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, off: s.cfg.MCP == nil},
+		{pattern: "GET /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},
+		{pattern: "DELETE /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},
 		{pattern: "GET /v1/review", roles: operators, authed: s.listReview, off: noReview},
 		{pattern: "POST /v1/review/replay", roles: operators, authed: s.replayReview, off: noReview},
 		{pattern: "POST /v1/review/evidence/{id}/resolve", roles: operators, authed: s.resolveEvidence, off: noReview},

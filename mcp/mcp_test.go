@@ -436,6 +436,29 @@ func TestMCPOverHTTPNeedsAValidAgentToken(t *testing.T) {
 	}
 }
 
+// TestMCPOverHTTPRefusesGetAndDeleteWith405: MCP's streamable HTTP
+// transport says a server that offers no event stream answers a client's
+// GET with 405 Method Not Allowed (and a stateless one keeps no session to
+// DELETE); the JSON 404 of unknown paths made clients take the endpoint for
+// a broken one.
+func TestMCPOverHTTPRefusesGetAndDeleteWith405(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, p.API.URL+"/mcp", nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+p.Agent)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
+			t.Errorf("%s /mcp = %d, Allow %q; want 405, Allow POST", method, res.StatusCode, res.Header.Get("Allow"))
+		}
+	}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
