@@ -13,6 +13,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/actledger/actledger/api/openapitest"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/client"
 	"github.com/actledger/actledger/internal/testpipeline"
@@ -455,6 +456,52 @@ func TestMCPOverHTTPRefusesGetAndDeleteWith405(t *testing.T) {
 		res.Body.Close()
 		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
 			t.Errorf("%s /mcp = %d, Allow %q; want 405, Allow POST", method, res.StatusCode, res.Header.Get("Allow"))
+		}
+	}
+}
+
+// TestMCPTransportRefusalsAreTheDocumentedOnes: what the MCP transport
+// refuses before any JSON-RPC (a body that is not JSON, an Accept header
+// without both media types the transport requires) is answered as
+// api/openapi.yaml says: the status, and a plain-text body. The document
+// used to promise a 406 for the Accept header, which the transport never
+// answers, and no body at all.
+func TestMCPTransportRefusalsAreTheDocumentedOnes(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	doc, err := openapitest.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	documented := doc.Paths.Find("/mcp").Post.Responses
+	if documented.Value("406") != nil {
+		t.Error("POST /mcp documents a 406, which the MCP transport never answers")
+	}
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, tc := range []struct {
+		name, contentType, accept string
+		status                    int
+	}{
+		{"a body that is not JSON", "text/plain", "application/json, text/event-stream", http.StatusUnsupportedMediaType},
+		{"Accept without text/event-stream", "application/json", "application/json", http.StatusBadRequest},
+		{"Accept without application/json", "application/json", "text/event-stream", http.StatusBadRequest},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
+		req.Header.Set("Content-Type", tc.contentType)
+		req.Header.Set("Accept", tc.accept)
+		req.Header.Set("Authorization", "Bearer "+p.Agent)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("%s: POST /mcp = %d, want %d", tc.name, res.StatusCode, tc.status)
+			continue
+		}
+		resp := documented.Status(tc.status)
+		if resp == nil || resp.Value.Content.Get("text/plain") == nil {
+			t.Errorf("%s: api/openapi.yaml documents no text/plain body for POST /mcp %d", tc.name, tc.status)
 		}
 	}
 }
