@@ -41,7 +41,16 @@ func Handler(apiHandler http.Handler, cfg Config) http.Handler {
 	streamable := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
 		s, _ := r.Context().Value(serverKey{}).(*sdk.Server)
 		return s
-	}, &sdk.StreamableHTTPOptions{Stateless: true, JSONResponse: true, Logger: log})
+	}, &sdk.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true, Logger: log,
+		// The SDK refuses a non-loopback Host on a loopback listener, a
+		// guard against DNS rebinding for local servers that trust any
+		// caller. Here the API route has already required a bearer token,
+		// which a rebound page does not have, and a reverse proxy in front
+		// of the loopback default LISTEN_ADDR forwards its public name: the
+		// guard would refuse only legitimate agents.
+		DisableLocalhostProtection: true,
+	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := api.ExtendWriteDeadline(w, WriteBudget); err != nil {
 			log.DebugContext(r.Context(), "cannot extend the write deadline of an MCP request", "err", err)

@@ -506,6 +506,32 @@ func TestMCPTransportRefusalsAreTheDocumentedOnes(t *testing.T) {
 	}
 }
 
+// TestMCPOverHTTPServesTheNameAProxyForwards: behind a reverse proxy the
+// loopback listener (LISTEN_ADDR's default) receives the public host name
+// in Host. The API serves it, so POST /mcp must too: the SDK's guard
+// against DNS rebinding of unauthenticated local servers answered 403
+// there, though no MCP request is served without a bearer token.
+func TestMCPOverHTTPServesTheNameAProxyForwards(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
+	req.Host = "actledger.example.com"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+p.Agent)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := new(bytes.Buffer)
+	_, _ = body.ReadFrom(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Errorf("POST /mcp with Host %s = %d %s, want 200", req.Host, res.StatusCode, body)
+	}
+}
+
 func must[T any](v T, err error) T {
 	if err != nil {
 		panic(err)
