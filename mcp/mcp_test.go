@@ -338,6 +338,43 @@ func TestToolResultIsTheOperationViewAndItsSummary(t *testing.T) {
 	}
 }
 
+// TestToolResultCarriesTheViewAsTextToo: MCP asks a tool that returns
+// structured content to return it serialised in a text block as well, for
+// clients that read only the content; without it such a client saw the
+// summary but not the view (external key, provider reference, attempts).
+func TestToolResultCarriesTheViewAsTextToo(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: orderContract})
+	approval := p.Approve(`{"sku":"A-1","qty":2}`, time.Hour)
+	cs := inMemorySession(t, p, p.Agent)
+	created := call(t, cs, "supplier_create_order", map[string]any{"key": "po-text", "params": map[string]any{"sku": "A-1", "qty": 2}, "approval_id": approval.ID.String()})
+	id := operationOf(t, created).ID
+	for tool, res := range map[string]*sdk.CallToolResult{
+		"action tool":     created,
+		"get_operation":   call(t, cs, "get_operation", map[string]any{"id": id}),
+		"list_operations": call(t, cs, "list_operations", map[string]any{}),
+	} {
+		want, err := json.Marshal(res.StructuredContent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, c := range res.Content {
+			tc, ok := c.(*sdk.TextContent)
+			if !ok {
+				continue
+			}
+			var got, wantV any
+			if json.Unmarshal([]byte(tc.Text), &got) == nil && json.Unmarshal(want, &wantV) == nil && reflect.DeepEqual(got, wantV) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("%s: no text block holds the structured content %s", tool, want)
+		}
+	}
+}
+
 // TestGetOperationOfAnIDThatIsNoOperationIsAToolError: an id that is a
 // path step ("." or "..") must not be read as another route (the list of
 // operations) and answered as an empty operation: it names no operation.

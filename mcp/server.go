@@ -350,7 +350,7 @@ func (t *tools) listOperations(ctx context.Context, req *sdk.CallToolRequest) (*
 	if page.NextCursor != "" {
 		fmt.Fprintf(&b, "More: call list_operations with cursor %q.\n", page.NextCursor)
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, StructuredContent: page}, nil
+	return structuredResult(b.String(), page), nil
 }
 
 // decodeArgs reads a tool's arguments; unknown fields are refused, as the
@@ -368,12 +368,22 @@ func decodeArgs(raw json.RawMessage, into any) error {
 }
 
 // operationResult is a tool's answer about an operation: the operation
-// view as structured content, its summary and what to do next as text.
+// view as structured content (and as JSON text), its summary and what to
+// do next as the first text.
 func operationResult(op *client.Operation) *sdk.CallToolResult {
-	return &sdk.CallToolResult{
-		Content:           []sdk.Content{&sdk.TextContent{Text: operationText(op)}},
-		StructuredContent: op,
+	return structuredResult(operationText(op), op)
+}
+
+// structuredResult is a tool result whose content is text for the model,
+// then v serialised as JSON, and whose structured content is v: MCP asks a
+// tool that returns structured content to return it as text too, so that a
+// client that reads only the content still gets the whole view.
+func structuredResult(text string, v any) *sdk.CallToolResult {
+	content := []sdk.Content{&sdk.TextContent{Text: text}}
+	if raw, err := json.Marshal(v); err == nil {
+		content = append(content, &sdk.TextContent{Text: string(raw)})
 	}
+	return &sdk.CallToolResult{Content: content, StructuredContent: v}
 }
 
 // operationText is the summary the model reads, and for the states where
@@ -398,9 +408,9 @@ func operationText(op *client.Operation) string {
 	return b.String()
 }
 
-// toolError is an API refusal as a tool error (isError: true): the text
-// carries the API's code and message, the structured content the same as
-// {"error": {"status", "code", "message"}}.
+// toolError is an API refusal as a tool error (isError: true): the first
+// text carries the API's code and message, the structured content (and the
+// second text) the same as {"error": {"status", "code", "message"}}.
 func toolError(err error) *sdk.CallToolResult {
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) {
@@ -410,9 +420,7 @@ func toolError(err error) *sdk.CallToolResult {
 	if apiErr.Code == "" {
 		text = err.Error()
 	}
-	return &sdk.CallToolResult{
-		IsError:           true,
-		Content:           []sdk.Content{&sdk.TextContent{Text: text}},
-		StructuredContent: map[string]any{"error": map[string]any{"status": apiErr.Status, "code": apiErr.Code, "message": apiErr.Message}},
-	}
+	res := structuredResult(text, map[string]any{"error": map[string]any{"status": apiErr.Status, "code": apiErr.Code, "message": apiErr.Message}})
+	res.IsError = true
+	return res
 }
