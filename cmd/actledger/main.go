@@ -71,7 +71,13 @@ func exitStatus(err error, stderr io.Writer) int {
 		fmt.Fprint(stderr, usage)
 		return 2
 	default:
-		fmt.Fprintln(stderr, "actledger:", err)
+		// An API refusal already names actledger ("actledger: 404
+		// not_found: …"); say it once.
+		msg := err.Error()
+		if !strings.HasPrefix(msg, "actledger") {
+			msg = "actledger: " + msg
+		}
+		fmt.Fprintln(stderr, msg)
 		return 1
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/actledger/actledger/client"
 )
 
 // TestCommandLineMistakesExitTwoNamingTheMistake: a script calling the CLI
@@ -74,5 +76,19 @@ func TestFailuresExitOneWithTheirMessage(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "127.0.0.1:1") || strings.Contains(stderr.String(), "Usage:") {
 		t.Errorf("stderr %q, want the unreachable address and no usage", stderr.String())
+	}
+}
+
+// TestAPIRefusalIsPrintedWithItsStatusAndCodeOnce: an API refusal reaches
+// stderr as one line with its status, code and message, prefixed
+// "actledger:" once (it used to read "actledger: actledger: 404 …").
+func TestAPIRefusalIsPrintedWithItsStatusAndCodeOnce(t *testing.T) {
+	t.Parallel()
+	var stderr bytes.Buffer
+	if got := exitStatus(&client.Error{Status: 404, Code: "not_found", Message: "no such object"}, &stderr); got != 1 {
+		t.Fatalf("exit status %d, want 1", got)
+	}
+	if got, want := stderr.String(), "actledger: 404 not_found: no such object\n"; got != want {
+		t.Errorf("stderr %q, want %q", got, want)
 	}
 }
