@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -91,6 +92,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
+	if asksForHelp(args) {
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
 	env, err := loadEnv(getenv)
 	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN
 		return err
@@ -117,6 +122,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}
+}
+
+// asksForHelp reports whether a command that opens the database or starts
+// services (serve, migrate, token, demo) was given -h, -help or --help:
+// it prints the usage and exits 0, as Go's flag package does, instead of
+// running or reporting a mistake.
+func asksForHelp(args []string) bool {
+	switch args[0] {
+	case "serve", "migrate", "token", "demo":
+		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
+	}
+	return false
 }
 
 // newFlagSet returns a flag set that reports errors instead of exiting.

@@ -14,7 +14,7 @@ import (
 // usage (the usage alone used to be printed, without saying which flag or
 // value was at fault), and an extra word is refused rather than silently
 // dropped (`token create ... extra` used to create a token, `ops resolve ID
-// --note two words` kept only "two", `migrate --help` migrated).
+// --note two words` kept only "two", `migrate now` migrated).
 func TestCommandLineMistakesExitTwoNamingTheMistake(t *testing.T) {
 	t.Parallel()
 	// Nothing here may reach a database or an API: both point at a closed
@@ -33,7 +33,7 @@ func TestCommandLineMistakesExitTwoNamingTheMistake(t *testing.T) {
 		{[]string{"token", "create", "--tenant", "t", "--role", "agent", "extra"}, `"extra"`},
 		{[]string{"token", "create", "--tenant", "t", "--role", "agent", "--bogus"}, "-bogus"},
 		{[]string{"token", "revoke"}, "one NAME or ID"},
-		{[]string{"migrate", "--help"}, "migrate takes no arguments"},
+		{[]string{"migrate", "now"}, "migrate takes no arguments"},
 		{[]string{"serve", "extra"}, `"extra"`},
 		{[]string{"ops", "list", "extra"}, "ops list takes no arguments"},
 		{[]string{"ops", "dispatch", "extra"}, "ops dispatch takes no arguments"},
@@ -90,5 +90,28 @@ func TestAPIRefusalIsPrintedWithItsStatusAndCodeOnce(t *testing.T) {
 	}
 	if got, want := stderr.String(), "actledger: 404 not_found: no such object\n"; got != want {
 		t.Errorf("stderr %q, want %q", got, want)
+	}
+}
+
+// TestHelpOfEveryCommandExitsZero: -h, -help and --help print the usage on
+// stdout and exit 0 for the commands that open the database or start
+// services; they used to exit 2 ("flag: help requested"), and `migrate
+// --help` migrated.
+func TestHelpOfEveryCommandExitsZero(t *testing.T) {
+	t.Parallel()
+	getenv := func(k string) string {
+		return map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/none?sslmode=disable&connect_timeout=1"}[k]
+	}
+	for _, args := range [][]string{
+		{"serve", "--help"}, {"serve", "--roles", "api", "-h"}, {"migrate", "--help"}, {"token", "-help"},
+		{"token", "create", "--help"}, {"token", "revoke", "-h"}, {"demo", "--help"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if got := exitStatus(run(t.Context(), args, getenv, &stdout, io.Discard), &stderr); got != 0 {
+			t.Errorf("actledger %s: exit status %d, want 0; stderr %q", strings.Join(args, " "), got, stderr.String())
+		}
+		if !strings.Contains(stdout.String(), "Usage:") {
+			t.Errorf("actledger %s: stdout %q, want the usage", strings.Join(args, " "), stdout.String())
+		}
 	}
 }
