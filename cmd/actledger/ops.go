@@ -177,7 +177,11 @@ func opsShow(ctx context.Context, c *client.Client, id string, w io.Writer) erro
 	raw, _ := json.Marshal(op)
 	_ = json.Unmarshal(raw, &fields)
 	for _, k := range []string{"id", "action", "key", "status", "provider", "external_key", "provider_reference", "attempts", "approval_id", "created_at", "updated_at"} {
-		fmt.Fprintf(w, "%-19s %v\n", k+":", fields[k])
+		v := fields[k]
+		if v == nil {
+			v = "none" // a null field (provider_reference before any effect)
+		}
+		fmt.Fprintf(w, "%-19s %v\n", k+":", v)
 	}
 	fmt.Fprintf(w, "%-19s %s\n", "params:", op.Params)
 	if r := op.Review; r != nil {

@@ -334,8 +334,9 @@ func TestOperatorWorksTheReviewQueueFromTheCLI(t *testing.T) {
 	if out := in.ops(t, operator, "list"); !strings.Contains(out, id) || !strings.Contains(out, "retries_exhausted") || !strings.Contains(out, "allowed") {
 		t.Errorf("ops list:\n%s", out)
 	}
-	if out := in.ops(t, operator, "show", id); !regexp.MustCompile(`retry allowed:\s+true`).MatchString(out) || !strings.Contains(out, "http_status") {
-		t.Errorf("ops show:\n%s", out)
+	if out := in.ops(t, operator, "show", id); !regexp.MustCompile(`retry allowed:\s+true`).MatchString(out) || !strings.Contains(out, "http_status") ||
+		!regexp.MustCompile(`provider_reference:\s+none\n`).MatchString(out) || strings.Contains(out, "<nil>") {
+		t.Errorf("ops show (a field without value reads none, never Go's <nil>):\n%s", out)
 	}
 	if out := in.ops(t, operator, "replay", "--dry-run"); !strings.Contains(out, "absence_confirmed") || !strings.Contains(out, "0 changed") {
 		t.Errorf("ops replay --dry-run:\n%s", out)
