@@ -235,12 +235,25 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
+// CheckPrefix reports whether prefix can start stream, subject and
+// consumer names: NATS reads '.' as a subject separator and '*', '>' as
+// wildcards, and names take no spaces. It is exported so that a prefix
+// from the environment is refused naming its variable, before anything
+// connects.
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, ".*> \t") {
+		return fmt.Errorf("prefix %q must not contain '.', '*', '>' or spaces", prefix)
+	}
+	return nil
+}
+
 // validate reports the first unusable field of a config with defaults
 // applied, by name. Credentials are checked by authOptions.
 func (cfg Config) validate() error {
+	if err := CheckPrefix(cfg.Prefix); err != nil {
+		return fmt.Errorf("broker: Config.Prefix: %w", err)
+	}
 	switch {
-	case strings.ContainsAny(cfg.Prefix, ".*> \t"):
-		return fmt.Errorf("broker: Config.Prefix %q must not contain '.', '*', '>' or spaces", cfg.Prefix)
 	case cfg.Replicas <= 0:
 		return fmt.Errorf("broker: Config.Replicas %d must be positive", cfg.Replicas)
 	case cfg.Duplicates <= 0:

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
 )
 
 // defaultListenAddr is LISTEN_ADDR's default: loopback only, so a first
@@ -93,6 +94,9 @@ func loadEnv(getenv func(string) string) (env, error) {
 			return
 		}
 		*into = n
+	}
+	if err := broker.CheckPrefix(e.StreamPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("STREAM_PREFIX=%q: %w", e.StreamPrefix, err))
 	}
 	duration("LEASE_DURATION", &e.LeaseDuration)
 	duration("EVIDENCE_UNAPPLIED_AFTER", &e.EvidenceUnappliedAfter)
