@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -94,6 +95,9 @@ func loadEnv(getenv func(string) string) (env, error) {
 			return
 		}
 		*into = n
+	}
+	if _, _, err := net.SplitHostPort(e.ListenAddr); err != nil {
+		errs = append(errs, fmt.Errorf("LISTEN_ADDR=%q: not host:port such as 127.0.0.1:8080: %w", e.ListenAddr, err))
 	}
 	if err := broker.CheckPrefix(e.StreamPrefix); err != nil {
 		errs = append(errs, fmt.Errorf("STREAM_PREFIX=%q: %w", e.StreamPrefix, err))

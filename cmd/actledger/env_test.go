@@ -28,6 +28,8 @@ func TestLoadEnvFailsOnABadValueNamingTheVariable(t *testing.T) {
 		{"NATS_NKEY", "/k", func(e env) bool { return e.NATSNkey == "/k" }, false},
 		{"NATS_CA", "/ca", func(e env) bool { return e.NATSCA == "/ca" }, false},
 		{"LISTEN_ADDR", ":9", func(e env) bool { return e.ListenAddr == ":9" }, false},
+		{"LISTEN_ADDR", "8080", nil, true},
+		{"LISTEN_ADDR", "bogus", nil, true},
 		{"PROVIDERS_FILE", "p.yaml", func(e env) bool { return e.ProvidersFile == "p.yaml" }, false},
 		{"STREAM_PREFIX", "X", func(e env) bool { return e.StreamPrefix == "X" }, false},
 		{"STREAM_PREFIX", "A.B", nil, true},
