@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -383,6 +384,67 @@ func TestSuccessSeenByAFencedWorkerSettlesTheOperation(t *testing.T) {
 	}
 	if done.ProviderReference == nil || !strings.HasPrefix(*done.ProviderReference, "ord_") {
 		t.Errorf("provider reference %v", done.ProviderReference)
+	}
+}
+
+// gatedCalls holds every create at a gate and counts the calls in flight.
+type gatedCalls struct {
+	provider.Provider
+	gate              chan struct{}
+	inFlight, highest atomic.Int32
+}
+
+func (g *gatedCalls) Create(ctx context.Context, req provider.CreateRequest) provider.Result {
+	n := g.inFlight.Add(1)
+	defer g.inFlight.Add(-1)
+	for {
+		h := g.highest.Load()
+		if n <= h || g.highest.CompareAndSwap(h, n) {
+			break
+		}
+	}
+	<-g.gate
+	return g.Provider.Create(ctx, req)
+}
+
+// While every call slot is taken by a call that has not returned, the
+// workers go on claiming the next operations (their claims' commits do not
+// wait for a slot), and the provider still never sees more calls at once
+// than the dispatcher's Concurrency.
+func TestClaimsGoAheadWhileEveryCallSlotIsBusy(t *testing.T) {
+	t.Parallel()
+	calls := &gatedCalls{gate: make(chan struct{})}
+	p := testpipeline.New(t, testpipeline.Options{
+		Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, Lease: 5 * time.Second, Timeout: 2 * time.Second,
+		Providers: func(real provider.Provider) provider.Provider { calls.Provider = real; return calls },
+	})
+	p.Start(1) // 4 call slots per provider
+	var open sync.Once
+	release := func() { open.Do(func() { close(calls.gate) }) }
+	t.Cleanup(release) // before the pipeline's own cleanups, which wait for the calls
+	var ops []ledger.Operation
+	for i := range 12 {
+		ops = append(ops, p.Enqueue(fmt.Sprintf("po-%d", i), fmt.Sprintf(`{"sku":"A-%d"}`, i)))
+	}
+	dispatching := func() int {
+		var n int
+		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operations WHERE status = 'dispatching'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	p.Eventually(5*time.Second, "4 calls held and every other operation claimed", func() bool {
+		return calls.inFlight.Load() == 4 && dispatching() == len(ops)
+	})
+	release()
+	for _, op := range ops {
+		p.WaitStatus(op, ledger.StatusSucceeded, settle)
+		if p.Orders(op) != 1 || p.Creates(op) != 1 {
+			t.Errorf("%s: orders %d, create requests %d; want 1 and 1", op.Key, p.Orders(op), p.Creates(op))
+		}
+	}
+	if h := calls.highest.Load(); h != 4 {
+		t.Errorf("at most %d calls at once, want 4 (the dispatcher's Concurrency)", h)
 	}
 }
 

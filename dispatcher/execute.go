@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -33,12 +34,6 @@ var errNoTimeToCall = errors.New("dispatcher: could not confirm the claim in tim
 // alone. It returns an error only when the ledger could not be read or
 // written.
 func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
-	return d.execute(ctx, providerName, m, func() {})
-}
-
-// execute is Execute for a worker holding a slot: callDone is called once
-// the provider call is over (see Config.Concurrency).
-func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.Dispatch, callDone func()) error {
 	pc, ok := d.configs[providerName]
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
@@ -54,7 +49,7 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 		// only a pointer: the row says whose the operation is).
 		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
-			return d.run(ctx, c, ledger.StatusQueued, callDone)
+			return d.run(ctx, c, ledger.StatusQueued)
 		}
 		if !errors.Is(err, ledger.ErrStale) {
 			return err
@@ -93,7 +88,7 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
-	return d.run(ctx, c, op.Status, callDone)
+	return d.run(ctx, c, op.Status)
 }
 
 // claimed is a claim as its statement answered it.
@@ -133,7 +128,7 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 }
 
 // run works on an operation this worker has claimed from status from.
-func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status, callDone func()) error {
+func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) error {
 	claimed, lapse := c.op, c.lapse
 	pc, ok := d.configs[claimed.Provider]
 	if !ok {
@@ -147,7 +142,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status, cal
 		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
-		callDone: callDone,
+		calls: d.calls[claimed.Provider],
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)
@@ -193,10 +188,28 @@ type work struct {
 	settling bool
 	// fresh, until the first call, is the claim's own slot (see claimed).
 	fresh *callSlot
-	// callDone, when set, is called once a create call is over: the
-	// worker's slot is free for the next operation while this one's answer
-	// is recorded.
-	callDone func()
+	// calls are the provider's call slots (Dispatcher.calls): one is held
+	// for each create or lookup, from before its claim is confirmed until
+	// the call returns, so the answer is recorded with the slot free.
+	calls chan struct{}
+}
+
+// takeCall waits for one of the provider's call slots and returns the
+// function that hands it back, which may be called more than once. It
+// runs before startCall, so the claim is confirmed, and its lease judged,
+// after the wait, right before the call. Work without slots (the lease
+// sweeper's, which calls no provider) is not limited.
+func (w *work) takeCall(ctx context.Context) (release func(), err error) {
+	if w.calls == nil {
+		return func() {}, nil
+	}
+	select {
+	case w.calls <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-w.calls }) }, nil
 }
 
 // callSlot is a confirmed claim's room for one provider call.
@@ -276,6 +289,11 @@ func (w *work) superseded(ctx context.Context, err error, call string) bool {
 // superseded worker never calls, and an approval or token that lapsed
 // meanwhile (even during a lookup under the same claim) stops the call.
 func (w *work) create(ctx context.Context) error {
+	release, err := w.takeCall(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	slot, err := w.startCall(ctx)
 	if w.superseded(ctx, err, "create") {
 		return nil
@@ -292,9 +310,7 @@ func (w *work) create(ctx context.Context) error {
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
 	}
-	if w.callDone != nil {
-		w.callDone()
-	}
+	release()
 	if w.stallAfterCall != nil {
 		w.stallAfterCall(w.op)
 	}
@@ -513,6 +529,11 @@ func (w *work) lookup(ctx context.Context) error {
 				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
 
+	release, err := w.takeCall(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	slot, err := w.startCall(ctx)
 	if w.superseded(ctx, err, "lookup") {
 		return nil
@@ -522,6 +543,7 @@ func (w *work) lookup(ctx context.Context) error {
 	}
 	now = slot.confirmed
 	lr := w.p.Lookup(ctx, w.op.ExternalKey)
+	release()
 	evidence := lookupEvidence(lr)
 	w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)
 	switch lr.Status {
