@@ -54,6 +54,13 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optiona
 // decodeJSON decodes body into v strictly: one JSON object, no unknown
 // fields, every type right. Errors name the field and answer 400.
 func decodeJSON(body []byte, v any) error {
+	// encoding/json decodes a null into a struct as nothing at all, so a
+	// body of null would pass as {} (on the stop button: pause everything).
+	// Every body the API takes is an object; anything else is refused
+	// before it is decoded, like an array is.
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] != '{' && json.Valid(body) {
+		return errNotAnObject
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -64,6 +71,9 @@ func decodeJSON(body []byte, v any) error {
 	}
 	return nil
 }
+
+// errNotAnObject refuses a body that is JSON but not an object.
+var errNotAnObject = errorf(http.StatusBadRequest, "malformed_json", "the body must be a JSON object")
 
 func jsonError(err error) *Error {
 	var syntaxErr *json.SyntaxError
@@ -78,7 +88,7 @@ func jsonError(err error) *Error {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return errorf(http.StatusBadRequest, "malformed_json", "the body must be a JSON object")
+			return errNotAnObject
 		}
 		return errorf(http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s: must be %s, not %s", field, typeName(typeErr.Type.String()), typeErr.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
