@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultMaxBody is the default request body limit (1 MiB).
@@ -319,9 +320,12 @@ func plainKey(key string) bool {
 	return true
 }
 
-// Length limits of the free-text fields, in bytes. Postgres stores any
-// length, but a field is shown to people and copied into events, logs and
-// review messages: a bound keeps one request from bloating all of them.
+// Length limits of the free-text fields, in characters (Unicode code
+// points), as the OpenAPI document's maxLength counts them: a client that
+// checks a field against the document is never refused for it. Postgres
+// stores any length, but a field is shown to people and copied into
+// events, logs and review messages: a bound keeps one request from
+// bloating all of them.
 const (
 	maxNameLength      = 256  // policy_version, reason, webhook type
 	maxReferenceLength = 1024 // provider_reference, webhook reference
@@ -329,14 +333,14 @@ const (
 )
 
 // checkText refuses U+0000 (Postgres cannot store it in text or jsonb, so
-// it would fail the insert with a 500) and text longer than max bytes,
-// naming the field.
+// it would fail the insert with a 500) and text longer than max
+// characters, naming the field.
 func checkText(field, value string, max int) error {
 	if strings.ContainsRune(value, 0) {
 		return fieldError(field, noNUL)
 	}
-	if len(value) > max {
-		return fieldError(field, fmt.Sprintf("must be at most %d bytes", max))
+	if utf8.RuneCountInString(value) > max {
+		return fieldError(field, fmt.Sprintf("must be at most %d characters", max))
 	}
 	return nil
 }
