@@ -555,3 +555,49 @@ func TestExistingKeyAnswersBeforeATightenedParamsSchema(t *testing.T) {
 		}
 	}
 }
+
+// TestApprovalLastsApprovalTTLUnlessTheApproverSaysTTLSeconds: an
+// approval granted on a proposal is valid for the action's approval_ttl
+// (a person's and the policy's alike), or for the approver's ttl_seconds
+// when given; its policy version is the action's unless the approver
+// names one.
+func TestApprovalLastsApprovalTTLUnlessTheApproverSaysTTLSeconds(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: `approval: {approval_ttl: 30m, policy_version: "2026-11", auto_approve: "params.qty <= 10"}`})
+	tests := []struct {
+		name, params, approve string
+		wantTTL               time.Duration
+		wantPolicy            string
+	}{
+		{"by policy", `{"sku":"T-1","qty":1}`, "", 30 * time.Minute, "2026-11"},
+		{"by a person", `{"sku":"T-2","qty":50}`, `{"params_fingerprint":%q}`, 30 * time.Minute, "2026-11"},
+		{"by a person with ttl_seconds", `{"sku":"T-3","qty":50}`, `{"params_fingerprint":%q,"ttl_seconds":120,"policy_version":"desk-7"}`, 2 * time.Minute, "desk-7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, out := p.Propose("po-ttl-"+tt.name, tt.params)
+			op := p.Operation(out)
+			before := p.Clock.Now()
+			if tt.approve != "" {
+				status, res := p.Do("POST", "/v1/operations/"+op.ID.String()+"/approve", p.Approver, fmt.Sprintf(tt.approve, op.ParamsFingerprint))
+				if status != http.StatusOK {
+					t.Fatalf("approve = %d %v", status, res)
+				}
+			} else {
+				before = op.CreatedAt
+			}
+			var expires time.Time
+			var policy string
+			if err := p.Pool.QueryRow(context.Background(),
+				`SELECT expires_at, policy_version FROM approvals WHERE operation_id = $1`, op.ID).Scan(&expires, &policy); err != nil {
+				t.Fatal(err)
+			}
+			if got := expires.Sub(before); got < tt.wantTTL-5*time.Second || got > tt.wantTTL+5*time.Second {
+				t.Errorf("approval valid for %s, want %s", got, tt.wantTTL)
+			}
+			if policy != tt.wantPolicy {
+				t.Errorf("policy_version = %q, want %q", policy, tt.wantPolicy)
+			}
+		})
+	}
+}

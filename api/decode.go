@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // DefaultMaxBody is the default request body limit (1 MiB).
@@ -54,6 +55,13 @@ func (s *Server) readJSON(w http.ResponseWriter, r *http.Request, v any, optiona
 // decodeJSON decodes body into v strictly: one JSON object, no unknown
 // fields, every type right. Errors name the field and answer 400.
 func decodeJSON(body []byte, v any) error {
+	// encoding/json decodes a null into a struct as nothing at all, so a
+	// body of null would pass as {} (on the stop button: pause everything).
+	// Every body the API takes is an object; anything else is refused
+	// before it is decoded, like an array is.
+	if trimmed := bytes.TrimLeft(body, " \t\r\n"); len(trimmed) > 0 && trimmed[0] != '{' && json.Valid(body) {
+		return errNotAnObject
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -64,6 +72,9 @@ func decodeJSON(body []byte, v any) error {
 	}
 	return nil
 }
+
+// errNotAnObject refuses a body that is JSON but not an object.
+var errNotAnObject = errorf(http.StatusBadRequest, "malformed_json", "the body must be a JSON object")
 
 func jsonError(err error) *Error {
 	var syntaxErr *json.SyntaxError
@@ -78,7 +89,7 @@ func jsonError(err error) *Error {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
-			return errorf(http.StatusBadRequest, "malformed_json", "the body must be a JSON object")
+			return errNotAnObject
 		}
 		return errorf(http.StatusBadRequest, "invalid_field", fmt.Sprintf("%s: must be %s, not %s", field, typeName(typeErr.Type.String()), typeErr.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -309,9 +320,12 @@ func plainKey(key string) bool {
 	return true
 }
 
-// Length limits of the free-text fields, in bytes. Postgres stores any
-// length, but a field is shown to people and copied into events, logs and
-// review messages: a bound keeps one request from bloating all of them.
+// Length limits of the free-text fields, in characters (Unicode code
+// points), as the OpenAPI document's maxLength counts them: a client that
+// checks a field against the document is never refused for it. Postgres
+// stores any length, but a field is shown to people and copied into
+// events, logs and review messages: a bound keeps one request from
+// bloating all of them.
 const (
 	maxNameLength      = 256  // policy_version, reason, webhook type
 	maxReferenceLength = 1024 // provider_reference, webhook reference
@@ -319,14 +333,14 @@ const (
 )
 
 // checkText refuses U+0000 (Postgres cannot store it in text or jsonb, so
-// it would fail the insert with a 500) and text longer than max bytes,
-// naming the field.
+// it would fail the insert with a 500) and text longer than max
+// characters, naming the field.
 func checkText(field, value string, max int) error {
 	if strings.ContainsRune(value, 0) {
 		return fieldError(field, noNUL)
 	}
-	if len(value) > max {
-		return fieldError(field, fmt.Sprintf("must be at most %d bytes", max))
+	if utf8.RuneCountInString(value) > max {
+		return fieldError(field, fmt.Sprintf("must be at most %d characters", max))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -219,5 +220,48 @@ func TestTTLSecondsOutOfRangeIsRefused(t *testing.T) {
 	}
 	if n := f.count(t, "approvals"); n != 1 {
 		t.Errorf("approvals: %d, want 1", n)
+	}
+}
+
+// TestTextLimitsCountCharactersAsTheDocumentDoes: the OpenAPI document's
+// maxLength counts characters (JSON Schema), so a key, reason or note at
+// its limit in characters outside ASCII is accepted, and one character
+// more is refused naming the field.
+func TestTextLimitsCountCharactersAsTheDocumentDoes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	// "é" is two bytes in UTF-8 and "€" three: at the limit in characters,
+	// twice or three times over it in bytes.
+	key := strings.Repeat("é", 256)
+	reason := strings.Repeat("€", 256)
+	note := strings.Repeat("é", 4096)
+	tests := []struct {
+		name, path, token, body, field string
+		want                           int
+	}{
+		{"key at the limit", "/v1/operations", f.agent,
+			fmt.Sprintf(`{"action":%q,"key":%q,"params":{},"request_approval":true}`, action, key), "", http.StatusAccepted},
+		{"key over the limit", "/v1/operations", f.agent,
+			fmt.Sprintf(`{"action":%q,"key":%q,"params":{},"request_approval":true}`, action, key+"é"), "key", http.StatusBadRequest},
+		{"reason at the limit", "/v1/operations", f.agent,
+			fmt.Sprintf(`{"action":%q,"key":"po-reason","params":{},"request_approval":true,"reason":%q}`, action, reason), "", http.StatusAccepted},
+		{"reason over the limit", "/v1/operations", f.agent,
+			fmt.Sprintf(`{"action":%q,"key":"po-reason-long","params":{},"request_approval":true,"reason":%q}`, action, reason+"€"), "reason", http.StatusBadRequest},
+		{"policy_version at the limit", "/v1/approvals", f.approver,
+			fmt.Sprintf(`{"action":%q,"params":{},"ttl_seconds":60,"policy_version":%q}`, action, reason), "", http.StatusCreated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := f.do(t, "POST", tt.path, tt.token, []byte(tt.body))
+			if r.status != tt.want || (tt.field != "" && !strings.HasPrefix(r.errorMessage(), tt.field+":")) {
+				t.Errorf("%s = %d %s, want %d naming %q", tt.name, r.status, r.raw, tt.want, tt.field)
+			}
+		})
+	}
+	// A note at its limit, on a decision.
+	p := f.do(t, "POST", "/v1/operations", f.agent, []byte(fmt.Sprintf(`{"action":%q,"key":"po-note","params":{},"request_approval":true}`, action)))
+	body := fmt.Sprintf(`{"params_fingerprint":%q,"note":%q}`, p.str("params_fingerprint"), note)
+	if r := f.do(t, "POST", "/v1/operations/"+p.str("id")+"/approve", f.approver, []byte(body)); r.status != http.StatusOK {
+		t.Errorf("approve with a note of 4096 characters = %d %s, want 200", r.status, r.raw)
 	}
 }

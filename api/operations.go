@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -12,7 +13,8 @@ import (
 	"github.com/actledger/actledger/ledger"
 )
 
-// maxKeyLength bounds a caller's business key.
+// maxKeyLength bounds a caller's business key, in characters (as the
+// OpenAPI document's maxLength counts).
 const maxKeyLength = 256
 
 type createOperationRequest struct {
@@ -136,7 +138,7 @@ func (req createOperationRequest) validate() (uuid.UUID, error) {
 	} else if req.Reason != nil {
 		return uuid.Nil, fieldError("reason", "is only for a proposal (request_approval: true)")
 	}
-	if req.Key != nil && (*req.Key == "" || len(*req.Key) > maxKeyLength) {
+	if req.Key != nil && (*req.Key == "" || utf8.RuneCountInString(*req.Key) > maxKeyLength) {
 		return uuid.Nil, fieldError("key", "must be 1 to 256 characters when given")
 	}
 	if req.Key != nil && strings.ContainsRune(*req.Key, 0) {
