@@ -478,8 +478,17 @@ func (w *work) nextForUnknown(now time.Time) (time.Time, string) {
 // mayResend reports whether the provider's idempotency contract covers a
 // resend of the operation with its key now.
 func (w *work) mayResend(now time.Time) bool {
-	return w.lapse == ledger.LapseNone && w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now) &&
-		!w.exhausted(w.op.Attempts, time.Time{}, now)
+	return w.lapse == ledger.LapseNone && w.keyRetained(now) && !w.exhausted(w.op.Attempts, time.Time{}, now)
+}
+
+// keyRetained reports whether the provider still knows the operation's key
+// for a resend decided at now wherever that resend lands: a request may
+// reach the provider, and be worked on, until the call's full timeout
+// (plus the margin before it starts) has passed. A resend that lands
+// after retention would be a new request to the provider, a second effect
+// if the first landed; a lookup settles the outcome instead.
+func (w *work) keyRetained(now time.Time) bool {
+	return w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now.Add(w.pc.Timeout.Duration+w.margin))
 }
 
 // noWayToSettle says why an unknown outcome goes to a person.
@@ -487,7 +496,7 @@ func (w *work) noWayToSettle(now time.Time) (reason ledger.ReviewReason, why str
 	switch {
 	case w.lapse != ledger.LapseNone:
 		return ledger.ReasonLapsedUnknown, "the approval or its token lapsed, so nothing may be resent, and the provider has no lookup"
-	case w.op.FirstSentAt != nil && w.pc.IdempotencyValid(*w.op.FirstSentAt, now):
+	case w.keyRetained(now):
 		return ledger.ReasonRetriesExhausted, "the retry budget is spent and the provider has no lookup"
 	default:
 		return ledger.ReasonOutcomeUnknown, "the provider has no lookup, and no idempotency key within its retention covers a resend"

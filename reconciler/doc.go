@@ -8,7 +8,9 @@
 // any operation that never confirmed an outcome (and is flagged when it
 // arrives after the approval lapsed, never dispatched again); a second,
 // different success for one operation is a duplicate effect for a person; a
-// final failure settles what was never confirmed; evidence that matches no
+// final failure settles what was never confirmed; evidence about an
+// operation it cannot settle (cancelled, or a proposal still awaiting its
+// decision) is kept in that operation's history; evidence that matches no
 // operation, or whose amounts differ from what was approved, becomes a
 // review item. Review items are also announced on the review stream
 // (review.<tenant id>.<reason>), which replay re-reads, for the replaying

@@ -396,6 +396,11 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 			return review(ledger.ReasonDuplicateEffect)
 		case op.Status == ledger.StatusFailed:
 			return review(ledger.ReasonConflictingEvidence)
+		case !op.Status.CanMoveTo(ledger.StatusSucceeded):
+			// Never sent (a proposal still awaiting its decision): the
+			// success cannot settle it, and retrying the move would keep
+			// the evidence unapplied for ever. It is kept in the history.
+			return record()
 		}
 		lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
 		if err != nil {

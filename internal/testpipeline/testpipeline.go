@@ -8,6 +8,7 @@ package testpipeline
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -52,6 +53,8 @@ const WebhookSecret = "whsec-test"
 // Options shape the provider contract and the supplier.
 type Options struct {
 	Idempotency bool
+	// Retention is the idempotency key retention; default 24h.
+	Retention time.Duration
 	// LookupLag < 0 means the provider has no lookup.
 	LookupLag time.Duration
 	Mode      mocksupplier.Mode
@@ -252,7 +255,7 @@ func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
 	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: %s\n    environment: %s\n    timeout: %s\n", name, baseURL, t.Account, t.Environment, p.Opts.Timeout)
 	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
 	if p.Opts.Idempotency {
-		y.WriteString("    idempotency: {header: Idempotency-Key, retention: 24h}\n")
+		fmt.Fprintf(y, "    idempotency: {header: Idempotency-Key, retention: %s}\n", cmp.Or(p.Opts.Retention, 24*time.Hour))
 	}
 	if p.Opts.LookupLag >= 0 {
 		fmt.Fprintf(y, "    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: %s}\n", p.Opts.LookupLag)
