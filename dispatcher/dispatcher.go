@@ -23,7 +23,7 @@ import (
 
 // Defaults of Config, applied by New to the zero fields.
 const (
-	DefaultConcurrency   = 16
+	DefaultConcurrency = 16
 	// ClaimsAhead is how many operations per call slot a worker pool may
 	// hold between a dispatch message's arrival and the end of its
 	// recording: claims waiting for their shared commit, claimed
@@ -33,7 +33,7 @@ const (
 	// for slots (relay to claim: p50 150-200 ms with 16 slots, 5-6 ms
 	// with this room). It stays below the consumer's MaxAckPending
 	// (8 per slot), which bounds the messages delivered and unacknowledged.
-	ClaimsAhead = 4
+	ClaimsAhead          = 4
 	DefaultLeaseDuration = 30 * time.Second
 	// DefaultMaxCallMargin caps the default CallMargin, which is otherwise
 	// a tenth of LeaseDuration.
