@@ -29,9 +29,10 @@ const (
 	// recording: claims waiting for their shared commit, claimed
 	// operations waiting for a call slot, answers waiting for theirs.
 	// Without room ahead, every slot waited out a claim's commit before
-	// its call, and at 1,000 operations/s under load the messages queued
-	// for slots (relay to claim: p50 150-200 ms with 16 slots, 5-6 ms
-	// with this room). It stays below the consumer's MaxAckPending
+	// its call, and at the end-to-end maximum the messages queued for
+	// slots (relay to claim: p50 50-175 ms; with this room 4-5 ms, and
+	// the maximum 1,094-1,114 -> 1,268-1,536 operations/s, see
+	// docs/benchmarks.md). It stays below the consumer's MaxAckPending
 	// (8 per slot), which bounds the messages delivered and unacknowledged.
 	ClaimsAhead          = 4
 	DefaultLeaseDuration = 30 * time.Second
