@@ -88,9 +88,12 @@ func TestNodeRestartedWithWipedStoreReReplicates(t *testing.T) {
 }
 
 // resumeBound is how soon after the whole cluster is back every waiting
-// operation must be done: 200 of them take a few seconds; consumers that
-// waited out the client's default 30 s pull expiry took about 25 s more.
-const resumeBound = 15 * time.Second
+// operation must be done: 200 of them usually take a few seconds, but a
+// relay batch sent into the outage waits out its publish timeout (10 s)
+// and then up to 5 s before the next, so with the test's neighbours
+// loading the machine it took over 15 s once; consumers that waited out
+// the client's default 30 s pull expiry took about 25 s more.
+const resumeBound = 20 * time.Second
 
 // TestWholeClusterDownAPIKeepsAccepting kills every node for 10 s while
 // agents keep submitting: the API answers 201 to each (the operation and
