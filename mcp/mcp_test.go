@@ -454,17 +454,7 @@ func TestMCPOverHTTPNeedsAValidAgentToken(t *testing.T) {
 		{"approver token", p.Approver, http.StatusForbidden},
 		{"agent token", p.Agent, http.StatusOK},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		if tc.token != "" {
-			req.Header.Set("Authorization", "Bearer "+tc.token)
-		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res := mcpRequest(t, http.MethodPost, p.API.URL, tc.token, "application/json", "application/json, text/event-stream", initialize)
 		if res.StatusCode != tc.status {
 			t.Errorf("%s: POST /mcp = %d, want %d", tc.name, res.StatusCode, tc.status)
 		}
@@ -483,14 +473,7 @@ func TestMCPOverHTTPRefusesGetAndDeleteWith405(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{})
 	for _, method := range []string{http.MethodGet, http.MethodDelete} {
-		req, _ := http.NewRequest(method, p.API.URL+"/mcp", nil)
-		req.Header.Set("Accept", "text/event-stream")
-		req.Header.Set("Authorization", "Bearer "+p.Agent)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res := mcpRequest(t, method, p.API.URL, p.Agent, "", "text/event-stream", "")
 		if res.StatusCode != http.StatusMethodNotAllowed || res.Header.Get("Allow") != "POST" {
 			t.Errorf("%s /mcp = %d, Allow %q; want 405, Allow POST", method, res.StatusCode, res.Header.Get("Allow"))
 		}
@@ -523,15 +506,7 @@ func TestMCPTransportRefusalsAreTheDocumentedOnes(t *testing.T) {
 		{"Accept without text/event-stream", "application/json", "application/json", http.StatusBadRequest},
 		{"Accept without application/json", "application/json", "text/event-stream", http.StatusBadRequest},
 	} {
-		req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
-		req.Header.Set("Content-Type", tc.contentType)
-		req.Header.Set("Accept", tc.accept)
-		req.Header.Set("Authorization", "Bearer "+p.Agent)
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
+		res := mcpRequest(t, http.MethodPost, p.API.URL, p.Agent, tc.contentType, tc.accept, initialize)
 		if res.StatusCode != tc.status {
 			t.Errorf("%s: POST /mcp = %d, want %d", tc.name, res.StatusCode, tc.status)
 			continue
@@ -582,4 +557,28 @@ func keys[V any](m map[string]V) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// mcpRequest sends one raw HTTP request to the API's /mcp (headers left
+// out when empty) and returns its answer with the body closed.
+func mcpRequest(t *testing.T, method, apiURL, token, contentType, accept, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequest(method, apiURL+"/mcp", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, value := range map[string]string{"Content-Type": contentType, "Accept": accept} {
+		if value != "" {
+			req.Header.Set(name, value)
+		}
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res
 }
