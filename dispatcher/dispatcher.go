@@ -30,11 +30,19 @@ const (
 	// operations waiting for a call slot, answers waiting for theirs.
 	// Without room ahead, every slot waited out a claim's commit before
 	// its call, and at the end-to-end maximum the messages queued for
-	// slots (relay to claim: p50 50-175 ms; with this room 4-5 ms, and
-	// the maximum 1,094-1,114 -> 1,268-1,536 operations/s, see
-	// docs/benchmarks.md). It stays below the consumer's MaxAckPending
-	// (8 per slot), which bounds the messages delivered and unacknowledged.
-	ClaimsAhead          = 4
+	// slots (relay to claim: p50 50-175 ms; with room for 4, 4-5 ms, and
+	// the maximum 1,094-1,114 -> 1,268-1,536 operations/s; 2 measured the
+	// same within noise, see docs/benchmarks.md).
+	//
+	// 2, not more, so that no lease can run out while its operation waits
+	// for a slot: at most one operation per slot waits, slots are handed
+	// on in arrival order, and a call ends within its timeout, so a
+	// claimed operation waits at most one timeout, which is shorter than
+	// the lease (Config.LeaseDuration); the confirmation before its call
+	// then extends the lease. With more room, a provider whose calls all
+	// time out would see claims expire unsent and go to unknown. It also
+	// stays below the consumer's MaxAckPending (8 per slot).
+	ClaimsAhead          = 2
 	DefaultLeaseDuration = 30 * time.Second
 	// DefaultMaxCallMargin caps the default CallMargin, which is otherwise
 	// a tenth of LeaseDuration.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
@@ -408,9 +409,9 @@ func (g *gatedCalls) Create(ctx context.Context, req provider.CreateRequest) pro
 }
 
 // While every call slot is taken by a call that has not returned, the
-// workers go on claiming the next operations (their claims' commits do not
-// wait for a slot), and the provider still never sees more calls at once
-// than the dispatcher's Concurrency.
+// workers go on claiming the next operations, up to ClaimsAhead per slot
+// (their claims' commits do not wait for a slot), and the provider still
+// never sees more calls at once than the dispatcher's Concurrency.
 func TestClaimsGoAheadWhileEveryCallSlotIsBusy(t *testing.T) {
 	t.Parallel()
 	calls := &gatedCalls{gate: make(chan struct{})}
@@ -433,8 +434,9 @@ func TestClaimsGoAheadWhileEveryCallSlotIsBusy(t *testing.T) {
 		}
 		return n
 	}
-	p.Eventually(5*time.Second, "4 calls held and every other operation claimed", func() bool {
-		return calls.inFlight.Load() == 4 && dispatching() == len(ops)
+	ahead := 4 * dispatcher.ClaimsAhead // 4 calls, and as many claimed as the workers take ahead of them
+	p.Eventually(5*time.Second, "4 calls held and more operations claimed", func() bool {
+		return calls.inFlight.Load() == 4 && dispatching() == ahead
 	})
 	release()
 	for _, op := range ops {
