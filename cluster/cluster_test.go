@@ -100,8 +100,11 @@ const resumeBound = 20 * time.Second
 // its outbox row are one Postgres transaction; NATS is not on that path),
 // /readyz answers 503 naming nats, the outbox holds the dispatch messages,
 // and once the cluster is back every operation completes with one order.
+//
+// It does not run in parallel with the other cluster tests: its bound on
+// the resumption is a time, and a second cluster on two cores beside it
+// (with the other packages of `make test`) stretched that beyond it.
 func TestWholeClusterDownAPIKeepsAccepting(t *testing.T) {
-	t.Parallel()
 	const before, during = 100, 200
 	c := testcluster.New(t)
 	p, b := clusterPipeline(t, c)

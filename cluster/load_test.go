@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -181,7 +182,8 @@ func waitAllSucceeded(t *testing.T, pool *pgxpool.Pool, want int, timeout time.D
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("after %s: operations by status %v, want %d succeeded", timeout, counts, want)
+			t.Fatalf("after %s: operations by status %v, want %d succeeded; the first of the others:\n%s",
+				timeout, counts, want, unfinished(t, pool))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -251,4 +253,31 @@ func unpublished(t *testing.T, pool *pgxpool.Pool) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// unfinished prints the events of up to three operations that have not
+// succeeded, for a failure message.
+func unfinished(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `
+		SELECT o.external_key, o.status, string_agg(e.kind || ' ' || coalesce(e.from_status, '') || '→' || e.to_status
+		       || ' at ' || to_char(e.at, 'HH24:MI:SS.MS') || ' by ' || e.actor, E'\n    ' ORDER BY e.seq)
+		FROM operations o JOIN operation_events e ON e.operation_id = o.id
+		WHERE o.id IN (SELECT id FROM operations WHERE status <> 'succeeded' ORDER BY created_at LIMIT 3)
+		GROUP BY o.id, o.external_key, o.status`)
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for rows.Next() {
+		var key, status, events string
+		if err := rows.Scan(&key, &status, &events); err != nil {
+			return err.Error()
+		}
+		fmt.Fprintf(&b, "  %s (%s):\n    %s\n", key, status, events)
+	}
+	if err := rows.Err(); err != nil {
+		return err.Error()
+	}
+	return b.String()
 }
