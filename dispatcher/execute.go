@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -192,24 +191,33 @@ type work struct {
 	// for each create or lookup, from before its claim is confirmed until
 	// the call returns, so the answer is recorded with the slot free.
 	calls chan struct{}
+	// holding: this work holds one of calls.
+	holding bool
 }
 
-// takeCall waits for one of the provider's call slots and returns the
-// function that hands it back, which may be called more than once. It
-// runs before startCall, so the claim is confirmed, and its lease judged,
-// after the wait, right before the call. Work without slots (the lease
-// sweeper's, which calls no provider) is not limited.
-func (w *work) takeCall(ctx context.Context) (release func(), err error) {
+// takeCall waits for one of the provider's call slots. It runs before
+// startCall, so the claim is confirmed, and its lease judged, after the
+// wait, right before the call. Work without slots (the lease sweeper's,
+// which calls no provider) is not limited.
+func (w *work) takeCall(ctx context.Context) error {
 	if w.calls == nil {
-		return func() {}, nil
+		return nil
 	}
 	select {
 	case w.calls <- struct{}{}:
+		w.holding = true
+		return nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return ctx.Err()
 	}
-	var once sync.Once
-	return func() { once.Do(func() { <-w.calls }) }, nil
+}
+
+// releaseCall hands the slot on, if this work holds one.
+func (w *work) releaseCall() {
+	if w.holding {
+		w.holding = false
+		<-w.calls
+	}
 }
 
 // callSlot is a confirmed claim's room for one provider call.
@@ -289,11 +297,10 @@ func (w *work) superseded(ctx context.Context, err error, call string) bool {
 // superseded worker never calls, and an approval or token that lapsed
 // meanwhile (even during a lookup under the same claim) stops the call.
 func (w *work) create(ctx context.Context) error {
-	release, err := w.takeCall(ctx)
-	if err != nil {
+	if err := w.takeCall(ctx); err != nil {
 		return err
 	}
-	defer release()
+	defer w.releaseCall()
 	slot, err := w.startCall(ctx)
 	if w.superseded(ctx, err, "create") {
 		return nil
@@ -310,7 +317,7 @@ func (w *work) create(ctx context.Context) error {
 	if w.crashAfterCall != nil && w.crashAfterCall(w.op) {
 		return errCrashed
 	}
-	release()
+	w.releaseCall()
 	if w.stallAfterCall != nil {
 		w.stallAfterCall(w.op)
 	}
@@ -538,11 +545,10 @@ func (w *work) lookup(ctx context.Context) error {
 				"why": "the provider's account or environment changed since the operation was sent; a lookup here proves nothing about it"}})
 	}
 
-	release, err := w.takeCall(ctx)
-	if err != nil {
+	if err := w.takeCall(ctx); err != nil {
 		return err
 	}
-	defer release()
+	defer w.releaseCall()
 	slot, err := w.startCall(ctx)
 	if w.superseded(ctx, err, "lookup") {
 		return nil
@@ -552,7 +558,7 @@ func (w *work) lookup(ctx context.Context) error {
 	}
 	now = slot.confirmed
 	lr := w.p.Lookup(ctx, w.op.ExternalKey)
-	release()
+	w.releaseCall()
 	evidence := lookupEvidence(lr)
 	w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)
 	switch lr.Status {
