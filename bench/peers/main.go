@@ -10,6 +10,9 @@
 // clients, at most 500 operations ahead of the workers), p50/p99
 // enqueue→succeeded at 1,000 operations/s offered (open loop), and the
 // operations whose key did not produce exactly one order at the supplier.
+// A second table says where the CPU went per operation completed in the
+// closed loop (Postgres, the benchmark's process, nats-server) and how much
+// WAL each operation wrote: the figures that explain the rates.
 //
 // It is its own Go module so the product's go.mod never depends on the
 // peers. Run it with `make bench-peers`.
@@ -38,6 +41,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/actledger/actledger/internal/resources"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -90,6 +94,10 @@ const markSucceeded = `UPDATE operations SET state = 'succeeded', order_id = $2,
 // countOpen counts the operations no worker finished.
 const countOpen = `SELECT count(*) FROM operations WHERE state <> 'succeeded'`
 
+// databasePrefix begins the name of every peer's scratch database; the
+// CPU meter counts the Postgres backends of those databases.
+const databasePrefix = "peers_"
+
 // result is one peer's figures.
 type result struct {
 	Name       string
@@ -98,7 +106,38 @@ type result struct {
 	Abandoned  int
 	Duplicates int
 	Open       int
+	Cost       cost // over the closed loop's window
 	Err        error
+}
+
+// cost is what one completed operation cost the machine in the closed
+// loop: CPU milliseconds by who spent them (the same number as actbench's
+// CPU seconds per 1,000 operations) and WAL bytes. On shared cores the
+// rate is bounded by their sum, so they say why one system completes more
+// than another.
+type cost struct {
+	// PostgresMS is the CPU of the backends of the system's database and
+	// of the server's own processes (WAL writer, checkpointer…).
+	PostgresMS float64
+	// ProcessMS is the benchmark's process: the system itself (its
+	// workers, or actledger's API, relay and dispatcher), the mock
+	// supplier and the load generator.
+	ProcessMS float64
+	NATSMS    float64 // nats-server
+	WALBytes  float64 // server-wide, per operation
+}
+
+// total is the CPU of one operation, all three together.
+func (c cost) total() float64 { return c.PostgresMS + c.ProcessMS + c.NATSMS }
+
+// costPerOp divides what was used over a window by the operations it
+// completed; nothing for no operations.
+func costPerOp(u resources.Use, walBytes int64, ops int) cost {
+	if ops == 0 {
+		return cost{}
+	}
+	per := func(d time.Duration) float64 { return ms(d) / float64(ops) }
+	return cost{PostgresMS: per(u.Postgres), ProcessMS: per(u.Self), NATSMS: per(u.NATS), WALBytes: float64(walBytes) / float64(ops)}
 }
 
 var started = time.Now()
@@ -314,7 +353,7 @@ func (t *tracker) pending() int {
 // maximum, then an open loop for the latency, then counts duplicates.
 func measure(ctx context.Context, pl plan, p peer, sup *mocksupplier.Server) result {
 	res := result{Name: p.Name()}
-	dbName := fmt.Sprintf("peers_%s_%d", strings.ToLower(p.Name()), time.Now().UnixNano())
+	dbName := fmt.Sprintf("%s%s_%d", databasePrefix, strings.ToLower(p.Name()), time.Now().UnixNano())
 	dbURL, drop, err := scratchDB(ctx, pl.DatabaseURL, dbName)
 	if err != nil {
 		res.Err = err
@@ -337,6 +376,14 @@ func measure(ctx context.Context, pl plan, p peer, sup *mocksupplier.Server) res
 		res.Err = fmt.Errorf("create operations: %w", err)
 		return res
 	}
+	// The WAL position is read on a connection of its own, so that a
+	// saturated pool does not shift the window it measures.
+	walConn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		res.Err = fmt.Errorf("postgres: %w", err)
+		return res
+	}
+	defer walConn.Close(context.WithoutCancel(ctx))
 
 	var cur *tracker
 	var curMu sync.Mutex
@@ -404,19 +451,28 @@ func measure(ctx context.Context, pl plan, p peer, sup *mocksupplier.Server) res
 			}
 		}()
 	}
+	// The cost is measured over the window the rate counts, warm-up left
+	// out, and divided by the same completions.
+	spent, walBytes, costErr := measureWindow(ctx, walConn, warm, end)
 	wg.Wait()
 	t.mu.Lock()
 	res.OpsPerSec = float64(t.counted) / pl.Closed.Seconds()
+	res.Cost = costPerOp(spent, walBytes, t.counted)
 	t.mu.Unlock()
 	if firstErr != nil {
 		res.Err = fmt.Errorf("closed loop: %w", firstErr)
+		return res
+	}
+	if costErr != nil {
+		res.Err = fmt.Errorf("closed loop: %w", costErr)
 		return res
 	}
 	if !drain(ctx, t, pl.Settle) {
 		res.Err = fmt.Errorf("closed loop: %d operations not done after %s", t.pending(), pl.Settle)
 		return res
 	}
-	logf("%s: %.0f ops/s", res.Name, res.OpsPerSec)
+	logf("%s: %.0f ops/s; CPU ms/op Postgres %.3f, process %.3f, nats-server %.3f; WAL %.0f bytes/op", res.Name, res.OpsPerSec,
+		res.Cost.PostgresMS, res.Cost.ProcessMS, res.Cost.NATSMS, res.Cost.WALBytes)
 
 	// Open loop: pl.Rate operations/s offered on a schedule. As in
 	// actbench's open loop, an operation is abandoned (not sent, counted)
@@ -493,6 +549,37 @@ func measure(ctx context.Context, pl plan, p peer, sup *mocksupplier.Server) res
 	return res
 }
 
+// measureWindow waits until from, then measures the CPU used and the WAL
+// written until to.
+func measureWindow(ctx context.Context, conn *pgx.Conn, from, to time.Time) (resources.Use, int64, error) {
+	if err := sleepUntil(ctx, from); err != nil {
+		return resources.Use{}, 0, err
+	}
+	wal, err := resources.MarkWAL(ctx, conn)
+	if err != nil {
+		return resources.Use{}, 0, err
+	}
+	meter := resources.Start(databasePrefix)
+	if err := sleepUntil(ctx, to); err != nil {
+		return resources.Use{}, 0, err
+	}
+	use := meter.Stop()
+	n, err := wal.Bytes(ctx)
+	return use, n, err
+}
+
+// sleepUntil returns at instant t, or earlier with ctx's error.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // drain waits, polling, until every enqueued operation is done.
 func drain(ctx context.Context, t *tracker, limit time.Duration) bool {
 	deadline := time.Now().Add(limit)
@@ -564,14 +651,22 @@ func runActledger(ctx context.Context, pl plan) result {
 	return res
 }
 
-// parseActbench reads the end-to-end lines of actbench's report.
+// parseActbench reads the end-to-end lines of actbench's report. A row
+// that begins with a row number (not with the table's padding) starts a
+// stage, and the rows under it belong to it until the next one or a
+// blank line: a figure with a section is read only within the stage whose
+// first row contains it, since labels such as "WAL bytes/op" repeat.
 func parseActbench(out []byte, res *result) error {
-	found := map[string]bool{}
+	found := make([]bool, len(actbenchFigures))
+	stage := ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		line := sc.Text()
-		for _, f := range actbenchFigures {
-			if !strings.Contains(line, f.label) {
+		if line == "" || line[0] != ' ' {
+			stage = line
+		}
+		for i, f := range actbenchFigures {
+			if found[i] || !strings.Contains(line, f.label) || !strings.Contains(stage, f.section) {
 				continue
 			}
 			m := numberRe.FindStringSubmatch(line[strings.Index(line, f.label)+len(f.label):])
@@ -582,14 +677,15 @@ func parseActbench(out []byte, res *result) error {
 			if err != nil {
 				continue
 			}
-			if !found[f.label] {
-				f.set(res, v)
-				found[f.label] = true
-			}
+			f.set(res, v)
+			found[i] = true
 		}
 	}
-	for _, f := range actbenchFigures {
-		if !found[f.label] && !f.optional {
+	for i, f := range actbenchFigures {
+		if !found[i] && !f.optional {
+			if f.section != "" {
+				return fmt.Errorf("actbench report has no %q line under %q", f.label, f.section)
+			}
 			return fmt.Errorf("actbench report has no %q line", f.label)
 		}
 	}
@@ -601,7 +697,7 @@ var numberRe = regexp.MustCompile(`([0-9][0-9,]*(?:\.[0-9]+)?)`)
 // printTable prints, per system, the median of its rounds with the range
 // [min … max], then actledger's ratio to each peer: the ratio of the
 // medians, and the range of the ratios within one round (measured minutes
-// apart on the same machine).
+// apart on the same machine); then what an operation cost each system.
 func printTable(w io.Writer, pl plan, rounds [][]result) {
 	fmt.Fprintf(w, "\nPeers: %d clients, closed loop %s (at most %d ahead), open loop %.0f/s offered for %s; %d round(s), medians [min … max]\n\n",
 		pl.Clients, pl.Closed, pl.Backlog, pl.Rate, pl.Open, len(rounds))
@@ -631,13 +727,18 @@ func printTable(w io.Writer, pl plan, rounds [][]result) {
 			s.Abandoned, s.Duplicates, s.Open, len(rounds)-s.OK)
 	}
 	_ = tw.Flush()
-	if act < 0 || systems[act].OK == 0 {
-		return
+	if act >= 0 && systems[act].OK > 0 {
+		printRatios(w, rounds, systems, act)
 	}
+	printCost(w, systems)
+}
+
+// printRatios prints actledger's (system act's) ratio to each peer.
+func printRatios(w io.Writer, rounds [][]result, systems []summary, act int) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "actledger ÷ peer: ratio of the medians, and [min … max] of the ratios within one round")
 	fmt.Fprintln(w, "(ops/s: above 1 is actledger ahead; p99: below 1 is actledger ahead)")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "peer\tops/s\t\tp99\t\t")
 	for i, s := range systems {
 		if i == act || s.OK == 0 {
@@ -658,6 +759,27 @@ func printTable(w io.Writer, pl plan, rounds [][]result) {
 	_ = tw.Flush()
 }
 
+// printCost prints where each system's CPU went per operation completed in
+// the closed loop, and the WAL it wrote: on shared cores the total bounds
+// the rate, and its parts say which process to look at.
+func printCost(w io.Writer, systems []summary) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Closed loop, per completed operation: CPU ms of Postgres (the system's database and the server's own")
+	fmt.Fprintln(w, "processes), of the benchmark's process (the system, the mock supplier and the load) and of nats-server;")
+	fmt.Fprintln(w, "WAL bytes written (server-wide); medians [min … max]")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "system\tPostgres\tprocess\tnats-server\ttotal\t\tWAL bytes\t")
+	for _, s := range systems {
+		if s.OK == 0 {
+			fmt.Fprintf(tw, "%s\tfailed\t\t\t\t\t\t\n", s.Name)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%.0f\t\n", s.Name,
+			median(s.PostgresMS), median(s.ProcessMS), median(s.NATSMS), median(s.TotalMS), spread(s.TotalMS, "%.3f"), median(s.WALBytes))
+	}
+	_ = tw.Flush()
+}
+
 // summary is one system's figures over the rounds it completed.
 type summary struct {
 	Name                        string
@@ -665,6 +787,8 @@ type summary struct {
 	Err                         error // the last failure
 	Ops, P50, P99               []float64
 	Abandoned, Duplicates, Open int // summed over the rounds
+	// The closed loop's cost per operation, one value per round.
+	PostgresMS, ProcessMS, NATSMS, TotalMS, WALBytes []float64
 }
 
 // summarize collects system i's results from every round.
@@ -683,6 +807,11 @@ func summarize(rounds [][]result, i int) summary {
 		s.Abandoned += r.Abandoned
 		s.Duplicates += r.Duplicates
 		s.Open += r.Open
+		s.PostgresMS = append(s.PostgresMS, r.Cost.PostgresMS)
+		s.ProcessMS = append(s.ProcessMS, r.Cost.ProcessMS)
+		s.NATSMS = append(s.NATSMS, r.Cost.NATSMS)
+		s.TotalMS = append(s.TotalMS, r.Cost.total())
+		s.WALBytes = append(s.WALBytes, r.Cost.WALBytes)
 	}
 	return s
 }
@@ -710,19 +839,35 @@ func spread(vs []float64, f string) string {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// actbenchFigures are the report lines parseActbench reads; optional ones
-// are printed only when non-zero.
+// Stages of actbench's report whose rows parseActbench reads by section:
+// the end-to-end open loop (other stages have p50 and p99 rows too) and
+// the cost of the end-to-end maximum (the API's and the open loop's cost
+// rows carry the same labels). actbench's CPU seconds per 1,000
+// operations are CPU milliseconds per operation.
+const (
+	endToEndSection = "end to end, "
+	maximumCost     = "cost: end to end, maximum"
+)
+
+// actbenchFigures are the report lines parseActbench reads, each within
+// the stage whose first row contains section (anywhere when empty);
+// optional ones are printed only when non-zero.
 var actbenchFigures = []struct {
 	label    string
+	section  string
 	optional bool
 	set      func(*result, float64)
 }{
 	{label: "completed ops/s, sustained", set: func(r *result, v float64) { r.OpsPerSec = v }},
-	{label: "p50 ms", set: func(r *result, v float64) { r.P50 = fromMS(v) }},
-	{label: "p99 ms", set: func(r *result, v float64) { r.P99 = fromMS(v) }},
-	{label: "ops abandoned (overloaded)", optional: true, set: func(r *result, v float64) { r.Abandoned = int(v) }},
+	{label: "p50 ms", section: endToEndSection, set: func(r *result, v float64) { r.P50 = fromMS(v) }},
+	{label: "p99 ms", section: endToEndSection, set: func(r *result, v float64) { r.P99 = fromMS(v) }},
+	{label: "ops abandoned (overloaded)", section: endToEndSection, optional: true, set: func(r *result, v float64) { r.Abandoned = int(v) }},
 	{label: "operations ≠ 1 order", set: func(r *result, v float64) { r.Duplicates = int(v) }},
 	{label: "operations left open", set: func(r *result, v float64) { r.Open = int(v) }},
+	{label: "CPU s/1,000 ops, Postgres", section: maximumCost, set: func(r *result, v float64) { r.Cost.PostgresMS = v }},
+	{label: "CPU s/1,000 ops, this process", section: maximumCost, set: func(r *result, v float64) { r.Cost.ProcessMS = v }},
+	{label: "CPU s/1,000 ops, nats-server", section: maximumCost, set: func(r *result, v float64) { r.Cost.NATSMS = v }},
+	{label: "WAL bytes/op", section: maximumCost, set: func(r *result, v float64) { r.Cost.WALBytes = v }},
 }
 
 func fromMS(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actledger/actledger/internal/resources"
 )
 
 // actbenchReport is the end-to-end part of a real `actbench --quick
@@ -21,35 +24,113 @@ const actbenchReport = `
 6  duplicates (mock supplier)        operations ≠ 1 order              0        [0 … 0]                                           0          PASS
                                      orders − operations, run          0        [0 … 0]              3,366 orders                 0          PASS
                                      operations left open              2        [2 … 2]                                           0          PASS
+                                     operations not succeeded          0        [0 … 0]                                           0          PASS
+7  cost: end to end, 1,000/s         CPU s/1,000 ops, this process     0.705    [0.705 … 0.705]      actledger + supplier + load
+                                     CPU s/1,000 ops, Postgres         0.869    [0.869 … 0.869]
+                                     CPU s/1,000 ops, nats-server      0.165    [0.165 … 0.165]
+                                     CPU s/1,000 ops, other processes  0.050    [0.050 … 0.050]      not the benchmark's
+                                     machine CPU busy                  89%      [89% … 89%]
+7  cost: end to end, maximum         CPU s/1,000 ops, this process     0.550    [0.550 … 0.550]      actledger + supplier + load
+                                     CPU s/1,000 ops, Postgres         0.606    [0.606 … 0.606]
+                                     CPU s/1,000 ops, nats-server      0.122    [0.122 … 0.122]
+                                     CPU s/1,000 ops, other processes  0.037    [0.037 … 0.037]      not the benchmark's
+                                     machine CPU busy                  92%      [92% … 92%]
+                                     WAL bytes/op                      5,072    [5,072 … 5,072]
+
+How each figure was taken (docs/benchmarks.md explains the rows):
+  7   CPU: getrusage of this process; /proc/PID/stat of nats-server, of the Postgres server processes and of the
+      backends of this run's databases; /proc/stat for the machine. WAL: pg_current_wal_lsn() before and after
 `
 
 // TestParseActbenchReadsTheEndToEndFigures guards the coupling to
 // actbench's report: a renamed row fails here, not silently in the table.
+// The cost comes from the maximum's rows, not from the open loop's rows
+// with the same labels above them.
 func TestParseActbenchReadsTheEndToEndFigures(t *testing.T) {
+	t.Parallel()
 	var r result
 	if err := parseActbench([]byte(actbenchReport), &r); err != nil {
 		t.Fatal(err)
 	}
-	want := result{OpsPerSec: 1378, P50: fromMS(1363.40), P99: fromMS(2005.52), Abandoned: 32, Duplicates: 0, Open: 2}
+	want := result{OpsPerSec: 1378, P50: fromMS(1363.40), P99: fromMS(2005.52), Abandoned: 32, Duplicates: 0, Open: 2,
+		Cost: cost{PostgresMS: 0.606, ProcessMS: 0.550, NATSMS: 0.122, WALBytes: 5072}}
 	if r.OpsPerSec != want.OpsPerSec || r.P50.Round(time.Microsecond) != want.P50.Round(time.Microsecond) ||
-		r.P99.Round(time.Microsecond) != want.P99.Round(time.Microsecond) || r.Abandoned != want.Abandoned || r.Open != want.Open {
+		r.P99.Round(time.Microsecond) != want.P99.Round(time.Microsecond) || r.Abandoned != want.Abandoned || r.Open != want.Open ||
+		r.Cost != want.Cost {
 		t.Fatalf("parsed %+v, want %+v", r, want)
 	}
-	if err := parseActbench([]byte("no report"), &r); err == nil {
-		t.Fatal("a report without the end-to-end rows parsed")
+}
+
+// TestParseActbenchRefusesAReportWithoutAFigure: a missing row, or a row
+// only under another stage, is an error naming it.
+func TestParseActbenchRefusesAReportWithoutAFigure(t *testing.T) {
+	t.Parallel()
+	withoutMaximumCost := actbenchReport[:strings.Index(actbenchReport, "7  cost: end to end, maximum")]
+	for _, tc := range []struct {
+		name, report, want string
+	}{
+		{"no report", "no report", `no "completed ops/s, sustained" line`},
+		{"the cost of the open loop only", withoutMaximumCost, `no "CPU s/1,000 ops, Postgres" line under "cost: end to end, maximum"`},
+		{"no WAL row", strings.Replace(actbenchReport, "WAL bytes/op", "WAL", 1), `no "WAL bytes/op" line`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var r result
+			err := parseActbench([]byte(tc.report), &r)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("parse error %v, want one with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestCostPerOpDividesTheWindowByItsOperations: CPU milliseconds and WAL
+// bytes per completed operation, and nothing for a window that completed
+// none.
+func TestCostPerOpDividesTheWindowByItsOperations(t *testing.T) {
+	t.Parallel()
+	u := resources.Use{Self: 600 * time.Millisecond, Postgres: 900 * time.Millisecond, NATS: 30 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		ops  int
+		want cost
+	}{
+		{"1,500 operations", 1500, cost{PostgresMS: 0.6, ProcessMS: 0.4, NATSMS: 0.02, WALBytes: 2000}},
+		{"none", 0, cost{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := costPerOp(u, 3_000_000, tc.ops)
+			const eps = 1e-9
+			if math.Abs(got.PostgresMS-tc.want.PostgresMS) > eps || math.Abs(got.ProcessMS-tc.want.ProcessMS) > eps ||
+				math.Abs(got.NATSMS-tc.want.NATSMS) > eps || got.WALBytes != tc.want.WALBytes {
+				t.Fatalf("costPerOp = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 
 // TestTableShowsMediansAndTheRatiosWithinEachRound: three rounds of two
 // systems print each one's median and range, and actledger's ratio to the
 // peer both as the ratio of the medians and as the range of the ratios
-// measured within one round; a failed round is counted, not averaged in.
+// measured within one round, then the cost per operation of each; a
+// failed round is counted, not averaged in.
 func TestTableShowsMediansAndTheRatiosWithinEachRound(t *testing.T) {
+	t.Parallel()
 	ms := func(v float64) time.Duration { return fromMS(v) }
 	rounds := [][]result{
-		{{Name: "River", OpsPerSec: 800, P50: ms(5), P99: ms(40)}, {Name: "actledger", OpsPerSec: 1000, P50: ms(9), P99: ms(20)}},
-		{{Name: "River", OpsPerSec: 1000, P50: ms(6), P99: ms(50)}, {Name: "actledger", OpsPerSec: 900, P50: ms(8), P99: ms(100), Abandoned: 3}},
-		{{Name: "River", Err: errors.New("boom")}, {Name: "actledger", OpsPerSec: 1200, P50: ms(7), P99: ms(30)}},
+		{
+			{Name: "River", OpsPerSec: 800, P50: ms(5), P99: ms(40), Cost: cost{PostgresMS: 0.5, ProcessMS: 0.3, NATSMS: 0.001, WALBytes: 1500}},
+			{Name: "actledger", OpsPerSec: 1000, P50: ms(9), P99: ms(20), Cost: cost{PostgresMS: 0.6, ProcessMS: 0.55, NATSMS: 0.12, WALBytes: 5072}},
+		},
+		{
+			{Name: "River", OpsPerSec: 1000, P50: ms(6), P99: ms(50), Cost: cost{PostgresMS: 0.4, ProcessMS: 0.2, NATSMS: 0.003, WALBytes: 1700}},
+			{Name: "actledger", OpsPerSec: 900, P50: ms(8), P99: ms(100), Abandoned: 3, Cost: cost{PostgresMS: 0.7, ProcessMS: 0.6, NATSMS: 0.14, WALBytes: 5100}},
+		},
+		{
+			{Name: "River", Err: errors.New("boom")},
+			{Name: "actledger", OpsPerSec: 1200, P50: ms(7), P99: ms(30), Cost: cost{PostgresMS: 0.5, ProcessMS: 0.5, NATSMS: 0.1, WALBytes: 5000}},
+		},
 	}
 	var out strings.Builder
 	printTable(&out, plan{Clients: 16, Closed: 6 * time.Second, Backlog: 500, Rate: 1000, Open: 8 * time.Second}, rounds)
@@ -62,6 +143,11 @@ func TestTableShowsMediansAndTheRatiosWithinEachRound(t *testing.T) {
 		"actledger 1000 [900 … 1200] 8.0 30.0 [20.0 … 100.0] 3 0 0 0",
 		// 1000/900 = 1.11; per round 1000/800 = 1.25 and 900/1000 = 0.90.
 		"River 1.11× [0.90× … 1.25×] 0.67× [0.50× … 2.00×]",
+		// Cost: medians of each part, and of each round's total with its
+		// range; the failed round left out.
+		"system Postgres process nats-server total WAL bytes",
+		"River 0.450 0.250 0.002 0.702 [0.603 … 0.801] 1600",
+		"actledger 0.600 0.550 0.120 1.270 [1.100 … 1.440] 5072",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())

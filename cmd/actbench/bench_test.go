@@ -105,7 +105,10 @@ func TestStages(t *testing.T) {
 
 	var out bytes.Buffer
 	writeReport(&out, res)
-	for _, want := range []string{"1a", "1b", "API enqueue, 4 client(s)", "relay drain", "enqueue → published", "end to end, maximum", "operations ≠ 1 order", "WAL bytes/op"} {
+	// bench/peers reads the end-to-end rows and the maximum's cost rows
+	// (its parseActbench).
+	for _, want := range []string{"1a", "1b", "API enqueue, 4 client(s)", "relay drain", "enqueue → published", "end to end, maximum", "operations ≠ 1 order",
+		"cost: end to end, maximum", "CPU s/1,000 ops, Postgres", "CPU s/1,000 ops, this process", "CPU s/1,000 ops, nats-server", "WAL bytes/op"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report has no %q:\n%s", want, out.String())
 		}

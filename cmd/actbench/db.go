@@ -12,6 +12,10 @@ import (
 	"github.com/actledger/actledger/schema"
 )
 
+// databasePrefix begins the name of every scratch database the benchmark
+// creates; the CPU meter counts the Postgres backends of those databases.
+const databasePrefix = "actbench_"
+
 // poolMaxConns is the pool size `actledger serve` gives a pool configured
 // smaller than 16 (cmd/actledger/db.go): the benchmark runs the pipeline as
 // it is shipped.
@@ -91,31 +95,4 @@ func (db *database) drop(ctx context.Context) {
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{db.name}.Sanitize()+" WITH (FORCE)"); err != nil {
 		logf("warning: cannot drop database %s: %v", db.name, err)
 	}
-}
-
-const walPosition = `SELECT pg_current_wal_lsn()::text`
-
-const walSince = `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), $1::pg_lsn)::bigint`
-
-// walMark remembers a WAL position; bytes reports how much WAL the whole
-// server wrote since (every database, autovacuum included).
-type walMark struct {
-	db  *database
-	lsn string
-}
-
-func markWAL(ctx context.Context, db *database) (walMark, error) {
-	m := walMark{db: db}
-	if err := db.pool.QueryRow(ctx, walPosition).Scan(&m.lsn); err != nil {
-		return m, fmt.Errorf("read WAL position: %w", err)
-	}
-	return m, nil
-}
-
-func (m walMark) bytes(ctx context.Context) (int64, error) {
-	var n int64
-	if err := m.db.pool.QueryRow(ctx, walSince, m.lsn).Scan(&n); err != nil {
-		return 0, fmt.Errorf("read WAL position: %w", err)
-	}
-	return n, nil
 }

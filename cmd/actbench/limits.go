@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/resources"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -56,7 +57,7 @@ type insertLimit struct {
 }
 
 func newInsertLimit(ctx context.Context, adminURL string, clients int) (*insertLimit, error) {
-	db, err := createDatabase(ctx, adminURL, "actbench_limit_", int32(clients), false)
+	db, err := createDatabase(ctx, adminURL, databasePrefix+"limit_", int32(clients), false)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +75,7 @@ type insertResult struct {
 	Tx   int
 	Rate float64 // transactions per second
 	Lat  summary
-	CPU  cpuUse
+	CPU  resources.Use
 }
 
 // run commits two-INSERT transactions from clients goroutines for dur,
@@ -86,7 +87,7 @@ func (l *insertLimit) run(ctx context.Context, clients int, dur time.Duration) (
 	tenant := uuid.New()
 	subject := "limit.ops." + benchProvider
 	payload := []byte(`{"operation_id":"` + uuid.NewString() + `","version":1}`)
-	cpu := startCPU()
+	cpu := resources.Start(databasePrefix)
 	start := time.Now()
 	deadline := start.Add(dur)
 	perWorker := make([]latencies, clients)
@@ -116,7 +117,7 @@ func (l *insertLimit) run(ctx context.Context, clients int, dur time.Duration) (
 	for _, l := range perWorker {
 		all = append(all, l...)
 	}
-	return insertResult{Tx: len(all), Rate: perSecond(len(all), elapsed), Lat: all.summary(), CPU: cpu.stop()}, fail.err
+	return insertResult{Tx: len(all), Rate: perSecond(len(all), elapsed), Lat: all.summary(), CPU: cpu.Stop()}, fail.err
 }
 
 // publishLimit is the second limit: how fast JetStream accepts

@@ -128,7 +128,7 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 			p.close(ctx)
 		}
 	}()
-	if p.db, err = createDatabase(ctx, e.adminURL, "actbench_", poolMaxConns, true); err != nil {
+	if p.db, err = createDatabase(ctx, e.adminURL, databasePrefix, poolMaxConns, true); err != nil {
 		return nil, err
 	}
 	p.app, err = app.Build(ctx, app.Config{

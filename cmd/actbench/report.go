@@ -9,6 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/actledger/actledger/internal/resources"
 )
 
 // line is one row of the table: a figure measured once per repetition.
@@ -200,30 +202,38 @@ func lines(r *results) []line {
 		last := len(r.Plan.APIClients) - 1
 		api := collect(r.API, func(x []apiResult) apiResult { return x[last] })
 		addCost(add, fmt.Sprintf("cost: API enqueue, %d clients", r.Plan.APIClients[last]), "ops",
-			collect(api, func(x apiResult) cpuUse { return x.CPU }), collect(api, func(x apiResult) int { return x.Ops }), limitPG)
+			collect(api, func(x apiResult) resources.Use { return x.CPU }), collect(api, func(x apiResult) int { return x.Ops }), limitPG)
 		add(line{figure: "WAL bytes/op", format: thousands, vals: collect(api, func(x apiResult) float64 { return float64(x.WAL) / float64(x.Ops) })})
 	}
 	if len(r.Drain) > 0 {
-		addCost(add, "cost: relay drain", "rows", collect(r.Drain, func(x drainResult) cpuUse { return x.CPU }),
+		addCost(add, "cost: relay drain", "rows", collect(r.Drain, func(x drainResult) resources.Use { return x.CPU }),
 			collect(r.Drain, func(x drainResult) int { return x.Rows }), -1)
 	}
 	if len(r.E2E) > 0 {
 		e := r.E2E
 		addCost(add, fmt.Sprintf("cost: end to end, %s/s", thousands(e[0].Offered)), "ops",
-			collect(e, func(x e2eResult) cpuUse { return x.CPU }), collect(e, func(x e2eResult) int { return x.Ops }), limitPG)
+			collect(e, func(x e2eResult) resources.Use { return x.CPU }), collect(e, func(x e2eResult) int { return x.Ops }), limitPG)
 		addCost(add, "cost: end to end, maximum", "ops",
-			collect(e, func(x e2eResult) cpuUse { return x.MaxCPU }), collect(e, func(x e2eResult) int { return x.MaxOps }), limitPG)
+			collect(e, func(x e2eResult) resources.Use { return x.MaxCPU }), collect(e, func(x e2eResult) int { return x.MaxOps }), limitPG)
 		add(line{figure: "WAL bytes/op", format: thousands, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxWAL) / float64(x.MaxOps) })})
 	}
 	return out
+}
+
+// per1000 is CPU seconds per 1,000 units (operations, rows).
+func per1000(cpu time.Duration, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	return cpu.Seconds() * 1000 / float64(n)
 }
 
 // addCost adds the CPU rows of one stage: seconds per 1,000 units (ops,
 // rows) by who spent them, and how busy the machine was. Postgres's share
 // is compared with its cost of one two-INSERT transaction (limitPG, CPU
 // s/1,000 tx; 0 when unknown, negative when no comparison makes sense).
-func addCost(add func(line), stage, unit string, cpu []cpuUse, n []int, limitPG float64) {
-	per := func(f func(cpuUse) time.Duration) []float64 {
+func addCost(add func(line), stage, unit string, cpu []resources.Use, n []int, limitPG float64) {
+	per := func(f func(resources.Use) time.Duration) []float64 {
 		out := make([]float64, len(cpu))
 		for i, u := range cpu {
 			out[i] = per1000(f(u), n[i])
@@ -231,18 +241,18 @@ func addCost(add func(line), stage, unit string, cpu []cpuUse, n []int, limitPG 
 		return out
 	}
 	figure := "CPU s/1,000 " + unit + ", "
-	add(line{id: "7", stage: stage, figure: figure + "this process", format: seconds, vals: per(func(u cpuUse) time.Duration { return u.Self }),
+	add(line{id: "7", stage: stage, figure: figure + "this process", format: seconds, vals: per(func(u resources.Use) time.Duration { return u.Self }),
 		vs: "actledger + supplier + load"})
-	pg := per(func(u cpuUse) time.Duration { return u.Postgres })
+	pg := per(func(u resources.Use) time.Duration { return u.Postgres })
 	l := line{figure: figure + "Postgres", format: seconds, vals: pg}
 	if limitPG >= 0 {
 		l.vs = ratio(median(pg), limitPG, "1a")
 	}
 	add(l)
-	add(line{figure: figure + "nats-server", format: seconds, vals: per(func(u cpuUse) time.Duration { return u.NATS })})
-	add(line{figure: figure + "other processes", format: seconds, vals: per(func(u cpuUse) time.Duration { return u.Other() }),
+	add(line{figure: figure + "nats-server", format: seconds, vals: per(func(u resources.Use) time.Duration { return u.NATS })})
+	add(line{figure: figure + "other processes", format: seconds, vals: per(func(u resources.Use) time.Duration { return u.Other() }),
 		vs: "not the benchmark's"})
-	add(line{figure: "machine CPU busy", format: percent, vals: collect(cpu, func(u cpuUse) float64 { return u.Busy })})
+	add(line{figure: "machine CPU busy", format: percent, vals: collect(cpu, func(u resources.Use) float64 { return u.Busy })})
 }
 
 // addAbandoned adds a row for the operations an open loop abandoned, if it

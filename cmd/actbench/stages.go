@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/actledger/actledger/internal/resources"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -53,7 +54,7 @@ type apiResult struct {
 	Ops     int
 	Rate    float64
 	Lat     summary
-	CPU     cpuUse
+	CPU     resources.Use
 	WAL     int64 // bytes the server wrote to its WAL during the run
 }
 
@@ -75,17 +76,17 @@ func apiEnqueue(ctx context.Context, e *env, pl plan) ([]apiResult, error) {
 	}
 	var out []apiResult
 	for _, n := range pl.APIClients {
-		wal, err := markWAL(ctx, p.db)
+		wal, err := resources.MarkWAL(ctx, p.db.pool)
 		if err != nil {
 			return nil, err
 		}
-		cpu := startCPU()
+		cpu := resources.Start(databasePrefix)
 		res, err := closedLoop(ctx, clients[:n], loop{Duration: pl.APIDuration})
 		if err != nil {
 			return nil, err
 		}
-		r := apiResult{Clients: n, Ops: res.Ops, Rate: perSecond(res.Ops, res.Elapsed), Lat: res.Latencies.summary(), CPU: cpu.stop()}
-		if r.WAL, err = wal.bytes(ctx); err != nil {
+		r := apiResult{Clients: n, Ops: res.Ops, Rate: perSecond(res.Ops, res.Elapsed), Lat: res.Latencies.summary(), CPU: cpu.Stop()}
+		if r.WAL, err = wal.Bytes(ctx); err != nil {
 			return nil, err
 		}
 		out = append(out, r)
@@ -108,7 +109,7 @@ const outboxUnpublished = `SELECT count(*) FROM outbox WHERE published_at IS NUL
 type drainResult struct {
 	Rows int
 	Rate float64 // rows published per second
-	CPU  cpuUse
+	CPU  resources.Use
 }
 
 // relayDrain writes a backlog of DrainRows outbox rows with no relay
@@ -130,7 +131,7 @@ func relayDrain(ctx context.Context, e *env, pl plan) (drainResult, error) {
 	if _, err := p.db.pool.Exec(ctx, outboxAnalyze); err != nil {
 		return drainResult{}, fmt.Errorf("analyse the outbox backlog: %w", err)
 	}
-	cpu := startCPU()
+	cpu := resources.Start(databasePrefix)
 	start := time.Now()
 	if err := p.start(ctx); err != nil {
 		return drainResult{}, err
@@ -145,7 +146,7 @@ func relayDrain(ctx context.Context, e *env, pl plan) (drainResult, error) {
 		}
 	}
 	elapsed := time.Since(start)
-	use := cpu.stop()
+	use := cpu.Stop()
 	var left int
 	if err := p.db.pool.QueryRow(ctx, outboxUnpublished).Scan(&left); err != nil {
 		return drainResult{}, fmt.Errorf("count unpublished rows: %w", err)
@@ -249,13 +250,13 @@ type e2eResult struct {
 	Abandoned int     // not sent: the system was too far behind (see openLoop)
 	Rate      float64 // completed per second, from the first due time to the last success
 	Lat       summary
-	CPU       cpuUse
+	CPU       resources.Use
 
 	MaxClients int
-	MaxOps     int     // completed within the closed loop's window
-	MaxRate    float64 // completed per second within the window
-	MaxCPU     cpuUse  // over the window
-	MaxWAL     int64   // bytes the server wrote to its WAL over the window
+	MaxOps     int           // completed within the closed loop's window
+	MaxRate    float64       // completed per second within the window
+	MaxCPU     resources.Use // over the window
+	MaxWAL     int64         // bytes the server wrote to its WAL over the window
 
 	Orders orderCheck
 }
@@ -286,7 +287,7 @@ func endToEnd(ctx context.Context, e *env, pl plan) (e2eResult, error) {
 	if err != nil {
 		return r, err
 	}
-	cpu := startCPU()
+	cpu := resources.Start(databasePrefix)
 	ol, err := openLoop(ctx, clients[:pl.OpenLoopClients], pl.E2ERate, pl.E2EDuration, pl.GiveUp, t.sent, t.inFlight)
 	var lat latencies
 	if err == nil {
@@ -296,7 +297,7 @@ func endToEnd(ctx context.Context, e *env, pl plan) (e2eResult, error) {
 	if err != nil {
 		return r, fmt.Errorf("%s ops/s offered: %w", thousands(pl.E2ERate), err)
 	}
-	r.CPU = cpu.stop()
+	r.CPU = cpu.Stop()
 	r.Offered, r.Ops, r.Abandoned, r.Lat = pl.E2ERate, ol.Sent, ol.Abandoned, lat.summary()
 	r.Rate = perSecond(ol.Sent, r.CPU.Wall)
 	logf("  %s ops/s offered: %s completed/s, p50 %.2f ms, p99 %.2f ms%s",
@@ -363,11 +364,11 @@ func (p *pipeline) maximum(ctx context.Context, e *env, pl plan, clients []*clie
 		started.Add(1)
 		return nil
 	}
-	wal, err := markWAL(ctx, p.db)
+	wal, err := resources.MarkWAL(ctx, p.db.pool)
 	if err != nil {
 		return err
 	}
-	cpu := startCPU()
+	cpu := resources.Start(databasePrefix)
 	res, err := closedLoop(ctx, clients, loop{Duration: pl.MaxDuration, Hold: hold})
 	if err != nil {
 		return err
@@ -376,8 +377,8 @@ func (p *pipeline) maximum(ctx context.Context, e *env, pl plan, clients []*clie
 	if err := p.db.pool.QueryRow(ctx, operationsOpen).Scan(&open); err != nil {
 		return fmt.Errorf("count open operations: %w", err)
 	}
-	r.MaxCPU = cpu.stop()
-	if r.MaxWAL, err = wal.bytes(ctx); err != nil {
+	r.MaxCPU = cpu.Stop()
+	if r.MaxWAL, err = wal.Bytes(ctx); err != nil {
 		return err
 	}
 	r.MaxClients, r.MaxOps = len(clients), res.Ops-open
