@@ -770,8 +770,12 @@ func printCost(w io.Writer, systems []summary) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "system\tPostgres\tprocess\tnats-server\ttotal\t\tWAL bytes\t")
 	for _, s := range systems {
-		if s.OK == 0 {
+		switch {
+		case s.OK == 0:
 			fmt.Fprintf(tw, "%s\tfailed\t\t\t\t\t\t\n", s.Name)
+			continue
+		case len(s.TotalMS) == 0:
+			fmt.Fprintf(tw, "%s\t–\t–\t–\t–\t\t–\t\n", s.Name)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%.3f\t%.3f\t%.3f\t%.3f\t%s\t%.0f\t\n", s.Name,
@@ -787,7 +791,8 @@ type summary struct {
 	Err                         error // the last failure
 	Ops, P50, P99               []float64
 	Abandoned, Duplicates, Open int // summed over the rounds
-	// The closed loop's cost per operation, one value per round.
+	// The closed loop's cost per operation, one value per round that
+	// completed operations in its window.
 	PostgresMS, ProcessMS, NATSMS, TotalMS, WALBytes []float64
 }
 
@@ -807,6 +812,9 @@ func summarize(rounds [][]result, i int) summary {
 		s.Abandoned += r.Abandoned
 		s.Duplicates += r.Duplicates
 		s.Open += r.Open
+		if r.Cost == (cost{}) {
+			continue // no operation completed in the window: nothing to divide
+		}
 		s.PostgresMS = append(s.PostgresMS, r.Cost.PostgresMS)
 		s.ProcessMS = append(s.ProcessMS, r.Cost.ProcessMS)
 		s.NATSMS = append(s.NATSMS, r.Cost.NATSMS)

@@ -154,3 +154,37 @@ func TestTableShowsMediansAndTheRatiosWithinEachRound(t *testing.T) {
 		}
 	}
 }
+
+// TestCostTableLeavesOutWhatWasNotMeasured: a round that completed no
+// operation in the closed loop's window has no cost to divide and is left
+// out of the medians; a system with no such round shows dashes, a failed
+// one says so.
+func TestCostTableLeavesOutWhatWasNotMeasured(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		rounds []result
+		want   string
+	}{
+		{"a stalled round left out", []result{
+			{Name: "Watermill", Cost: cost{PostgresMS: 0.8, ProcessMS: 0.4, NATSMS: 0.2, WALBytes: 2000}},
+			{Name: "Watermill"},
+		}, "Watermill 0.800 0.400 0.200 1.400 2000"},
+		{"no round completed anything", []result{{Name: "Watermill"}, {Name: "Watermill"}}, "Watermill – – – – –"},
+		{"every round failed", []result{{Name: "Watermill", Err: errors.New("boom")}}, "Watermill failed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var rounds [][]result
+			for _, r := range tc.rounds {
+				rounds = append(rounds, []result{r})
+			}
+			var out strings.Builder
+			printCost(&out, []summary{summarize(rounds, 0)})
+			got := strings.Join(strings.Fields(out.String()), " ")
+			if !strings.HasSuffix(got, "WAL bytes "+tc.want) {
+				t.Errorf("cost table ends %q, want the row %q:\n%s", got[max(0, len(got)-60):], tc.want, out.String())
+			}
+		})
+	}
+}
