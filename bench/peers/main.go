@@ -372,6 +372,7 @@ func measure(ctx context.Context, pl plan, p peer, sup *mocksupplier.Server) res
 		return res
 	}
 	defer pool.Close()
+	warnOldTransactions(ctx, pool)
 	if _, err := pool.Exec(ctx, createOperations); err != nil {
 		res.Err = fmt.Errorf("create operations: %w", err)
 		return res
@@ -566,6 +567,35 @@ func measureWindow(ctx context.Context, conn *pgx.Conn, from, to time.Time) (res
 	use := meter.Stop()
 	n, err := wal.Bytes(ctx)
 	return use, n, err
+}
+
+// oldTransactions lists the server's transactions that have held a
+// snapshot for more than a few seconds, in any database.
+const oldTransactions = `SELECT pid, coalesce(datname, ''), state, extract(epoch FROM now() - xact_start)::int
+FROM pg_stat_activity
+WHERE backend_xmin IS NOT NULL AND xact_start < now() - interval '5 seconds' AND pid <> pg_backend_pid()`
+
+// warnOldTransactions logs every transaction that has stayed open for
+// more than a few seconds anywhere on the server. Watermill's Postgres
+// reader only takes rows written before the server's oldest open snapshot,
+// so such a transaction (a client left idle in transaction, a long test)
+// stalls its forwarder for as long as it stays open, and the run then
+// measures that client rather than Watermill.
+func warnOldTransactions(ctx context.Context, pool *pgxpool.Pool) {
+	rows, _ := pool.Query(ctx, oldTransactions)
+	var (
+		pid         int
+		db, state   string
+		openSeconds int
+	)
+	_, err := pgx.ForEachRow(rows, []any{&pid, &db, &state, &openSeconds}, func() error {
+		logf("warning: backend %d (database %q, %s) has held a transaction open for %d s; it stalls Watermill's reader and skews every system's figures",
+			pid, db, state, openSeconds)
+		return nil
+	})
+	if err != nil {
+		logf("warning: cannot list old transactions: %v", err)
+	}
 }
 
 // sleepUntil returns at instant t, or earlier with ctx's error.
