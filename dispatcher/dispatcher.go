@@ -25,14 +25,17 @@ import (
 const (
 	DefaultConcurrency = 16
 	// ClaimsAhead is how many operations per call slot a worker pool may
-	// hold between a dispatch message's arrival and the end of its
-	// recording: claims waiting for their shared commit, claimed
-	// operations waiting for a call slot, answers waiting for theirs.
-	// Without room ahead, every slot waited out a claim's commit before
-	// its call, and at the end-to-end maximum the messages queued for
-	// slots (relay to claim: p50 50-175 ms; with room for 4, 4-5 ms, and
-	// the maximum 1,094-1,114 -> 1,268-1,536 operations/s; 2 measured the
-	// same within noise, see docs/benchmarks.md).
+	// hold between a dispatch message's arrival and the end of its create
+	// call: claims waiting for their shared commit, claimed operations
+	// waiting for a call slot, calls. Without room ahead, every slot
+	// waited out a claim's commit before its call, and at the end-to-end
+	// maximum the messages queued for slots (relay to claim: p50 50-175
+	// ms; with room for 4, 4-5 ms, and the maximum 1,094-1,114 -> 1,268-
+	// 1,536 operations/s; 2 measured the same within noise, see
+	// docs/benchmarks.md). An answer waiting for its shared commit holds
+	// no room: the consumer's MaxAckPending (8 per slot) bounds those.
+	// While it did, 1,000 operations/s on a slower machine queued for
+	// room (relay to claim p90 22-35 ms, p99 66-95 ms).
 	//
 	// 2, not more, so that no lease can run out while its operation waits
 	// for a slot: at most one operation per slot waits, slots are handed
@@ -60,9 +63,10 @@ type Config struct {
 	// makes to one provider at once; each provider has its own workers and
 	// its own consumer, so a slow provider does not block the others. A
 	// call slot is held only for the call itself: up to ClaimsAhead times
-	// as many operations are being claimed or recorded around the calls,
-	// so neither a claim's commit nor a result's idles a slot, and the
-	// provider never sees more than Concurrency calls from this process.
+	// as many operations are being claimed or called, and answers are
+	// recorded beside them, so neither a claim's commit nor a result's
+	// idles a slot, and the provider never sees more than Concurrency
+	// calls from this process.
 	// Default DefaultConcurrency.
 	Concurrency int
 	// LeaseDuration is how long a claim lasts; a worker that has not
@@ -234,8 +238,10 @@ func (d *Dispatcher) Start(ctx context.Context) error {
 func (d *Dispatcher) Stop() { d.svc.Stop() }
 
 // consume pulls one provider's messages into at most
-// Concurrency*ClaimsAhead handlers; of those, at most Concurrency are in a
-// provider call at once (see Dispatcher.calls).
+// Concurrency*ClaimsAhead handlers before their create returns; of those,
+// at most Concurrency are in a provider call at once (see
+// Dispatcher.calls). A handler recording its answer has given its room
+// back; the consumer's MaxAckPending bounds how many do.
 func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, providerName string) {
 	log := d.log.With("provider", providerName)
 	slots := make(chan struct{}, d.cfg.Concurrency*ClaimsAhead)
@@ -263,8 +269,10 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 				continue
 			}
 			d.handlers.Go(func() {
-				defer func() { <-slots }()
-				d.handle(runCtx, providerName, msg)
+				var once sync.Once
+				free := func() { once.Do(func() { <-slots }) }
+				defer free()
+				d.handle(runCtx, providerName, msg, free)
 			})
 		}
 		stop()
@@ -274,7 +282,9 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 
 // handle runs one dispatch message and settles it with JetStream. The ack
 // only says the message was dealt with; the ledger says what happened.
-func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jetstream.Msg) {
+// callsDone frees the message's room in the worker pool once its create
+// has returned.
+func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jetstream.Msg, callsDone func()) {
 	ctx := context.WithoutCancel(runCtx)
 	var m ledger.Dispatch
 	if err := json.Unmarshal(msg.Data(), &m); err != nil || m.OperationID == uuid.Nil {
@@ -285,7 +295,7 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		_ = msg.Term()
 		return
 	}
-	err := d.Execute(ctx, providerName, m)
+	err := d.execute(ctx, providerName, m, callsDone)
 	switch {
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing

@@ -450,6 +450,41 @@ func TestClaimsGoAheadWhileEveryCallSlotIsBusy(t *testing.T) {
 	}
 }
 
+// An answer waiting to be recorded holds no room in the worker pool: with
+// every answer held before it is recorded, all 12 operations are still
+// claimed and called. Had a message kept its room until its answer was
+// recorded, only 4 slots × ClaimsAhead calls would happen.
+func TestAnswersWaitingToBeRecordedDoNotHoldBackTheNextClaims(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour})
+	ds := p.Start(1) // 4 call slots per provider
+	var called atomic.Int32
+	recordNow := make(chan struct{})
+	var open sync.Once
+	release := func() { open.Do(func() { close(recordNow) }) }
+	t.Cleanup(release) // before the pipeline's own cleanups, which wait for the workers
+	ds[0].SetStallAfterCall(func(ledger.Operation) {
+		called.Add(1)
+		<-recordNow
+	})
+	const n = 12
+	if room := 4 * dispatcher.ClaimsAhead; room >= n {
+		t.Fatalf("the test needs more operations than the pool's room (%d)", room)
+	}
+	var ops []ledger.Operation
+	for i := range n {
+		ops = append(ops, p.Enqueue(fmt.Sprintf("po-%d", i), fmt.Sprintf(`{"sku":"A-%d"}`, i)))
+	}
+	p.Eventually(5*time.Second, "every operation called while no answer is recorded", func() bool { return called.Load() == n })
+	release()
+	for _, op := range ops {
+		p.WaitStatus(op, ledger.StatusSucceeded, settle)
+		if p.Orders(op) != 1 || p.Creates(op) != 1 {
+			t.Errorf("%s: orders %d, create requests %d; want 1 and 1", op.Key, p.Orders(op), p.Creates(op))
+		}
+	}
+}
+
 // A worker's slot is free as soon as its provider call returns: with every
 // answer of the first calls held before it is recorded, the next
 // operations are still claimed and called. Had a slot stayed taken until

@@ -33,6 +33,13 @@ var errNoTimeToCall = errors.New("dispatcher: could not confirm the claim in tim
 // alone. It returns an error only when the ledger could not be read or
 // written.
 func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
+	return d.execute(ctx, providerName, m, nil)
+}
+
+// execute is Execute with callsDone, which, when set, is told once the
+// operation will call its provider no more in this run (see
+// work.callsDone).
+func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.Dispatch, callsDone func()) error {
 	pc, ok := d.configs[providerName]
 	if !ok {
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
@@ -48,7 +55,7 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 		// only a pointer: the row says whose the operation is).
 		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
-			return d.run(ctx, c, ledger.StatusQueued)
+			return d.run(ctx, c, ledger.StatusQueued, callsDone)
 		}
 		if !errors.Is(err, ledger.ErrStale) {
 			return err
@@ -87,7 +94,7 @@ func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
-	return d.run(ctx, c, op.Status)
+	return d.run(ctx, c, op.Status, callsDone)
 }
 
 // claimed is a claim as its statement answered it.
@@ -126,8 +133,9 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 	return claimed{op: op, lapse: lapse, slot: callSlot{confirmed: op.UpdatedAt, asked: asked}}, nil
 }
 
-// run works on an operation this worker has claimed from status from.
-func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) error {
+// run works on an operation this worker has claimed from status from;
+// callsDone, when set, is told once it will call its provider no more.
+func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status, callsDone func()) error {
 	claimed, lapse := c.op, c.lapse
 	pc, ok := d.configs[claimed.Provider]
 	if !ok {
@@ -141,7 +149,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status) err
 		store: d.store, broker: d.broker, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
-		calls: d.calls[claimed.Provider],
+		calls: d.calls[claimed.Provider], callsDone: callsDone,
 	}
 	if from == ledger.StatusUnknown {
 		return w.settleUnknown(ctx)
@@ -193,6 +201,12 @@ type work struct {
 	calls chan struct{}
 	// holding: this work holds one of calls.
 	holding bool
+	// callsDone, when set, is called once a create has returned: no call
+	// follows a create in the same work, only the recording of its
+	// answer. The consumer then frees the message's room in its worker
+	// pool (see Dispatcher.consume), so an answer waiting for its commit
+	// does not hold back the next message's claim.
+	callsDone func()
 }
 
 // takeCall waits for one of the provider's call slots. It runs before
@@ -318,6 +332,9 @@ func (w *work) create(ctx context.Context) error {
 		return errCrashed
 	}
 	w.releaseCall()
+	if w.callsDone != nil {
+		w.callsDone()
+	}
 	if w.stallAfterCall != nil {
 		w.stallAfterCall(w.op)
 	}
