@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -99,15 +100,46 @@ func New(cfg Config) (*Console, error) {
 	c := &Console{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "console"), pages: pages}
 	mux := http.NewServeMux()
 	c.routes(mux)
-	// Every route, sign-in included, refuses a state-changing request
-	// from another origin (Sec-Fetch-Site, else Origin against Host).
-	cop := http.NewCrossOriginProtection()
-	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.log.WarnContext(r.Context(), "cross-origin request refused", "method", r.Method, "path", r.URL.Path)
-		c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site and was refused; nothing changed."})
-	}))
-	c.handler = secureHeaders(cop.Handler(mux))
+	c.handler = secureHeaders(c.sameOrigin(mux))
 	return c, nil
+}
+
+// errOriginUnknown: a state-changing request that names no origin at all.
+var errOriginUnknown = errors.New("console: the request names no origin (no Sec-Fetch-Site, Origin or Referer of this host)")
+
+// sameOrigin refuses, on every route (sign-in included), a state-changing
+// request that another origin may have sent: http.CrossOriginProtection
+// judges Sec-Fetch-Site, else Origin against Host; a request with neither
+// must carry a Referer of this host. A browser always sends one of them
+// with a form it posts, so a request that names no origin is not one of
+// the console's own forms and is refused too.
+func (c *Console) sameOrigin(next http.Handler) http.Handler {
+	cop := http.NewCrossOriginProtection()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkOrigin(cop, r); err != nil {
+			c.log.WarnContext(r.Context(), "cross-origin request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+			c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site and was refused; nothing changed."})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func checkOrigin(cop *http.CrossOriginProtection, r *http.Request) error {
+	if err := cop.Check(r); err != nil {
+		return err
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return nil
+	}
+	if r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "" {
+		return nil // judged by cop
+	}
+	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host != "" && ref.Host == r.Host {
+		return nil
+	}
+	return errOriginUnknown
 }
 
 // ServeHTTP implements http.Handler.
@@ -179,8 +211,9 @@ func RoutesMarkdown() string {
 	var b strings.Builder
 	b.WriteString("# Console pages and actions\n\n")
 	b.WriteString("Generated from the console's route table (`console.RoutesMarkdown`); `go test ./console -run RoutesDoc -update`\n")
-	b.WriteString("rewrites it. Every POST is refused from another origin (`http.CrossOriginProtection`); a page for\n")
-	b.WriteString("roles asks a signed-out browser to sign in and answers another role `403`.\n\n")
+	b.WriteString("rewrites it. Every POST is refused from another origin (`http.CrossOriginProtection`: Sec-Fetch-Site,\n")
+	b.WriteString("else Origin against Host), and so is one that names no origin (neither header, and no Referer of\n")
+	b.WriteString("this host). A page for roles asks a signed-out browser to sign in and answers another role `403`.\n\n")
 	b.WriteString("| Method | Path | Roles | Calls (as the JSON API does) | Does |\n|---|---|---|---|---|\n")
 	for _, rt := range (*Console)(nil).table() {
 		roles := make([]string, len(rt.Roles))
@@ -204,7 +237,11 @@ func secureHeaders(next http.Handler) http.Handler {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "no-referrer")
+		// same-origin, not no-referrer: under no-referrer a browser sends
+		// "Origin: null" with the console's own forms, and one without
+		// Sec-Fetch-Site would then be refused; other sites still learn
+		// nothing.
+		h.Set("Referrer-Policy", "same-origin")
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})

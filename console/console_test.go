@@ -391,10 +391,12 @@ func TestPagesCheckTheRole(t *testing.T) {
 	}
 }
 
-// TestEveryPostRefusesAnotherOrigin: each state-changing route, sign-in
-// included (a forged sign-in would put the victim in the attacker's
-// account), refuses a post from another origin, and nothing changes.
-func TestEveryPostRefusesAnotherOrigin(t *testing.T) {
+// TestEveryPostRefusesAnotherOriginOrNoOrigin: each state-changing route,
+// sign-in included (a forged sign-in would put the victim in the
+// attacker's account), refuses a post from another origin, whether the
+// browser says so with Sec-Fetch-Site, Origin or only Referer, and a post
+// that names no origin at all; nothing changes.
+func TestEveryPostRefusesAnotherOriginOrNoOrigin(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	op := propose(t, p, "po-xo", `{"sku":"A-1","qty":3}`)
@@ -417,6 +419,8 @@ func TestEveryPostRefusesAnotherOrigin(t *testing.T) {
 			{"Sec-Fetch-Site", "cross-site"},
 			{"Sec-Fetch-Site", "same-site"},
 			{"Sec-Fetch-Site", "", "Origin", "http://evil.example"},
+			{"Sec-Fetch-Site", "", "Origin", "", "Referer", "http://evil.example/prize"},
+			{"Sec-Fetch-Site", "", "Origin", ""},
 		} {
 			res := tt.s.post(tt.path, tt.form, header...)
 			if res.status != http.StatusForbidden || !strings.Contains(res.body, "another site") {
@@ -438,5 +442,22 @@ func TestEveryPostRefusesAnotherOrigin(t *testing.T) {
 	}
 	if res := approver.get("/console/approvals"); res.status != http.StatusOK {
 		t.Errorf("the approver's session after a cross-origin sign-out: %d, want still signed in", res.status)
+	}
+}
+
+// TestPostWhoseRefererIsTheConsoleIsAccepted: a browser that sends neither
+// Sec-Fetch-Site nor Origin but a Referer of the console's own origin (an
+// older browser posting a console form) is not refused.
+func TestPostWhoseRefererIsTheConsoleIsAccepted(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	s := signIn(t, p, p.Operator)
+	res := s.post("/console/dispatch/pause", url.Values{"provider": {"acme"}},
+		"Sec-Fetch-Site", "", "Origin", "", "Referer", s.base+"/console/dispatch")
+	if res.status != http.StatusSeeOther {
+		t.Fatalf("pause posted from the console's own page: %d, want 303\n%s", res.status, res.body)
+	}
+	if paused, err := p.Store.Pauses(context.Background(), p.TenantID); err != nil || len(paused) != 1 {
+		t.Errorf("pauses = %v, %v; want the one posted", paused, err)
 	}
 }

@@ -15,8 +15,9 @@
 //   - a token is kept anywhere but an HttpOnly, SameSite=Strict cookie
 //     (Secure over TLS), or is trusted without asking the ledger on each
 //     request: a revoked token stops working at once;
-//   - a POST from another origin changes anything (http.CrossOriginProtection
-//     wraps every route);
+//   - a POST from another origin, or one that names no origin, changes
+//     anything (http.CrossOriginProtection, and a Referer of this host when
+//     neither Sec-Fetch-Site nor Origin is sent, guard every route);
 //   - another tenant's object is shown, or answered differently from one
 //     that does not exist;
 //   - a refusal looks like a success: each item of a batch shows its own
