@@ -296,7 +296,7 @@ func (c *Console) guard(h pageHandler, roles ...auth.Role) http.Handler {
 			}
 		}
 		c.render(w, r, http.StatusForbidden, "error", view{P: &p, Title: "Not for this role",
-			Error: fmt.Sprintf("A %s token may not use this page.", p.Role)})
+			Error: fmt.Sprintf("Tokens of role %s may not use this page.", p.Role)})
 	})
 }
 

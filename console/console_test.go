@@ -382,6 +382,9 @@ func TestPagesCheckTheRole(t *testing.T) {
 		if res.status != http.StatusForbidden {
 			t.Errorf("%s: %d, want 403", tt.name, res.status)
 		}
+		if role := strings.SplitN(tt.name, " ", 2)[0]; !strings.Contains(res.body, "Tokens of role "+role+" may not use this page") {
+			t.Errorf("%s: the refusal does not name the role in plain words:\n%s", tt.name, res.body)
+		}
 	}
 	if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval {
 		t.Errorf("the proposal is %s after refused requests", got.Status)
