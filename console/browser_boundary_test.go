@@ -6,6 +6,8 @@ import (
 	"html"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +105,44 @@ func TestBrowserCrossOriginPagesCannotDecideAndScriptsCannotReadTheSession(t *te
 		if !strings.Contains(timeline, want) {
 			t.Errorf("the timeline does not show %q:\n%s", want, timeline)
 		}
+	}
+}
+
+// TestBrowserFormsWorkWithoutFetchMetadata drives a real headless
+// chromium through a proxy that strips Sec-Fetch-Site, as a browser
+// without Fetch Metadata would send the console's forms: they still name
+// the console's own origin (the pages' Referrer-Policy does not turn it
+// into "null"), so signing in and approving work, and the ledger shows
+// the approval.
+func TestBrowserFormsWorkWithoutFetchMetadata(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	ctx := browser(t)
+	op := propose(t, p, "po-7101", `{"sku":"A-1","qty":3}`)
+	target, err := url.Parse(p.API.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = r.In.Host
+		r.Out.Header.Del("Sec-Fetch-Site")
+	}})
+	t.Cleanup(proxy.Close)
+
+	step(t, ctx, "sign in and approve through the proxy",
+		chromedp.Navigate(proxy.URL+"/console/signin"),
+		chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), p.Approver),
+		chromedp.Click(chromedp.CSS("form.signin button")),
+		chromedp.WaitVisible(chromedp.CSS("#op-"+op.ID.String())),
+		chromedp.Click(chromedp.CSS("#op-"+op.ID.String()+" button.approve")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+	)
+	if got := text(t, ctx, "p.notice"); !strings.Contains(got, "Approved "+op.ID.String()) {
+		t.Errorf("after approve the page says %q", got)
+	}
+	if got := p.Get(op); got.Status != ledger.StatusQueued {
+		t.Errorf("the proposal is %s after the approve, want queued", got.Status)
 	}
 }
