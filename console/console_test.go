@@ -464,3 +464,38 @@ func TestPostWhoseRefererIsTheConsoleIsAccepted(t *testing.T) {
 		t.Errorf("pauses = %v, %v; want the one posted", paused, err)
 	}
 }
+
+// TestApprovalRequestsShowInvisibleCharactersOfParamsAndKey: what the
+// approver sees is what is approved, so characters a browser would not
+// show as themselves (a right-to-left override that reorders the text
+// after it, a zero-width space, a control character) are shown as their
+// JSON escapes in the params, the key and the reason, never raw.
+func TestApprovalRequestsShowInvisibleCharactersOfParamsAndKey(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	status, out := p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"po-9\u202e1","params":{"sku":"A-1\u200b","qty":1,"ship_to":"Lyon\u202e\u0007","tag":"x\udb40\udc41"},"request_approval":true,"reason":"restock \u202eurgent"}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	op := p.Operation(out)
+	s := signIn(t, p, p.Approver)
+	for _, page := range []string{"/console/approvals", "/console/operations/" + op.ID.String()} {
+		res := s.get(page)
+		if res.status != http.StatusOK {
+			t.Fatalf("%s: %d", page, res.status)
+		}
+		for _, raw := range []string{"\u202e", "\u200b", "\u0007", "\U000E0041"} {
+			if strings.Contains(res.body, raw) {
+				t.Errorf("%s holds %U raw", page, []rune(raw)[0])
+			}
+		}
+		for _, want := range []string{`A-1\u200b`, `Lyon\u202e\u0007`, `po-9\u202e1`, `x\udb40\udc41`} {
+			if !strings.Contains(res.body, want) {
+				t.Errorf("%s does not show %s", page, want)
+			}
+		}
+	}
+	if res := s.get("/console/approvals"); !strings.Contains(res.body, `restock \u202eurgent`) {
+		t.Errorf("the approvals page does not show the reason's override escaped")
+	}
+}

@@ -76,7 +76,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, p auth.Princ
 		c.fail(w, r, &p, err)
 		return
 	}
-	v := view{P: &p, Title: op.Action + " · " + op.Key}
+	v := view{P: &p, Title: op.Action + " · " + visible(op.Key, "")}
 	if len(events) > limit {
 		events = events[:limit]
 		v.Next = "/console/operations/" + id.String() + "?" + url.Values{"cursor": {encodeCursor(eventsList, events[limit-1].Seq)}, "limit": {itoa(limit)}}.Encode()
