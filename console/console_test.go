@@ -499,3 +499,28 @@ func TestApprovalRequestsShowInvisibleCharactersOfParamsAndKey(t *testing.T) {
 		t.Errorf("the approvals page does not show the reason's override escaped")
 	}
 }
+
+// TestHostileReasonsAreShownEscaped: the agent's reason on the approval
+// requests page and the approver's deny reason on the operation page (its
+// summary and timeline) are text, never markup.
+func TestHostileReasonsAreShownEscaped(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	status, out := p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"po-r","params":{"sku":"A-1","qty":1},"request_approval":true,"reason":"<script>alert('agent')</script>"}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	op := p.Operation(out)
+	s := signIn(t, p, p.Approver)
+	page := s.get("/console/approvals")
+	if strings.Contains(page.body, "<script>") || !strings.Contains(page.body, "&lt;script&gt;alert(&#39;agent&#39;)&lt;/script&gt;") {
+		t.Errorf("the agent's reason is not shown escaped:\n%s", page.body)
+	}
+	if res := s.post("/console/approvals/"+op.ID.String()+"/deny", url.Values{"reason": {`<script>alert("deny")</script>`}}); res.status != http.StatusSeeOther {
+		t.Fatalf("deny: %d\n%s", res.status, res.body)
+	}
+	page = s.get("/console/operations/" + op.ID.String())
+	if page.status != http.StatusOK || strings.Contains(page.body, "<script>") || !strings.Contains(page.body, "&lt;script&gt;alert(&#34;deny&#34;)&lt;/script&gt;") {
+		t.Errorf("the deny reason is not shown escaped (%d):\n%s", page.status, page.body)
+	}
+}
