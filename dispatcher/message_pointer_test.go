@@ -2,9 +2,13 @@ package dispatcher_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/internal/testpipeline"
@@ -47,5 +51,43 @@ func TestDispatchMessageOnAnotherProvidersSubjectChangesNothing(t *testing.T) {
 	}
 	if kinds := strings.Join(p.Kinds(op), ","); strings.Count(kinds, "claimed") != 1 {
 		t.Errorf("events %s: want one claim, by acme's worker", kinds)
+	}
+}
+
+// TestDispatchMessageThatLiesChangesNothing: a dispatch message is only a
+// pointer. One that names an operation that does not exist is refused as
+// not found (the consumer terminates it), and one whose version is not
+// the row's (an old one, a made-up one) for a proposal still awaiting
+// approval claims nothing: the row, not the message, says whether the
+// operation may be sent, and nothing reaches the supplier.
+func TestDispatchMessageThatLiesChangesNothing(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, Mode: mocksupplier.Honour})
+	d, err := dispatcher.New(p.Store, p.Broker, dispatcher.Config{Registry: p.Registry, LeaseDuration: p.Opts.Lease, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, version := range []int64{1, 7} {
+		err := d.Execute(context.Background(), "acme", ledger.Dispatch{OperationID: uuid.New(), Version: version})
+		if !errors.Is(err, ledger.ErrNotFound) {
+			t.Errorf("a message naming a made-up operation at version %d: %v, want not found", version, err)
+		}
+	}
+	status, out := p.Propose("po-lie", `{"sku":"A-1","qty":3}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	op := p.Operation(out)
+	for _, version := range []int64{op.Version, op.Version + 1, 99} {
+		if err := d.Execute(context.Background(), "acme", ledger.Dispatch{OperationID: op.ID, Version: version}); err != nil {
+			t.Fatalf("a message at version %d for a proposal: %v", version, err)
+		}
+		if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval || got.Version != op.Version {
+			t.Fatalf("after a message at version %d the proposal is %s v%d, want awaiting_approval v%d; history:\n%s",
+				version, got.Status, got.Version, op.Version, p.History(op))
+		}
+	}
+	if n := p.Supplier.TotalOrders(); n != 0 {
+		t.Errorf("orders at the supplier = %d, want 0", n)
 	}
 }
