@@ -582,3 +582,28 @@ func mcpRequest(t *testing.T, method, apiURL, token, contentType, accept, body s
 	res.Body.Close()
 	return res
 }
+
+// TestActionToolRefusesIntegersBeyondTwoToThe53: params are handed to the
+// API as the agent wrote them (never through a float64), so an integer
+// the canonical form cannot hold exactly is refused as it is over HTTP
+// (400, invalid_field), on stdio and over streamable HTTP, and nothing is
+// stored.
+func TestActionToolRefusesIntegersBeyondTwoToThe53(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	hs, err := httpSession(t, p, p.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range map[string]*sdk.ClientSession{"stdio": inMemorySession(t, p, p.Agent), "http": hs} {
+		key := "po-big-" + name
+		res := call(t, cs, "supplier_create_order",
+			json.RawMessage(`{"key":"`+key+`","params":{"sku":"A-1","qty":1,"ref":9007199254740993},"request_approval":true}`))
+		if code := errorCodeOf(t, res); code != "invalid_field" || !strings.Contains(text(res), "2^53") || !strings.Contains(text(res), `"status":400`) {
+			t.Errorf("%s: %s, want a 400 invalid_field naming ±2^53", name, text(res))
+		}
+		if status, _ := p.Do("GET", "/v1/operations?action="+testpipeline.Action+"&key="+key, p.Agent, ""); status != http.StatusNotFound {
+			t.Errorf("%s: the operation is stored (%d), want 404", name, status)
+		}
+	}
+}
