@@ -118,7 +118,7 @@ func (c *Console) sameOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkOrigin(cop, r); err != nil {
 			c.log.WarnContext(r.Context(), "cross-origin request refused", "method", r.Method, "path", r.URL.Path, "err", err)
-			c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site and was refused; nothing changed."})
+			c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site, or did not say which site it came from, and was refused; nothing changed."})
 			return
 		}
 		next.ServeHTTP(w, r)
