@@ -125,6 +125,7 @@ func (c *Console) sameOrigin(next http.Handler) http.Handler {
 	})
 }
 
+// checkOrigin is sameOrigin's rule: nil lets r through.
 func checkOrigin(cop *http.CrossOriginProtection, r *http.Request) error {
 	if err := cop.Check(r); err != nil {
 		return err
