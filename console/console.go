@@ -104,21 +104,24 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// errOriginUnknown: a state-changing request that names no origin at all.
-var errOriginUnknown = errors.New("console: the request names no origin (no Sec-Fetch-Site, Origin or Referer of this host)")
+// errForeignReferer: a state-changing request whose only word on its
+// origin is a Referer of another host.
+var errForeignReferer = errors.New("console: the request's Referer names another site")
 
 // sameOrigin refuses, on every route (sign-in included), a state-changing
 // request that another origin may have sent: http.CrossOriginProtection
 // judges Sec-Fetch-Site, else Origin against Host; a request with neither
-// must carry a Referer of this host. A browser always sends one of them
-// with a form it posts, so a request that names no origin is not one of
-// the console's own forms and is refused too.
+// is refused when its Referer names another host. A request that names no
+// origin at all is let through, as CrossOriginProtection does: every
+// browser sends Sec-Fetch-Site or Origin with a form it posts across
+// sites, so such a request is a script's (curl and the like), which holds
+// the cookie of its own accord and cannot be a forged one.
 func (c *Console) sameOrigin(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if err := checkOrigin(cop, r); err != nil {
 			c.log.WarnContext(r.Context(), "cross-origin request refused", "method", r.Method, "path", r.URL.Path, "err", err)
-			c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site, or did not say which site it came from, and was refused; nothing changed."})
+			c.render(w, r, http.StatusForbidden, "error", view{Title: "Refused", Error: "This request came from another site and was refused; nothing changed."})
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -134,13 +137,13 @@ func checkOrigin(cop *http.CrossOriginProtection, r *http.Request) error {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return nil
 	}
-	if r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "" {
+	if r.Header.Get("Sec-Fetch-Site") != "" || r.Header.Get("Origin") != "" || r.Referer() == "" {
 		return nil // judged by cop
 	}
-	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host != "" && ref.Host == r.Host {
+	if ref, err := url.Parse(r.Referer()); err == nil && ref.Host == r.Host {
 		return nil
 	}
-	return errOriginUnknown
+	return errForeignReferer
 }
 
 // ServeHTTP implements http.Handler.
@@ -213,8 +216,8 @@ func RoutesMarkdown() string {
 	b.WriteString("# Console pages and actions\n\n")
 	b.WriteString("Generated from the console's route table (`console.RoutesMarkdown`); `go test ./console -run RoutesDoc -update`\n")
 	b.WriteString("rewrites it. Every POST is refused from another origin (`http.CrossOriginProtection`: Sec-Fetch-Site,\n")
-	b.WriteString("else Origin against Host), and so is one that names no origin (neither header, and no Referer of\n")
-	b.WriteString("this host). A page for roles asks a signed-out browser to sign in and answers another role `403`.\n\n")
+	b.WriteString("else Origin against Host, else a Referer of another host). A page for roles asks a signed-out browser\n")
+	b.WriteString("to sign in and answers another role `403`.\n\n")
 	b.WriteString("| Method | Path | Roles | Calls (as the JSON API does) | Does |\n|---|---|---|---|---|\n")
 	for _, rt := range (*Console)(nil).table() {
 		roles := make([]string, len(rt.Roles))

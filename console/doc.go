@@ -15,9 +15,9 @@
 //   - a token is kept anywhere but an HttpOnly, SameSite=Strict cookie
 //     (Secure over TLS), or is trusted without asking the ledger on each
 //     request: a revoked token stops working at once;
-//   - a POST from another origin, or one that names no origin, changes
-//     anything (http.CrossOriginProtection, and a Referer of this host when
-//     neither Sec-Fetch-Site nor Origin is sent, guard every route);
+//   - a POST from another origin changes anything
+//     (http.CrossOriginProtection, and the Referer when neither
+//     Sec-Fetch-Site nor Origin is sent, guard every route);
 //   - another tenant's object is shown, or answered differently from one
 //     that does not exist;
 //   - a character of params, a key or a reason is hidden or reorders what
