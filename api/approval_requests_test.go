@@ -11,7 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 )
@@ -599,5 +601,54 @@ func TestApprovalLastsApprovalTTLUnlessTheApproverSaysTTLSeconds(t *testing.T) {
 				t.Errorf("policy_version = %q, want %q", policy, tt.wantPolicy)
 			}
 		})
+	}
+}
+
+// TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing:
+// a proposal made while its action pointed at provider acme, approved after
+// the providers file dropped acme (the action now points at beta), cannot
+// be bound to the account and environment it would go to. The approve
+// answers 422 unknown_provider (a configuration the approver can be told
+// about, not an internal error), grants no approval and writes no dispatch
+// message; the proposal still waits, and can still be denied.
+func TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *api.Config) {
+		c.Actions = map[string]string{action: "beta"}
+		c.Targets = map[string]ledger.Target{"beta": {Account: "acct_beta", Environment: "test"}}
+	})
+	ctx := context.Background()
+	agent, err := f.tokens.Authenticate(ctx, f.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := f.store.Propose(ctx, ledger.ProposeRequest{
+		TenantID: agent.TenantID, TokenID: agent.TokenID, Action: action, Key: "po-gone",
+		Provider: "acme", Params: []byte(`{"sku":"A-1","qty":3}`), RequestTTL: time.Hour,
+	}, broker.DispatchSubject("TEST", "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.do(t, "POST", "/v1/operations/"+op.ID.String()+"/approve", f.approver,
+		[]byte(fmt.Sprintf(`{"params_fingerprint":%q}`, op.ParamsFingerprint)))
+	if r.status != http.StatusUnprocessableEntity || r.errorCode() != "unknown_provider" {
+		t.Fatalf("approve = %d %s, want 422 unknown_provider", r.status, r.raw)
+	}
+	got, err := f.store.Get(ctx, agent.TenantID, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != ledger.StatusAwaitingApproval || got.Version != op.Version || got.ApprovalID != uuid.Nil {
+		t.Errorf("proposal is %s v%d approval %s, want unchanged", got.Status, got.Version, got.ApprovalID)
+	}
+	if n := f.count(t, "approvals"); n != 0 {
+		t.Errorf("%d approvals stored, want none", n)
+	}
+	if n := f.count(t, "outbox"); n != 0 {
+		t.Errorf("%d outbox rows, want none", n)
+	}
+	r = f.do(t, "POST", "/v1/operations/"+op.ID.String()+"/deny", f.approver, []byte(`{"reason":"the supplier is gone"}`))
+	if r.status != http.StatusOK || r.str("status") != "cancelled" {
+		t.Errorf("deny = %d %s, want 200 cancelled", r.status, r.raw)
 	}
 }
