@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -650,5 +651,91 @@ func TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing(t *te
 	r = f.do(t, "POST", "/v1/operations/"+op.ID.String()+"/deny", f.approver, []byte(`{"reason":"the supplier is gone"}`))
 	if r.status != http.StatusOK || r.str("status") != "cancelled" {
 		t.Errorf("deny = %d %s, want 200 cancelled", r.status, r.raw)
+	}
+}
+
+// pollProposal is GET /v1/operations/{id}?wait= with If-None-Match "1"
+// (a proposal's first version), as an agent waits for the decision: the
+// answer's status, ETag and operation status, and how long it took.
+func pollProposal(t *testing.T, p *testpipeline.Pipeline, id uuid.UUID, wait string) (code int, etag, status string, took time.Duration) {
+	t.Helper()
+	req, err := http.NewRequest("GET", p.API.URL+"/v1/operations/"+id.String()+"?wait="+wait, nil)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+p.Agent)
+	req.Header.Set("If-None-Match", `"1"`)
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	status, _ = out["status"].(string)
+	return res.StatusCode, res.Header.Get("ETag"), status, time.Since(start)
+}
+
+// pollAnswer is one answer of pollProposal.
+type pollAnswer struct {
+	code         int
+	etag, status string
+	took         time.Duration
+}
+
+// approveWhilePolling approves op while a poll of wait waits on it, and
+// returns the poll's answer.
+func approveWhilePolling(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation, wait string) pollAnswer {
+	t.Helper()
+	answered := make(chan pollAnswer, 1)
+	go func() {
+		var a pollAnswer
+		a.code, a.etag, a.status, a.took = pollProposal(t, p, op.ID, wait)
+		answered <- a
+	}()
+	// Give the poll time to start waiting; if it has not, it reads the
+	// approved operation at once, which the checks accept too.
+	time.Sleep(200 * time.Millisecond)
+	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusOK {
+		t.Fatalf("approve = %d %v", status, out)
+	}
+	return <-answered
+}
+
+// TestLongPollOnAProposalAnswersItsDecision: an agent waiting on its
+// proposal (If-None-Match with its ETag, ?wait=) is answered with the new
+// view as soon as a person approves it, and with 304 and the same ETag
+// when nobody decides within the wait.
+func TestLongPollOnAProposalAnswersItsDecision(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Start(0) // the watcher (and the rest), no dispatcher: an approved proposal stays queued
+	pending := p.Operation(mustPropose(t, p, "po-wait-1"))
+	undecided := p.Operation(mustPropose(t, p, "po-wait-2"))
+
+	got := approveWhilePolling(t, p, pending, "30s")
+	if got.code != http.StatusOK || got.etag != `"2"` || got.status != string(ledger.StatusQueued) || got.took > 10*time.Second {
+		t.Errorf("poll during approval = %d ETag %s status %q after %s, want 200 ETag \"2\" queued at once", got.code, got.etag, got.status, got.took)
+	}
+	if code, tag, _, _ := pollProposal(t, p, undecided.ID, "1s"); code != http.StatusNotModified || tag != `"1"` {
+		t.Errorf("poll on an undecided proposal = %d ETag %s, want 304 ETag \"1\"", code, tag)
+	}
+}
+
+// TestLongPollThatMissedAChangeAnswersItNotAStale304: a poll whose wake-up
+// never came (the process's listening connection is down, here because
+// the watcher was never started) still answers truthfully when its wait
+// runs out: the operation changed, so the answer is 200 with the new view
+// and ETag, never 304 "not modified" with the old one.
+func TestLongPollThatMissedAChangeAnswersItNotAStale304(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	op := p.Operation(mustPropose(t, p, "po-missed"))
+	got := approveWhilePolling(t, p, op, "2s")
+	if got.code != http.StatusOK || got.etag != `"2"` || got.status != string(ledger.StatusQueued) {
+		t.Errorf("poll = %d ETag %s status %q after %s, want 200 ETag \"2\" queued", got.code, got.etag, got.status, got.took)
 	}
 }
