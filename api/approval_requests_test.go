@@ -654,6 +654,54 @@ func TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing(t *te
 	}
 }
 
+// TestConcurrentProposalsApprovedByPolicyMakeOneApprovalAndOneOrder:
+// twenty identical proposals at once under a policy that approves them
+// make one operation (one 201, the rest 200 replays of it), one approval
+// by the policy, and exactly one order at the supplier.
+func TestConcurrentProposalsApprovedByPolicyMakeOneApprovalAndOneOrder(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: policy})
+	p.Start(2)
+	const n = 20
+	statuses := make([]int, n)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out map[string]any
+			statuses[i], out = p.Propose("po-auto-race", `{"sku":"A-1","qty":2}`)
+			ids[i], _ = out["id"].(string)
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i := range n {
+		switch statuses[i] {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Errorf("request %d answered %d", i, statuses[i])
+		}
+		if ids[i] != ids[0] {
+			t.Errorf("request %d names operation %s, request 0 names %s", i, ids[i], ids[0])
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d requests created the proposal, want exactly 1 (statuses %v)", created, statuses)
+	}
+	op := p.Operation(map[string]any{"id": ids[0]})
+	if a := approvalsOf(t, p, op.ID); len(a) != 1 || !strings.HasPrefix(a[0], "policy:2026-11 ") {
+		t.Errorf("approvals = %v, want exactly one by policy:2026-11", a)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
+	if got := p.Orders(op); got != 1 {
+		t.Errorf("supplier has %d orders, want exactly 1", got)
+	}
+}
+
 // pollProposal is GET /v1/operations/{id}?wait= with If-None-Match "1"
 // (a proposal's first version), as an agent waits for the decision: the
 // answer's status, ETag and operation status, and how long it took.
