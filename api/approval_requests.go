@@ -236,11 +236,17 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 	// The TTL and policy version default to the action's; the action is
 	// the operation's, read under the decision's lock, so they are chosen
 	// there.
+	missingProvider := ""
 	decide := func(op ledger.Operation) ledger.Decision {
 		contract := s.contract(op.Action)
 		// Bound to the account and environment the operation's provider
-		// points at now: the dispatcher holds it if that changes.
+		// points at now: the dispatcher holds it if that changes. A
+		// provider the providers file no longer names has none, and the
+		// ledger grants nothing (ledger.ErrNoTarget).
 		target, ok := s.cfg.Targets[op.Provider]
+		if !ok {
+			missingProvider = op.Provider
+		}
 		d := ledger.Decision{
 			ApproverTokenID: p.TokenID, Approver: p.Actor(), Fingerprint: req.ParamsFingerprint,
 			PolicyVersion: contract.Approval.PolicyVersion, TTL: contract.Approval.ApprovalTTL.Duration, Note: note,
@@ -260,6 +266,15 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 		return d
 	}
 	op, approval, err := s.cfg.Ledger.Approve(ctx, p.TenantID, id, decide, s.cfg.DispatchSubject)
+	if errors.Is(err, ledger.ErrNoTarget) && missingProvider != "" {
+		// The proposal was made before the providers file dropped its
+		// provider: a configuration to fix (or a proposal to deny), not
+		// an internal error.
+		s.log.WarnContext(ctx, "approval refused: the proposal's provider is not configured", "operation_id", id,
+			"tenant", p.Tenant, "provider", missingProvider)
+		return op, errorf(http.StatusUnprocessableEntity, "unknown_provider",
+			"provider "+missingProvider+" of this proposal is not configured, so no approval can be bound to its account and environment; nothing changed")
+	}
 	if err != nil {
 		if errors.Is(err, ledger.ErrNotAwaitingApproval) || errors.Is(err, ledger.ErrFingerprintMismatch) {
 			s.log.InfoContext(ctx, "approval refused", "operation_id", id, "tenant", p.Tenant, "reason", err.Error())

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -11,7 +12,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 )
@@ -599,5 +602,188 @@ func TestApprovalLastsApprovalTTLUnlessTheApproverSaysTTLSeconds(t *testing.T) {
 				t.Errorf("policy_version = %q, want %q", policy, tt.wantPolicy)
 			}
 		})
+	}
+}
+
+// TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing:
+// a proposal made while its action pointed at provider acme, approved after
+// the providers file dropped acme (the action now points at beta), cannot
+// be bound to the account and environment it would go to. The approve
+// answers 422 unknown_provider (a configuration the approver can be told
+// about, not an internal error), grants no approval and writes no dispatch
+// message; the proposal still waits, and can still be denied.
+func TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing(t *testing.T) {
+	t.Parallel()
+	f := setup(t, func(c *api.Config) {
+		c.Actions = map[string]string{action: "beta"}
+		c.Targets = map[string]ledger.Target{"beta": {Account: "acct_beta", Environment: "test"}}
+	})
+	ctx := context.Background()
+	agent, err := f.tokens.Authenticate(ctx, f.agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op, _, err := f.store.Propose(ctx, ledger.ProposeRequest{
+		TenantID: agent.TenantID, TokenID: agent.TokenID, Action: action, Key: "po-gone",
+		Provider: "acme", Params: []byte(`{"sku":"A-1","qty":3}`), RequestTTL: time.Hour,
+	}, broker.DispatchSubject("TEST", "acme"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := f.do(t, "POST", "/v1/operations/"+op.ID.String()+"/approve", f.approver,
+		[]byte(fmt.Sprintf(`{"params_fingerprint":%q}`, op.ParamsFingerprint)))
+	if r.status != http.StatusUnprocessableEntity || r.errorCode() != "unknown_provider" {
+		t.Fatalf("approve = %d %s, want 422 unknown_provider", r.status, r.raw)
+	}
+	got, err := f.store.Get(ctx, agent.TenantID, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != ledger.StatusAwaitingApproval || got.Version != op.Version || got.ApprovalID != uuid.Nil {
+		t.Errorf("proposal is %s v%d approval %s, want unchanged", got.Status, got.Version, got.ApprovalID)
+	}
+	if n := f.count(t, "approvals"); n != 0 {
+		t.Errorf("%d approvals stored, want none", n)
+	}
+	if n := f.count(t, "outbox"); n != 0 {
+		t.Errorf("%d outbox rows, want none", n)
+	}
+	r = f.do(t, "POST", "/v1/operations/"+op.ID.String()+"/deny", f.approver, []byte(`{"reason":"the supplier is gone"}`))
+	if r.status != http.StatusOK || r.str("status") != "cancelled" {
+		t.Errorf("deny = %d %s, want 200 cancelled", r.status, r.raw)
+	}
+}
+
+// TestConcurrentProposalsApprovedByPolicyMakeOneApprovalAndOneOrder:
+// twenty identical proposals at once under a policy that approves them
+// make one operation (one 201, the rest 200 replays of it), one approval
+// by the policy, and exactly one order at the supplier.
+func TestConcurrentProposalsApprovedByPolicyMakeOneApprovalAndOneOrder(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: policy})
+	p.Start(2)
+	const n = 20
+	statuses := make([]int, n)
+	ids := make([]string, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out map[string]any
+			statuses[i], out = p.Propose("po-auto-race", `{"sku":"A-1","qty":2}`)
+			ids[i], _ = out["id"].(string)
+		}()
+	}
+	wg.Wait()
+	created := 0
+	for i := range n {
+		switch statuses[i] {
+		case http.StatusCreated:
+			created++
+		case http.StatusOK:
+		default:
+			t.Errorf("request %d answered %d", i, statuses[i])
+		}
+		if ids[i] != ids[0] {
+			t.Errorf("request %d names operation %s, request 0 names %s", i, ids[i], ids[0])
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d requests created the proposal, want exactly 1 (statuses %v)", created, statuses)
+	}
+	op := p.Operation(map[string]any{"id": ids[0]})
+	if a := approvalsOf(t, p, op.ID); len(a) != 1 || !strings.HasPrefix(a[0], "policy:2026-11 ") {
+		t.Errorf("approvals = %v, want exactly one by policy:2026-11", a)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
+	if got := p.Orders(op); got != 1 {
+		t.Errorf("supplier has %d orders, want exactly 1", got)
+	}
+}
+
+// pollProposal is GET /v1/operations/{id}?wait= with If-None-Match "1"
+// (a proposal's first version), as an agent waits for the decision: the
+// answer's status, ETag and operation status, and how long it took.
+func pollProposal(t *testing.T, p *testpipeline.Pipeline, id uuid.UUID, wait string) (code int, etag, status string, took time.Duration) {
+	t.Helper()
+	req, err := http.NewRequest("GET", p.API.URL+"/v1/operations/"+id.String()+"?wait="+wait, nil)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+p.Agent)
+	req.Header.Set("If-None-Match", `"1"`)
+	start := time.Now()
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	defer res.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(res.Body).Decode(&out)
+	status, _ = out["status"].(string)
+	return res.StatusCode, res.Header.Get("ETag"), status, time.Since(start)
+}
+
+// pollAnswer is one answer of pollProposal.
+type pollAnswer struct {
+	code         int
+	etag, status string
+	took         time.Duration
+}
+
+// approveWhilePolling approves op while a poll of wait waits on it, and
+// returns the poll's answer.
+func approveWhilePolling(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation, wait string) pollAnswer {
+	t.Helper()
+	answered := make(chan pollAnswer, 1)
+	go func() {
+		var a pollAnswer
+		a.code, a.etag, a.status, a.took = pollProposal(t, p, op.ID, wait)
+		answered <- a
+	}()
+	// Give the poll time to start waiting; if it has not, it reads the
+	// approved operation at once, which the checks accept too.
+	time.Sleep(200 * time.Millisecond)
+	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusOK {
+		t.Fatalf("approve = %d %v", status, out)
+	}
+	return <-answered
+}
+
+// TestLongPollOnAProposalAnswersItsDecision: an agent waiting on its
+// proposal (If-None-Match with its ETag, ?wait=) is answered with the new
+// view as soon as a person approves it, and with 304 and the same ETag
+// when nobody decides within the wait.
+func TestLongPollOnAProposalAnswersItsDecision(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	p.Start(0) // the watcher (and the rest), no dispatcher: an approved proposal stays queued
+	pending := p.Operation(mustPropose(t, p, "po-wait-1"))
+	undecided := p.Operation(mustPropose(t, p, "po-wait-2"))
+
+	got := approveWhilePolling(t, p, pending, "30s")
+	if got.code != http.StatusOK || got.etag != `"2"` || got.status != string(ledger.StatusQueued) || got.took > 10*time.Second {
+		t.Errorf("poll during approval = %d ETag %s status %q after %s, want 200 ETag \"2\" queued at once", got.code, got.etag, got.status, got.took)
+	}
+	if code, tag, _, _ := pollProposal(t, p, undecided.ID, "1s"); code != http.StatusNotModified || tag != `"1"` {
+		t.Errorf("poll on an undecided proposal = %d ETag %s, want 304 ETag \"1\"", code, tag)
+	}
+}
+
+// TestLongPollThatMissedAChangeAnswersItNotAStale304: a poll whose wake-up
+// never came (the process's listening connection is down, here because
+// the watcher was never started) still answers truthfully when its wait
+// runs out: the operation changed, so the answer is 200 with the new view
+// and ETag, never 304 "not modified" with the old one.
+func TestLongPollThatMissedAChangeAnswersItNotAStale304(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{})
+	op := p.Operation(mustPropose(t, p, "po-missed"))
+	got := approveWhilePolling(t, p, op, "2s")
+	if got.code != http.StatusOK || got.etag != `"2"` || got.status != string(ledger.StatusQueued) {
+		t.Errorf("poll = %d ETag %s status %q after %s, want 200 ETag \"2\" queued", got.code, got.etag, got.status, got.took)
 	}
 }

@@ -132,8 +132,10 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p auth.Pri
 // awaitChange waits at most wait for operation op to get another ETag than
 // those If-None-Match names, and returns the operation as last read. It
 // registers with the watcher before reading again, so a change between
-// the first read and the wait still wakes it. Without a watcher it reads
-// once more when the wait runs out.
+// the first read and the wait still wakes it. When the wait runs out (or
+// the server drains) it reads once more, watcher or not: a wake-up can be
+// missed while the watcher's listening connection is down, and a 304 must
+// never claim an operation is unchanged when it is not.
 func (s *Server) awaitChange(w http.ResponseWriter, r *http.Request, p auth.Principal, op ledger.Operation, wait time.Duration, inm string) (ledger.Operation, error) {
 	if err := ExtendWriteDeadline(w, wait+waitWriteMargin); err != nil {
 		s.log.DebugContext(r.Context(), "cannot extend the write deadline of a long poll", "err", err)
@@ -162,12 +164,9 @@ func (s *Server) awaitChange(w http.ResponseWriter, r *http.Request, p auth.Prin
 		select {
 		case <-changed:
 		case <-timer.C:
-			if changed == nil {
-				return s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
-			}
-			return op, nil
+			return s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
 		case <-s.draining:
-			return op, nil
+			return s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
 		case <-r.Context().Done():
 			return op, nil
 		}
