@@ -167,36 +167,7 @@ func TestProposalDeniedIsCancelledAndNeverSent(t *testing.T) {
 func TestConcurrentProposalReplaysMakeOneOperation(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{})
-	const n = 20
-	var wg sync.WaitGroup
-	statuses := make([]int, n)
-	ids := make([]string, n)
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			status, out := p.Propose("po-3", `{"sku":"A-1","qty":3}`)
-			statuses[i] = status
-			ids[i], _ = out["id"].(string)
-		}()
-	}
-	wg.Wait()
-	created := 0
-	for i := range n {
-		switch statuses[i] {
-		case http.StatusAccepted:
-			created++
-		case http.StatusOK:
-		default:
-			t.Errorf("request %d answered %d", i, statuses[i])
-		}
-		if ids[i] != ids[0] {
-			t.Errorf("request %d names operation %s, request 0 names %s", i, ids[i], ids[0])
-		}
-	}
-	if created != 1 {
-		t.Errorf("%d requests created a proposal, want exactly 1", created)
-	}
+	proposeAtOnce(t, p, 20, "po-3", `{"sku":"A-1","qty":3}`, http.StatusAccepted)
 	var ops int
 	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operations WHERE key = 'po-3'`).Scan(&ops); err != nil {
 		t.Fatal(err)
@@ -662,25 +633,39 @@ func TestConcurrentProposalsApprovedByPolicyMakeOneApprovalAndOneOrder(t *testin
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{ActionContract: policy})
 	p.Start(2)
-	const n = 20
+	id := proposeAtOnce(t, p, 20, "po-auto-race", `{"sku":"A-1","qty":2}`, http.StatusCreated)
+	op := p.Operation(map[string]any{"id": id})
+	if a := approvalsOf(t, p, op.ID); len(a) != 1 || !strings.HasPrefix(a[0], "policy:2026-11 ") {
+		t.Errorf("approvals = %v, want exactly one by policy:2026-11", a)
+	}
+	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
+	if got := p.Orders(op); got != 1 {
+		t.Errorf("supplier has %d orders, want exactly 1", got)
+	}
+}
+
+// proposeAtOnce sends n identical proposals at once and checks that
+// exactly one created the operation (answered created: 202 awaiting a
+// decision, 201 when a policy approved it) and every other one is a 200
+// replay naming the same operation, whose id it returns.
+func proposeAtOnce(t *testing.T, p *testpipeline.Pipeline, n int, key, params string, created int) string {
+	t.Helper()
 	statuses := make([]int, n)
 	ids := make([]string, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			var out map[string]any
-			statuses[i], out = p.Propose("po-auto-race", `{"sku":"A-1","qty":2}`)
+			statuses[i], out = p.Propose(key, params)
 			ids[i], _ = out["id"].(string)
-		}()
+		})
 	}
 	wg.Wait()
-	created := 0
+	made := 0
 	for i := range n {
 		switch statuses[i] {
-		case http.StatusCreated:
-			created++
+		case created:
+			made++
 		case http.StatusOK:
 		default:
 			t.Errorf("request %d answered %d", i, statuses[i])
@@ -689,17 +674,10 @@ func TestConcurrentProposalsApprovedByPolicyMakeOneApprovalAndOneOrder(t *testin
 			t.Errorf("request %d names operation %s, request 0 names %s", i, ids[i], ids[0])
 		}
 	}
-	if created != 1 {
-		t.Fatalf("%d requests created the proposal, want exactly 1 (statuses %v)", created, statuses)
+	if made != 1 {
+		t.Fatalf("%d requests created the proposal, want exactly 1 (statuses %v)", made, statuses)
 	}
-	op := p.Operation(map[string]any{"id": ids[0]})
-	if a := approvalsOf(t, p, op.ID); len(a) != 1 || !strings.HasPrefix(a[0], "policy:2026-11 ") {
-		t.Errorf("approvals = %v, want exactly one by policy:2026-11", a)
-	}
-	p.WaitStatus(op, ledger.StatusSucceeded, 10*time.Second)
-	if got := p.Orders(op); got != 1 {
-		t.Errorf("supplier has %d orders, want exactly 1", got)
-	}
+	return ids[0]
 }
 
 // pollProposal is GET /v1/operations/{id}?wait= with If-None-Match "1"
