@@ -40,8 +40,9 @@ const DefaultRequestTimeout = 10 * time.Second
 const maxForm = 64 << 10
 
 // sessionCookie holds the signed-in token. It is HttpOnly (no script reads
-// it), SameSite=Strict (no other site's page sends it), Secure over TLS,
-// and scoped to the console's path.
+// it), SameSite=Strict (no other site's page sends it), Secure over TLS
+// (also behind a proxy that ends TLS, see overTLS), and scoped to the
+// console's path.
 const sessionCookie = "actledger_console"
 
 // sessionLifetime bounds how long a browser keeps the cookie.
@@ -344,7 +345,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: secret, Path: "/console/", MaxAge: int(sessionLifetime / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	c.log.InfoContext(ctx, "console signed in", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
 	http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
@@ -358,8 +359,17 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 func clearSession(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
+}
+
+// overTLS says whether the browser reached the console over TLS: directly,
+// or through a proxy that ended TLS and says so with X-Forwarded-Proto.
+// It only decides the cookie's Secure attribute, so a client that claims
+// https over plain HTTP harms no one but itself: its browser will not send
+// the cookie back.
+func overTLS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 // view is what every page template gets.

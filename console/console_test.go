@@ -172,6 +172,22 @@ func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
 	}
 }
 
+// TestCookieIsSecureBehindAProxyThatEndsTLS: a proxy that ends TLS says
+// so with X-Forwarded-Proto, and the session cookie (set at sign-in,
+// cleared at sign-out) is then Secure although the request reached the
+// console over plain HTTP.
+func TestCookieIsSecureBehindAProxyThatEndsTLS(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	s := newSession(t, p)
+	for _, path := range []string{"/console/signin", "/console/signout"} {
+		res := s.post(path, url.Values{"token": {p.Approver}}, "X-Forwarded-Proto", "https")
+		if ck := res.header.Get("Set-Cookie"); res.status != http.StatusSeeOther || !strings.Contains(ck, "Secure") || !strings.Contains(ck, "HttpOnly") {
+			t.Errorf("POST %s behind a TLS proxy: %d, Set-Cookie %q; want 303 and a Secure, HttpOnly cookie", path, res.status, ck)
+		}
+	}
+}
+
 func TestSignInRefusesAgentAndUnknownTokens(t *testing.T) {
 	t.Parallel()
 	p := setup(t)

@@ -13,8 +13,9 @@
 // What must never happen:
 //   - an agent token signs in: agents propose, people decide;
 //   - a token is kept anywhere but an HttpOnly, SameSite=Strict cookie
-//     (Secure over TLS), or is trusted without asking the ledger on each
-//     request: a revoked token stops working at once;
+//     (Secure over TLS, also behind a proxy that ends it), or is trusted
+//     without asking the ledger on each request: a revoked token stops
+//     working at once;
 //   - a POST from another origin changes anything
 //     (http.CrossOriginProtection, and the Referer when neither
 //     Sec-Fetch-Site nor Origin is sent, guard every route);
