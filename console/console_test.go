@@ -30,8 +30,14 @@ func newSession(t *testing.T, p *testpipeline.Pipeline) *session {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A transport of its own: a parallel test's httptest.Server.Close
+	// closes the idle connections of http.DefaultTransport, and a request
+	// that had just taken one of them would fail.
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(transport.CloseIdleConnections)
 	return &session{t: t, base: p.API.URL, client: &http.Client{
 		Jar:           jar,
+		Transport:     transport,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
 }
