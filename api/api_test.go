@@ -54,7 +54,7 @@ func setup(t *testing.T, opts ...option) *fixture {
 func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	t.Helper()
 	f := &fixture{pool: pool, clock: &clock{}}
-	f.store = ledger.New(pool, ledger.Config{Now: f.clock.Now})
+	f.store = ledger.New(pool, ledger.Config{Now: f.clock.Now, Subjects: broker.Subjects{Prefix: "TEST"}})
 	tokens, err := auth.New(pool, f.store, auth.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -62,12 +62,11 @@ func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	f.tokens = tokens
 	cfg := api.Config{
 		Ledger: f.store, Tokens: f.tokens,
-		Actions:         map[string]string{action: "acme"},
-		Targets:         map[string]ledger.Target{"acme": {Account: "acct_test", Environment: "test"}},
-		DispatchSubject: func(p string) string { return broker.DispatchSubject("TEST", p) },
-		RequestTimeout:  3 * time.Second,
-		ReadyChecks:     []api.ReadyCheck{{Name: "postgres", Check: pool.Ping}},
-		Logger:          slog.New(slog.DiscardHandler),
+		Actions:        map[string]string{action: "acme"},
+		Targets:        map[string]ledger.Target{"acme": {Account: "acct_test", Environment: "test"}},
+		RequestTimeout: 3 * time.Second,
+		ReadyChecks:    []api.ReadyCheck{{Name: "postgres", Check: pool.Ping}},
+		Logger:         slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
 		o(&cfg)

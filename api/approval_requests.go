@@ -70,7 +70,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: *req.Key,
 		Provider: providerName, Params: req.Params, Reason: reason,
 		RequestTTL: contract.Approval.RequestTTL.Duration, AutoApproval: auto,
-	}, s.cfg.DispatchSubject(providerName))
+	})
 	if err != nil {
 		if errors.Is(err, ledger.ErrKeyConflict) {
 			s.log.InfoContext(ctx, "proposal refused", "tenant", p.Tenant, "action", req.Action, "key", *req.Key, "reason", err.Error())
@@ -265,7 +265,7 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 		}
 		return d
 	}
-	op, approval, err := s.cfg.Ledger.Approve(ctx, p.TenantID, id, decide, s.cfg.DispatchSubject)
+	op, approval, err := s.cfg.Ledger.Approve(ctx, p.TenantID, id, decide)
 	if errors.Is(err, ledger.ErrNoTarget) && missingProvider != "" {
 		// The proposal was made before the providers file dropped its
 		// provider: a configuration to fix (or a proposal to deny), not

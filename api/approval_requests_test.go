@@ -14,7 +14,6 @@ import (
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 )
@@ -464,14 +463,14 @@ func TestExistingKeyAnswersBeforeATightenedParamsSchema(t *testing.T) {
 	queued, _, err := p.Store.Enqueue(ctx, ledger.EnqueueRequest{
 		TenantID: p.TenantID, TokenID: agent.TokenID, Action: testpipeline.Action, Key: "po-31",
 		Provider: "acme", Params: []byte(loose), ApprovalID: a.ID,
-	}, p.Broker.DispatchSubject("acme"))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	proposed, _, err := p.Store.Propose(ctx, ledger.ProposeRequest{
 		TenantID: p.TenantID, TokenID: agent.TokenID, Action: testpipeline.Action, Key: "po-32",
 		Provider: "acme", Params: []byte(loose), RequestTTL: time.Hour,
-	}, p.Broker.DispatchSubject("acme"))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -480,7 +479,7 @@ func TestExistingKeyAnswersBeforeATightenedParamsSchema(t *testing.T) {
 	keyless, _, err := p.Store.Enqueue(ctx, ledger.EnqueueRequest{
 		TenantID: p.TenantID, TokenID: agent.TokenID, Action: testpipeline.Action,
 		Provider: "acme", Params: []byte(loose), ApprovalID: b.ID,
-	}, p.Broker.DispatchSubject("acme"))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -597,7 +596,7 @@ func TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing(t *te
 	op, _, err := f.store.Propose(ctx, ledger.ProposeRequest{
 		TenantID: agent.TenantID, TokenID: agent.TokenID, Action: action, Key: "po-gone",
 		Provider: "acme", Params: []byte(`{"sku":"A-1","qty":3}`), RequestTTL: time.Hour,
-	}, broker.DispatchSubject("TEST", "acme"))
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

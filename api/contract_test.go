@@ -454,7 +454,7 @@ func TestDispatchStateIsTheTokensTenantsOnly(t *testing.T) {
 	t.Parallel()
 	f := setup(t, withActions)
 	id := f.queuedOperation(t, "po-inflight")
-	if _, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
+	if _, err := f.store.Transition(context.Background(), ledger.Change{
 		ID: uuid.MustParse(id), From: ledger.StatusQueued, Version: 1, To: ledger.StatusDispatching, Kind: "claimed",
 		Actor: "worker:test", LeaseOwner: "worker:test", LeaseUntil: f.clock.Now().Add(time.Minute),
 	}); err != nil {

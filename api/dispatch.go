@@ -6,11 +6,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
 )
 
 // DispatchScope is what a pause or resume covers: an empty provider or
@@ -109,18 +106,7 @@ func (s *Server) ResumeDispatch(ctx context.Context, p auth.Principal, sc Dispat
 	if err := s.checkScope(sc); err != nil {
 		return 0, 0, err
 	}
-	now := s.cfg.Ledger.Now()
-	removed, err = s.cfg.Ledger.ResumeDispatch(ctx, p.TenantID, sc.Provider, sc.Action, func(tx pgx.Tx, ops []ledger.Requeue) error {
-		for _, op := range ops {
-			if err := outbox.Insert(ctx, tx, op.Message(s.cfg.DispatchSubject(op.Provider), now)); err != nil {
-				return err
-			}
-		}
-		// Batches commit one by one; count what the committed ones
-		// released (this one's commit follows).
-		released += len(ops)
-		return nil
-	})
+	removed, released, err = s.cfg.Ledger.ResumeDispatch(ctx, p.TenantID, sc.Provider, sc.Action)
 	if err != nil {
 		return 0, 0, err
 	}

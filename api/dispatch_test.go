@@ -13,8 +13,8 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/testoutbox"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
 )
 
 // Actions of the dispatch tests: two on provider acme, one on beta.
@@ -106,7 +106,7 @@ func (f *fixture) move(t *testing.T, id string, to ledger.Status, next time.Time
 	t.Helper()
 	ctx := context.Background()
 	opID := uuid.MustParse(id)
-	claimed, err := f.store.Transition(ctx, f.pool, ledger.Change{
+	claimed, err := f.store.Transition(ctx, ledger.Change{
 		ID: opID, From: ledger.StatusQueued, Version: 1, To: ledger.StatusDispatching, Kind: "claimed", Actor: "worker:test",
 		LeaseOwner: "worker:test", LeaseUntil: f.clock.Now().Add(time.Minute),
 	})
@@ -117,7 +117,7 @@ func (f *fixture) move(t *testing.T, id string, to ledger.Status, next time.Time
 	if to == ledger.StatusSucceeded {
 		c.ProviderReference = "ord_1"
 	}
-	op, err := f.store.Transition(ctx, f.pool, c)
+	op, err := f.store.Transition(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,7 +191,7 @@ func TestResumeReleasesRetryWaitAndUnknownAtTheirSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	subject := broker.DispatchSubject("TEST", "acme")
-	if err := outbox.Insert(ctx, f.pool, ledger.DispatchMessage{Subject: subject, OperationID: scheduled.ID, Version: scheduled.Version, DeliverAfter: later}.Outbox()); err != nil {
+	if err := testoutbox.InsertErr(ctx, f.pool, ledger.DispatchMessage{Subject: subject, OperationID: scheduled.ID, Version: scheduled.Version, DeliverAfter: later}.Outbox()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -224,7 +224,7 @@ func TestResumeReleasesRetryWaitAndUnknownAtTheirSchedule(t *testing.T) {
 			t.Errorf("%s: %d messages waiting, want 1", tt.key, len(got))
 			continue
 		}
-		op, err := f.store.GetInternal(ctx, f.pool, id)
+		op, err := f.store.GetInternal(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -312,7 +312,7 @@ func TestOpenAPIJSONIsServedAndIsTheYAMLDocument(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := New(Config{
-		Ledger: store, Tokens: tokens, DispatchSubject: func(p string) string { return p },
+		Ledger: store, Tokens: tokens,
 		Targets: map[string]ledger.Target{},
 	})
 	if err != nil {

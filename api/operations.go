@@ -82,7 +82,7 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 	op, replayed, err := s.cfg.Ledger.Enqueue(r.Context(), ledger.EnqueueRequest{
 		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key,
 		Provider: provider, Params: req.Params, ApprovalID: approvalID,
-	}, s.cfg.DispatchSubject(provider))
+	})
 	if err != nil {
 		var approvalErr *ledger.ApprovalError
 		if errors.As(err, &approvalErr) || errors.Is(err, ledger.ErrKeyConflict) {

@@ -85,7 +85,7 @@ func (f *fixture) inReview(t *testing.T, key string) uuid.UUID {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
+	if _, err := f.store.Transition(context.Background(), ledger.Change{
 		ID: id, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test", Actor: "test",
 		Review: &ledger.Review{Reason: ledger.ReasonOutcomeUnknown, Owner: "ops", Deadline: time.Now().Add(time.Hour)},
 	}); err != nil {
@@ -193,7 +193,7 @@ func TestListsRefuseLimitsOutOfRangeAndForeignCursors(t *testing.T) {
 	}
 	// Two events (created, appended) with limit 1: the events cursor is
 	// refused by the review list.
-	if err := f.store.AppendEvent(context.Background(), f.pool, uuid.MustParse(id), "note", "test", nil); err != nil {
+	if err := f.store.AppendEvent(context.Background(), uuid.MustParse(id), "note", "test", nil); err != nil {
 		t.Fatal(err)
 	}
 	r := f.do(t, "GET", "/v1/operations/"+id+"/events?limit=1", f.operator, nil)
@@ -213,7 +213,7 @@ func TestOperationEventsArePaged(t *testing.T) {
 	f := setup(t)
 	id := f.queuedOperation(t, "po-1")
 	for i := range 6 {
-		if err := f.store.AppendEvent(context.Background(), f.pool, uuid.MustParse(id), ledger.EventKind(fmt.Sprintf("note_%d", i)), "test", nil); err != nil {
+		if err := f.store.AppendEvent(context.Background(), uuid.MustParse(id), ledger.EventKind(fmt.Sprintf("note_%d", i)), "test", nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -244,7 +244,7 @@ func TestInFlightListIsPaged(t *testing.T) {
 	want := map[string]bool{}
 	for i := range 5 {
 		id := uuid.MustParse(f.queuedOperation(t, fmt.Sprintf("po-%d", i)))
-		if _, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
+		if _, err := f.store.Transition(context.Background(), ledger.Change{
 			ID: id, From: ledger.StatusQueued, Version: 1, To: ledger.StatusDispatching, Kind: "claimed", Actor: "test",
 			LeaseOwner: "w", LeaseUntil: time.Now().Add(time.Minute),
 		}); err != nil {

@@ -44,9 +44,6 @@ type Config struct {
 	// OnApprovalDecision, when set, is told of every decided approval
 	// request (for metrics).
 	OnApprovalDecision func(outcome metrics.ApprovalOutcome)
-	// DispatchSubject returns the outbox subject for an operation of
-	// provider. Required.
-	DispatchSubject func(provider string) string
 	// ReadyChecks are the backing services /readyz asks, each under its
 	// name ("postgres", "nats"). None means always ready.
 	ReadyChecks []ReadyCheck
@@ -54,8 +51,6 @@ type Config struct {
 	// webhooks (several during a rotation); ok is false for a provider that
 	// is not configured (404).
 	WebhookSecrets func(provider string) (secrets [][]byte, ok bool)
-	// EvidenceSubject returns the outbox subject of evidence from provider.
-	EvidenceSubject func(provider string) string
 	// OnWebhookRejected, when set, is told of every webhook whose
 	// signature failed (for metrics); reason is a fixed word.
 	OnWebhookRejected func(provider, reason string)
@@ -141,8 +136,6 @@ func (cfg Config) validate() error {
 		return errors.New("api: Config.Ledger is required")
 	case cfg.Tokens == nil:
 		return errors.New("api: Config.Tokens is required")
-	case cfg.DispatchSubject == nil:
-		return errors.New("api: Config.DispatchSubject is required")
 	case cfg.Targets == nil:
 		return errors.New("api: Config.Targets is required")
 	case cfg.MaxBody <= 0:

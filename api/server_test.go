@@ -22,8 +22,7 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 	complete := func() api.Config {
 		return api.Config{
 			Ledger: store, Tokens: tokens,
-			DispatchSubject: func(p string) string { return "TEST.dispatch." + p },
-			Targets:         map[string]ledger.Target{},
+			Targets: map[string]ledger.Target{},
 		}
 	}
 	tests := []struct {
@@ -34,7 +33,6 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 		{"complete", func(*api.Config) {}, ""},
 		{"no ledger", func(c *api.Config) { c.Ledger = nil }, "Config.Ledger"},
 		{"no tokens", func(c *api.Config) { c.Tokens = nil }, "Config.Tokens"},
-		{"no dispatch subject", func(c *api.Config) { c.DispatchSubject = nil }, "Config.DispatchSubject"},
 		{"no targets", func(c *api.Config) { c.Targets = nil }, "Config.Targets"},
 		{"negative body limit", func(c *api.Config) { c.MaxBody = -1 }, "Config.MaxBody"},
 		{"negative request timeout", func(c *api.Config) { c.RequestTimeout = -time.Second }, "Config.RequestTimeout"},

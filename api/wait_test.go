@@ -25,6 +25,8 @@ type waitFixture struct {
 	*fixture
 	watcher *ledger.Watcher
 	other   *ledger.Store
+	// otherPool is other's pool: another process's connections.
+	otherPool *pgxpool.Pool
 }
 
 func setupWait(t *testing.T, opts ...option) *waitFixture {
@@ -42,7 +44,7 @@ func setupWait(t *testing.T, opts ...option) *waitFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(otherPool.Close)
-	return &waitFixture{fixture: f, watcher: watcher, other: ledger.New(otherPool, ledger.Config{})}
+	return &waitFixture{fixture: f, watcher: watcher, other: ledger.New(otherPool, ledger.Config{}), otherPool: otherPool}
 }
 
 // holdElsewhere moves operation id from queued to held through the other
@@ -240,7 +242,7 @@ func TestThousandWaitersHoldAFewPostgresConnections(t *testing.T) {
 	f.untilWaiting(t, waiters, 50*time.Second)
 
 	var conns int
-	if err := f.other.Pool().QueryRow(context.Background(),
+	if err := f.otherPool.QueryRow(context.Background(),
 		`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&conns); err != nil {
 		t.Fatal(err)
 	}

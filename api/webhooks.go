@@ -48,7 +48,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(ctx)
 
 	provider := r.PathValue("provider")
-	if s.cfg.WebhookSecrets == nil || s.cfg.EvidenceSubject == nil {
+	if s.cfg.WebhookSecrets == nil {
 		s.writeError(w, r, errUnknownProvider)
 		return
 	}
@@ -96,7 +96,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	stored, err := s.cfg.Ledger.StoreWebhook(ctx, ledger.WebhookEvent{
 		Provider: provider, EventID: req.EventID, Type: req.Type, Reference: req.Reference,
 		ProviderReference: req.ProviderReference, Status: req.Status, Payload: body,
-	}, s.cfg.EvidenceSubject(provider))
+	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return

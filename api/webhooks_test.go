@@ -29,7 +29,6 @@ func withWebhooks(secrets ...[]byte) option {
 			}
 			return secrets, true
 		}
-		c.EvidenceSubject = func(p string) string { return "TEST.evidence." + p }
 	}
 }
 
@@ -106,7 +105,7 @@ func TestUnknownProviderWebhookIs404(t *testing.T) {
 	t.Parallel()
 	body := webhookBody("evt_1")
 	configured := setup(t, withWebhooks(webhookSecret))
-	unconfigured := setup(t) // WebhookSecrets and EvidenceSubject are nil
+	unconfigured := setup(t) // WebhookSecrets is nil
 	tests := []struct {
 		name     string
 		f        *fixture
@@ -293,7 +292,7 @@ func TestMarkWebhookAppliedKeepsTheFirstMark(t *testing.T) {
 	ctx := context.Background()
 	stored, err := f.store.StoreWebhook(ctx, ledger.WebhookEvent{
 		Provider: "acme", EventID: "evt_1", Reference: "r", Status: "failed", Payload: []byte(`{}`),
-	}, "TEST.evidence.acme")
+	})
 	if err != nil || !stored {
 		t.Fatalf("StoreWebhook = %v, %v", stored, err)
 	}
@@ -301,15 +300,15 @@ func TestMarkWebhookAppliedKeepsTheFirstMark(t *testing.T) {
 	if err := f.pool.QueryRow(ctx, `SELECT id FROM webhook_events`).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.store.MarkWebhookApplied(ctx, f.pool, id, "settled"); err != nil {
+	if err := f.store.MarkWebhookApplied(ctx, id, "settled"); err != nil {
 		t.Fatalf("first mark: %v", err)
 	}
 	// A redelivered evidence message marks again: no error, first mark kept.
 	f.clock.Advance(time.Minute)
-	if err := f.store.MarkWebhookApplied(ctx, f.pool, id, "other"); err != nil {
+	if err := f.store.MarkWebhookApplied(ctx, id, "other"); err != nil {
 		t.Errorf("second mark = %v, want nil", err)
 	}
-	if err := f.store.MarkWebhookApplied(ctx, f.pool, id+1000, "x"); !errors.Is(err, ledger.ErrNotFound) {
+	if err := f.store.MarkWebhookApplied(ctx, id+1000, "x"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("mark of a missing event = %v, want ErrNotFound", err)
 	}
 	if _, err := f.store.WebhookEvent(ctx, id+1000); !errors.Is(err, ledger.ErrNotFound) {

@@ -73,7 +73,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	if len(held) != 1 || held[0].ID != op.ID || held[0].Status != ledger.StatusHeld {
 		t.Errorf("held %v, want only po-revoked, held", held)
 	}
-	if lapse, err := p.Store.CheckLapse(ctx, p.Pool, op.ID); err != nil || lapse != ledger.LapseApprovalRevoked {
+	if lapse, err := p.Store.CheckLapse(ctx, op.ID); err != nil || lapse != ledger.LapseApprovalRevoked {
 		t.Errorf("lapse of po-revoked: %q (%v), want %q", lapse, err, ledger.LapseApprovalRevoked)
 	}
 	if status, out := enqueue("po-new", `{"sku":"A-1"}`, granted); status != http.StatusForbidden {

@@ -35,9 +35,29 @@ func (b *Broker) EvidenceStream() string { return b.cfg.Prefix + "_" + streamEvi
 // DispatchSubject is the subject of dispatch messages for provider.
 func DispatchSubject(prefix, provider string) string { return prefix + ".ops." + provider }
 
+// Subjects names the subjects of one deployment's streams, those of its
+// Prefix. It needs no connection: the ledger, which writes the outbox rows
+// published on them, takes it (or a Broker) as its ledger.Subjects, and
+// tests of the ledger alone name subjects exactly as the streams take them.
+type Subjects struct{ Prefix string }
+
+// DispatchSubject is the subject of dispatch messages for provider.
+func (s Subjects) DispatchSubject(provider string) string { return DispatchSubject(s.Prefix, provider) }
+
+// EvidenceSubject is the subject of evidence from provider (see
+// Broker.EvidenceSubject).
+func (s Subjects) EvidenceSubject(provider string) string { return s.Prefix + ".evidence." + provider }
+
+// ReviewSubjectPrefix is what review subjects start with:
+// <prefix>.review, followed by .<tenant id>.<reason>.
+func (s Subjects) ReviewSubjectPrefix() string { return s.Prefix + ".review" }
+
+// Subjects names this broker's subjects.
+func (b *Broker) Subjects() Subjects { return Subjects{Prefix: b.cfg.Prefix} }
+
 // DispatchSubject is the subject of dispatch messages for provider.
 func (b *Broker) DispatchSubject(provider string) string {
-	return DispatchSubject(b.cfg.Prefix, provider)
+	return b.Subjects().DispatchSubject(provider)
 }
 
 // ReviewSubject is the subject of the review items of the tenant whose id
@@ -60,7 +80,7 @@ const UnownedToken = "_"
 // message names a stored row; the reconciler applies the row only if it is
 // this provider's.
 func (b *Broker) EvidenceSubject(provider string) string {
-	return b.cfg.Prefix + ".evidence." + provider
+	return b.Subjects().EvidenceSubject(provider)
 }
 
 // EvidenceProvider is the provider an evidence subject names, or "" when
@@ -153,4 +173,4 @@ func (b *Broker) warnDurability(ctx context.Context) {
 
 // ReviewSubjectPrefix is what review subjects start with:
 // <prefix>.review, followed by .<tenant id>.<reason>.
-func (b *Broker) ReviewSubjectPrefix() string { return b.cfg.Prefix + ".review" }
+func (b *Broker) ReviewSubjectPrefix() string { return b.Subjects().ReviewSubjectPrefix() }

@@ -121,7 +121,7 @@ func propose(t *testing.T, p *testpipeline.Pipeline, key, params string) ledger.
 func inReview(t *testing.T, p *testpipeline.Pipeline, key string, reason ledger.ReviewReason, owner string) ledger.Operation {
 	t.Helper()
 	op := p.Enqueue(key, `{"sku":"A-1","qty":1}`)
-	op, err := p.Store.Transition(context.Background(), p.Pool, ledger.Change{
+	op, err := p.Store.Transition(context.Background(), ledger.Change{
 		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test_review", Actor: "test",
 		Review: &ledger.Review{Reason: reason, Owner: owner, Deadline: time.Now().Add(time.Hour)},
 	})

@@ -226,7 +226,7 @@ func TestCallsInFlightShowTheirAge(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	op := p.Enqueue("po-fly", `{"sku":"A-1","qty":1}`)
-	if _, err := p.Store.Transition(context.Background(), p.Pool, ledger.Change{
+	if _, err := p.Store.Transition(context.Background(), ledger.Change{
 		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching, Kind: "claimed", Actor: "test",
 		LeaseOwner: "worker-7", LeaseFor: time.Minute,
 	}); err != nil {
@@ -266,7 +266,7 @@ func TestAnotherTenantsDispatchAndDecisionsStayApart(t *testing.T) {
 	p := setup(t)
 	proposal := propose(t, p, "po-apart", `{"sku":"A-1","qty":1}`)
 	op := p.Enqueue("po-fly-apart", `{"sku":"A-1","qty":1}`)
-	if _, err := p.Store.Transition(context.Background(), p.Pool, ledger.Change{
+	if _, err := p.Store.Transition(context.Background(), ledger.Change{
 		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching, Kind: "claimed", Actor: "test",
 		LeaseOwner: "worker-apart", LeaseFor: time.Minute,
 	}); err != nil {

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/testoutbox"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 )
 
@@ -107,7 +107,7 @@ func TestDuplicatedMessagesAndRacingWorkersMakeOneCall(t *testing.T) {
 	// Two more copies of the dispatch message, past JetStream's dedup.
 	for i := range 2 {
 		m := ledger.DispatchMessage{Subject: p.Broker.DispatchSubject("acme"), OperationID: op.ID, Version: op.Version, RepublishedAt: time.Now().Add(time.Duration(i))}.Outbox()
-		if err := outbox.Insert(context.Background(), p.Pool, m); err != nil {
+		if err := testoutbox.InsertErr(context.Background(), p.Pool, m); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -346,7 +346,7 @@ func TestLookupIsNotTrustedInAnotherAccountThanTheSend(t *testing.T) {
 	p.WaitStatus(op, ledger.StatusUnknown, settle)
 	// Before the lookup is due, the history shows a send to another account
 	// (the provider's config changed since).
-	err := p.Store.AppendEvent(context.Background(), p.Pool, op.ID, "attempt", "worker:old",
+	err := p.Store.AppendEvent(context.Background(), op.ID, "attempt", "worker:old",
 		map[string]any{"attempt": 0, "class": "unknown", "sent": true, "account": "acct_before", "environment": "test"})
 	if err != nil {
 		t.Fatal(err)

@@ -8,12 +8,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/sethvargo/go-retry"
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 )
 
@@ -63,7 +61,7 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 		// It moved on, its dispatch is paused, or it is another
 		// provider's: read what it needs now.
 	}
-	op, err := d.store.GetInternal(ctx, d.store.Pool(), m.OperationID)
+	op, err := d.store.GetInternal(ctx, m.OperationID)
 	if err != nil {
 		return err
 	}
@@ -373,7 +371,7 @@ func (w *work) create(ctx context.Context) error {
 		// expired counts no attempt): the resend may have been refused
 		// before its key was looked at. Failed would tell the agent nothing
 		// happened while the effect may exist.
-		open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
+		open, err := w.store.OutcomeOpen(ctx, w.op.ID)
 		if err != nil {
 			return err
 		}
@@ -392,7 +390,7 @@ func (w *work) create(ctx context.Context) error {
 		// as never sent). It stays unknown, the refusal's Retry-After
 		// honoured before the next step.
 		if w.settling {
-			open, err := w.store.OutcomeOpen(ctx, w.store.Pool(), w.op.ID)
+			open, err := w.store.OutcomeOpen(ctx, w.op.ID)
 			if err != nil {
 				return err
 			}
@@ -599,7 +597,7 @@ func (w *work) lookup(ctx context.Context) error {
 		if w.exhausted(w.op.Attempts, time.Time{}, now) {
 			return w.move(ctx, ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupAbsentConfirmed, Review: w.review(ledger.ReasonRetriesExhausted, now), Detail: evidence})
 		}
-		if err := w.store.AppendEvent(ctx, w.store.Pool(), w.op.ID, ledger.EventLookupAbsentConfirmed, w.actor, evidence); err != nil {
+		if err := w.store.AppendEvent(ctx, w.op.ID, ledger.EventLookupAbsentConfirmed, w.actor, evidence); err != nil {
 			return err
 		}
 		w.log.InfoContext(ctx, "absence confirmed after the visibility lag; resending with the same key")
@@ -640,40 +638,15 @@ func (w *work) moveThen(ctx context.Context, c ledger.Change, more ...ledger.Cha
 	})
 }
 
+// record writes c, and then each of more, conditional on the claimed
+// version; the ledger adds the dispatch message of a state that waits for
+// one.
 func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Change) error {
-	scheduled := false
-	var err error
-	if len(more) == 0 && c.NextAttemptAt.IsZero() {
-		// One change and nothing to schedule: a single statement, atomic
-		// on its own, which shares its commit with other workers' results.
-		c.ID, c.From, c.Version, c.Actor = w.op.ID, w.op.Status, w.op.Version, w.actor
-		_, err = w.store.Record(ctx, c)
-		return w.fenced(ctx, c, err)
+	c.ID, c.From, c.Version, c.Actor = w.op.ID, w.op.Status, w.op.Version, w.actor
+	for i := range more {
+		more[i].Actor = w.actor
 	}
-	err = pgx.BeginFunc(ctx, w.store.Pool(), func(tx pgx.Tx) error {
-		op := w.op
-		for _, ch := range append([]ledger.Change{c}, more...) {
-			ch.ID, ch.From, ch.Version = op.ID, op.Status, op.Version
-			ch.Actor = w.actor
-			next, err := w.store.Transition(ctx, tx, ch)
-			if err != nil {
-				return err
-			}
-			op = next
-		}
-		if (op.Status == ledger.StatusRetryWait || op.Status == ledger.StatusUnknown) && op.NextAttemptAt != nil {
-			msg := ledger.DispatchMessage{
-				Subject: w.broker.DispatchSubject(op.Provider), OperationID: op.ID, Version: op.Version, DeliverAfter: *op.NextAttemptAt,
-			}.Outbox()
-			scheduled = true
-			return outbox.Insert(ctx, tx, msg)
-		}
-		return nil
-	})
-	if err == nil && scheduled {
-		// The relay sleeps until its earliest due row: let it see this one.
-		w.store.OutboxCommitted()
-	}
+	_, err := w.store.Record(ctx, c, more...)
 	return w.fenced(ctx, c, err)
 }
 
@@ -694,7 +667,7 @@ func (w *work) fenced(ctx context.Context, c ledger.Change, err error) error {
 			evidence = &ledger.EvidenceMessage{Kind: ledger.EvidenceStaleResult, Provider: w.op.Provider, Reference: w.op.ExternalKey,
 				ProviderReference: c.ProviderReference, Worker: w.actor}
 		}
-		return w.store.KeepStaleResult(ctx, w.op.ID, w.actor, detail, evidence, w.broker.EvidenceSubject(w.op.Provider))
+		return w.store.KeepStaleResult(ctx, w.op.ID, w.actor, detail, evidence)
 	}
 	return err
 }

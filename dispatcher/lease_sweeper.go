@@ -8,12 +8,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 )
 
@@ -170,31 +167,14 @@ func (s *LeaseSweeper) holdExpiredRequests(ctx context.Context) error {
 // re-publish is recorded, and the next waits twice as long as the last,
 // from Interval up to MaxRedispatchBackoff.
 func (s *LeaseSweeper) redispatch(ctx context.Context) error {
-	now := s.store.Now()
-	var stuck []ledger.Operation
-	err := pgx.BeginFunc(ctx, s.store.Pool(), func(tx pgx.Tx) error {
-		var err error
-		stuck, err = s.store.Redispatch(ctx, tx, now.Add(-s.cfg.StuckAfter), s.cfg.Interval, s.cfg.MaxRedispatchBackoff, s.cfg.Batch, "sweeper:"+s.cfg.WorkerID)
-		if err != nil {
-			return err
-		}
-		for _, op := range stuck {
-			msg := ledger.DispatchMessage{Subject: s.broker.DispatchSubject(op.Provider), OperationID: op.ID, Version: op.Version, RepublishedAt: now}
-			if err := outbox.Insert(ctx, tx, msg.Outbox()); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	cutoff := s.store.Now().Add(-s.cfg.StuckAfter)
+	stuck, err := s.store.Redispatch(ctx, cutoff, s.cfg.Interval, s.cfg.MaxRedispatchBackoff, s.cfg.Batch, "sweeper:"+s.cfg.WorkerID)
 	if err != nil {
 		return err
 	}
 	for _, op := range stuck {
 		s.log.WarnContext(ctx, "dispatch message never arrived; published it again",
 			"operation_id", op.ID, "tenant", op.Tenant, "status", op.Status)
-	}
-	if len(stuck) > 0 {
-		s.store.OutboxCommitted()
 	}
 	return nil
 }
@@ -216,7 +196,7 @@ func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
 	now := s.store.Now()
 	s.log.WarnContext(ctx, "dispatch lease expired; outcome unknown", "operation_id", op.ID, "tenant", op.Tenant,
 		"lease_owner", op.LeaseOwner, "attempts", op.Attempts)
-	lapse, err := s.store.CheckLapse(ctx, s.store.Pool(), op.ID)
+	lapse, err := s.store.CheckLapse(ctx, op.ID)
 	if err != nil {
 		return err
 	}

@@ -161,7 +161,7 @@ func (s *Store) RevokeApproval(ctx context.Context, tenant, id uuid.UUID, actor 
 		if err != nil {
 			return fmt.Errorf("revoke approval %s: %w", id, err)
 		}
-		held, err = s.holdUnsent(ctx, tx, operationsUnsentByApproval, id, "approval_revoked", actor)
+		held, err = s.holdUnsent(ctx, tx, operationsUnsentByApproval, id, EventKind(LapseApprovalRevoked), actor)
 		return err
 	})
 	return approval, held, err

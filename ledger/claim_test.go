@@ -61,7 +61,7 @@ func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
 	// A sweeper that read the claim before is fenced by the version; one
 	// that read it after, by the lease that is not expired.
 	for _, version := range []int64{claimed.Version, conf.Version} {
-		_, err := f.store.Transition(ctx, f.pool, ledger.Change{
+		_, err := f.store.Transition(ctx, ledger.Change{
 			ID: op.ID, From: ledger.StatusDispatching, Version: version, To: ledger.StatusUnknown,
 			Kind: "lease_expired", Actor: "sweeper:test", OnlyIfLeaseExpired: true, SentAt: time.Now(),
 		})
@@ -100,10 +100,10 @@ func TestOutcomeOpenUntilALookupConfirmsAbsence(t *testing.T) {
 		{"lease_expired", map[string]any{}, true},
 	}
 	for i, s := range steps {
-		if err := f.store.AppendEvent(ctx, f.pool, op.ID, s.kind, "worker:test", s.detail); err != nil {
+		if err := f.store.AppendEvent(ctx, op.ID, s.kind, "worker:test", s.detail); err != nil {
 			t.Fatal(err)
 		}
-		open, err := f.store.OutcomeOpen(ctx, f.pool, op.ID)
+		open, err := f.store.OutcomeOpen(ctx, op.ID)
 		if err != nil || open != s.open {
 			t.Errorf("after %d %s %v: open = %v (%v), want %v", i, s.kind, s.detail, open, err, s.open)
 		}
@@ -128,7 +128,7 @@ func TestClaimAndConfirmForAnotherTargetLapseAsMismatch(t *testing.T) {
 		TenantID: f.tenant, TokenID: f.agent.TokenID, Action: action, Key: "auto-1", Provider: "acme",
 		Params: []byte(`{}`), RequestTTL: time.Hour,
 		AutoApproval: &ledger.Decision{Approver: "policy:p1", PolicyVersion: "p1", TTL: time.Hour},
-	}, "TEST.ops.acme"); !errors.Is(err, ledger.ErrNoTarget) {
+	}); !errors.Is(err, ledger.ErrNoTarget) {
 		t.Errorf("policy approval without a target: err = %v, want ErrNoTarget", err)
 	}
 	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
@@ -179,7 +179,7 @@ func TestTransitionsReadOnlyTheirOperationsAfterTheLedgerGrows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.store.Transition(ctx, conn, c); err != nil {
+		if _, err := f.store.TransitionOn(ctx, conn, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -199,7 +199,7 @@ FROM (SELECT n, gen_random_uuid() AS id FROM generate_series(1, 20000) n) g`, f.
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if _, err := f.store.Transition(ctx, tx, c); err != nil {
+	if _, err := f.store.TransitionOn(ctx, tx, c); err != nil {
 		t.Fatal(err)
 	}
 	var seqRead int64
@@ -230,7 +230,7 @@ func TestClaimNamingAnotherProviderWritesNothing(t *testing.T) {
 	if err := claim("beta"); !errors.Is(err, ledger.ErrStale) {
 		t.Fatalf("claim for provider beta of an acme operation: err = %v, want ErrStale", err)
 	}
-	after, err := f.store.GetInternal(ctx, f.pool, op.ID)
+	after, err := f.store.GetInternal(ctx, op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,8 +8,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/actledger/actledger/outbox"
 )
 
 // Lapse says why an operation may no longer be sent although it was
@@ -44,9 +42,9 @@ WHERE o.id = $1`
 // (Claim, ConfirmClaim), right before every provider call, and there also
 // whether the approval was granted for the provider target they would
 // send to; CheckLapse, which knows no target, does not compare it.
-func (s *Store) CheckLapse(ctx context.Context, db DBTX, id uuid.UUID) (Lapse, error) {
+func (s *Store) CheckLapse(ctx context.Context, id uuid.UUID) (Lapse, error) {
 	var lapse Lapse
-	if err := db.QueryRow(ctx, operationLapse, id, s.nowArg(), nil, nil).Scan(&lapse); err != nil {
+	if err := s.pool.QueryRow(ctx, operationLapse, id, s.nowArg(), nil, nil).Scan(&lapse); err != nil {
 		return LapseNone, fmt.Errorf("check approval of %s: %w", id, err)
 	}
 	return lapse, nil
@@ -136,12 +134,12 @@ type Requeue struct {
 // transaction by default.
 const DefaultResumeBatch = 500
 
-// Message is the outbox message that releases r on subject: a deliberate
+// message is the outbox message that releases r on subject: a deliberate
 // re-publish of its version (at makes its Nats-Msg-Id new), held back until
 // r is due. Never earlier: the dispatcher drops a message that arrives
 // before next_attempt_at as early, and the operation would then wait for
 // the stuck sweeper.
-func (r Requeue) Message(subject string, at time.Time) outbox.Message {
+func (r Requeue) message(subject string, at time.Time) OutboxMessage {
 	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at}
 	if r.NextAttemptAt != nil {
 		m.DeliverAfter = *r.NextAttemptAt
@@ -153,55 +151,64 @@ func (r Requeue) Message(subject string, at time.Time) outbox.Message {
 // provider, action ("" matches any), so an empty scope clears them all, and
 // returns how many it removed. It then finds the operations of the scope
 // that no remaining pause covers and that wait for a dispatch message, and
-// hands them to publish (which writes their messages to the outbox, see
-// Requeue.Message), in batches of Config.ResumeBatch, oldest first, each
-// in its own transaction: the pauses go with the first batch. A resume of
-// a long pause so never holds one transaction (and the locks and outbox rows
+// writes their messages to the outbox (queued ones due now, retry_wait and
+// unknown ones at their schedule), in batches of Config.ResumeBatch, oldest
+// first, each in its own transaction: the pauses go with the first batch.
+// released counts the operations of the committed batches. A resume of a
+// long pause so never holds one transaction (and the locks and outbox rows
 // of every operation) open. If a later batch fails, the pauses are gone and
 // the earlier batches released; the error says so, and a repeated resume
 // (or the stuck sweeper) releases the rest. Resuming where nothing is
 // paused is not an error: it removes nothing and still releases what
 // waits, so a resume can be repeated safely.
-func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string, publish func(tx pgx.Tx, released []Requeue) error) (removed int, err error) {
+func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string) (removed, released int, err error) {
 	var afterAt *time.Time
 	var afterID uuid.UUID
+	now := s.Now()
 	for batch := 0; ; batch++ {
 		n := 0
-		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err = s.InTx(ctx, func(tx *Tx) error {
 			if batch == 0 {
-				tag, err := tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
+				tag, err := tx.tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
 				if err != nil {
 					return fmt.Errorf("resume dispatch: %w", err)
 				}
 				removed = int(tag.RowsAffected())
 			}
-			rows, _ := tx.Query(ctx, operationsReleasable, pgx.StrictNamedArgs{
+			rows, _ := tx.tx.Query(ctx, operationsReleasable, pgx.StrictNamedArgs{
 				"tenant": tenant, "provider": provider, "action": action,
 				"after_at": afterAt, "after_id": afterID, "limit": s.resumeBatch,
 			})
-			released, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
+			ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
 			if err != nil {
 				return fmt.Errorf("find released operations: %w", err)
 			}
-			n = len(released)
+			n = len(ops)
 			if n == 0 {
 				return nil
 			}
-			last := released[n-1]
+			last := ops[n-1]
 			afterAt, afterID = &last.CreatedAt, last.ID
-			return publish(tx, released)
+			for _, op := range ops {
+				subject, err := s.dispatchSubject(op.Provider)
+				if err != nil {
+					return err
+				}
+				if err := s.insertOutbox(ctx, tx, op.message(subject, now)); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if err != nil {
 			if batch > 0 {
-				return removed, fmt.Errorf("resume dispatch: pauses removed and %d batch(es) released, then: %w", batch, err)
+				return removed, released, fmt.Errorf("resume dispatch: pauses removed and %d batch(es) released, then: %w", batch, err)
 			}
-			return 0, err
+			return 0, 0, err
 		}
-		if n > 0 {
-			s.OutboxCommitted()
-		}
+		released += n
 		if n < s.resumeBatch {
-			return removed, nil
+			return removed, released, nil
 		}
 	}
 }
@@ -305,21 +312,40 @@ func (s *Store) LeaseExpired(ctx context.Context, limit int) ([]Operation, error
 }
 
 // Redispatch finds up to limit operations that have waited since before
-// cutoff for a dispatch message that never came, and records on each that
-// it is re-published now (an event EventRedispatched); the caller writes the
-// messages to the outbox in the same transaction tx. An operation that
-// stays stuck is found again only after its backoff: base, doubled per
+// cutoff for a dispatch message that never came, records on each that it
+// is re-published now (an event EventRedispatched) and writes its message
+// again, in one transaction, and returns them. An operation that stays
+// stuck is found again only after its backoff: base, doubled per
 // re-publish since it last changed, at most maxBackoff.
-func (s *Store) Redispatch(ctx context.Context, tx pgx.Tx, cutoff time.Time, base, maxBackoff time.Duration, limit int, actor string) ([]Operation, error) {
-	rows, _ := tx.Query(ctx, operationsRedispatch, pgx.StrictNamedArgs{
-		"cutoff": cutoff, "now": s.nowArg(), "base_us": base.Microseconds(), "max_backoff_us": maxBackoff.Microseconds(),
-		"limit": limit, "actor": actor, "kind": EventRedispatched,
+func (s *Store) Redispatch(ctx context.Context, cutoff time.Time, base, maxBackoff time.Duration, limit int, actor string) ([]Operation, error) {
+	now := s.Now()
+	var stuck []Operation
+	err := s.InTx(ctx, func(tx *Tx) error {
+		rows, _ := tx.tx.Query(ctx, operationsRedispatch, pgx.StrictNamedArgs{
+			"cutoff": cutoff, "now": s.nowArg(), "base_us": base.Microseconds(), "max_backoff_us": maxBackoff.Microseconds(),
+			"limit": limit, "actor": actor, "kind": EventRedispatched,
+		})
+		var err error
+		stuck, err = pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
+		if err != nil {
+			return fmt.Errorf("find stuck operations: %w", err)
+		}
+		for _, op := range stuck {
+			subject, err := s.dispatchSubject(op.Provider)
+			if err != nil {
+				return err
+			}
+			m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, RepublishedAt: now}
+			if err := s.insertOutbox(ctx, tx, m.Outbox()); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
-	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
-		return nil, fmt.Errorf("find stuck operations: %w", err)
+		return nil, err
 	}
-	return ops, nil
+	return stuck, nil
 }
 
 // operationConfirmClaim is the check a worker makes right before every
@@ -403,26 +429,20 @@ func (s *Store) ConfirmClaim(ctx context.Context, id uuid.UUID, version int64, o
 	return conf, confirmErr
 }
 
-// operationOutcomeOpen holds when an earlier attempt of operation $1 may
-// have had an effect that nothing has settled since: the latest event
-// that says an effect may exist (an attempt whose outcome was unknown, an
-// expired lease, a late result a fenced worker saw) comes after the
-// latest lookup that confirmed absence. It reads the history the way the
-// reconciler's judgement does.
-const operationOutcomeOpen = `SELECT
-    coalesce(max(seq) FILTER (WHERE (kind = 'attempt' AND detail->>'class' IN ('unknown', 'succeeded'))
-                                 OR kind IN ('lease_expired', 'stale_result', 'lookup_found')
-                                 OR (kind = 'evidence' AND detail->>'status' = 'succeeded')), 0)
-  > coalesce(max(seq) FILTER (WHERE kind IN ('lookup_absent_confirmed', 'replay_lookup_absent')), 0)
-FROM operation_events WHERE operation_id = $1`
-
 // OutcomeOpen reports whether an earlier attempt of operation id may have
-// had an effect that no lookup has since excluded: then a refusal of a
-// later attempt says nothing about whether the effect exists.
-func (s *Store) OutcomeOpen(ctx context.Context, db DBTX, id uuid.UUID) (bool, error) {
-	var open bool
-	if err := db.QueryRow(ctx, operationOutcomeOpen, id).Scan(&open); err != nil {
+// had an effect that no lookup has since excluded (Judgement.Open): then a
+// refusal of a later attempt says nothing about whether the effect exists.
+func (s *Store) OutcomeOpen(ctx context.Context, id uuid.UUID) (bool, error) {
+	rows, _ := s.pool.Query(ctx, operationEventsInternal, id)
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
+	if err != nil {
 		return false, fmt.Errorf("read outcome history of %s: %w", id, err)
 	}
-	return open, nil
+	return Judge(events).Open(), nil
 }
+
+// operationEventsInternal is the history of operation $1 whatever its
+// tenant, for workers acting on ids from the ledger's own messages.
+const operationEventsInternal = `SELECT seq, at, kind, from_status, to_status, actor, detail
+FROM operation_events WHERE operation_id = $1
+ORDER BY seq`

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/actledger/actledger/outbox"
 )
 
 // Dispatch is the payload of a dispatch message: a pointer to an operation
@@ -51,12 +49,12 @@ type DispatchMessage struct {
 }
 
 // Outbox returns the outbox row for m.
-func (m DispatchMessage) Outbox() outbox.Message {
+func (m DispatchMessage) Outbox() OutboxMessage {
 	// Marshalling a UUID and an integer cannot fail.
 	payload, _ := json.Marshal(Dispatch{OperationID: m.OperationID, Version: m.Version})
 	msgID := DispatchMsgID(m.OperationID, m.Version)
 	if !m.RepublishedAt.IsZero() {
 		msgID = fmt.Sprintf("%s.r%d", msgID, m.RepublishedAt.UnixNano())
 	}
-	return outbox.Message{Subject: m.Subject, MsgID: msgID, Payload: payload, DeliverAfter: m.DeliverAfter}
+	return OutboxMessage{Subject: m.Subject, MsgID: msgID, Payload: payload, DeliverAfter: m.DeliverAfter}
 }

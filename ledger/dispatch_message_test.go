@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/internal/testoutbox"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
 )
 
 func TestDispatchMessageCarriesTheOperationAndItsVersion(t *testing.T) {
@@ -77,7 +77,7 @@ func TestSQLWaitingMessageAgreesWithGoBuilder(t *testing.T) {
 		"scheduled": {Subject: "TEST.ops.acme", OperationID: op.ID, Version: op.Version, DeliverAfter: time.Now().Add(time.Hour)},
 		"republish": {Subject: "TEST.ops.acme", OperationID: op.ID, Version: op.Version, RepublishedAt: time.Now()},
 	} {
-		if err := outbox.Insert(ctx, f.pool, m.Outbox()); err != nil {
+		if err := testoutbox.InsertErr(ctx, f.pool, m.Outbox()); err != nil {
 			t.Fatal(err)
 		}
 		if waits() {

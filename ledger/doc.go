@@ -28,6 +28,23 @@
 // outbox message in one transaction, and Deny cancels it. A proposal
 // nobody decides in time, or whose requesting token is revoked, is held.
 //
+// The ledger is the only writer of the transactional outbox. A change that
+// leaves an operation waiting for a dispatch message (queued, or a retry or
+// lookup scheduled) gets that message in the same transaction, from
+// Transition, TransitionTx and Record: no caller writes, or remembers, a
+// message. Enqueue, Approve, Redispatch, ResumeDispatch, StoreWebhook,
+// KeepStaleResult and RecordUnmatched write the messages of their own
+// writes the same way, and every transition into review writes its review
+// announcement in the same statement. Subjects (which *broker.Broker
+// satisfies) says where each message goes; a writer with several ledger
+// writes to commit together uses InTx and the …Tx methods, and relays are
+// woken after the commit (Config.OutboxCommitted).
+//
+// Judge is the one reading of an operation's history: whether an earlier
+// attempt may have had an effect, and whether one was confirmed.
+//
 // The ledger never talks to providers or to NATS: the dispatcher and the
-// relay do, and they report back through this package.
+// relay do, and they report back through this package. It must never import
+// a NATS package (deps_test.go holds it to that), and no other package
+// writes outbox rows.
 package ledger

@@ -10,8 +10,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/actledger/actledger/outbox"
 )
 
 // EnqueueRequest is an agent's request to carry out an approved action.
@@ -71,8 +69,8 @@ const approvalRefused = "AL403"
 // (with the existing operation). Approval problems return *ApprovalError.
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
-func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string) (op Operation, replayed bool, err error) {
-	c, err := s.newEnqueueCall(req, subject)
+func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
+	c, err := s.newEnqueueCall(req)
 	if err != nil {
 		return Operation{}, false, err
 	}
@@ -82,7 +80,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 	err = s.group.doSet(ctx, order, s.enqueues, c)
 	op, replayed, err = s.finishEnqueue(ctx, s.pool, c, err)
 	if err == nil && !replayed {
-		s.OutboxCommitted()
+		s.signalOutbox()
 	}
 	return op, replayed, err
 }
@@ -90,10 +88,9 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest, subject string)
 // EnqueueTx is Enqueue inside the caller's transaction tx, for an
 // operation that must exist only if the caller's other writes commit (a
 // compensation created with an operator's resolution). After an error the
-// caller rolls tx back (an approval refusal has aborted it already). The
-// caller calls OutboxCommitted after its commit.
-func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, subject string) (op Operation, replayed bool, err error) {
-	c, err := s.newEnqueueCall(req, subject)
+// caller rolls tx back (an approval refusal has aborted it already).
+func (s *Store) EnqueueTx(ctx context.Context, tx *Tx, req EnqueueRequest) (op Operation, replayed bool, err error) {
+	c, err := s.newEnqueueCall(req)
 	if err != nil {
 		return Operation{}, false, err
 	}
@@ -101,8 +98,12 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, req EnqueueRequest, su
 	if err != nil {
 		return Operation{}, false, err
 	}
-	err = c.scan(tx.QueryRow(ctx, enqueueStmt.SQL, args...))
-	return s.finishEnqueue(ctx, tx, c, err)
+	err = c.scan(tx.tx.QueryRow(ctx, enqueueStmt.SQL, args...))
+	op, replayed, err = s.finishEnqueue(ctx, tx.tx, c, err)
+	if err == nil && !replayed {
+		tx.wroteOutbox = true // enqueue_operation wrote its dispatch message
+	}
+	return op, replayed, err
 }
 
 // operationsEnqueue runs schema/016_set_based_writes.sql's enqueue_operations:
@@ -181,7 +182,7 @@ type enqueueCall struct {
 	id          uuid.UUID
 	canonical   []byte
 	fingerprint string
-	msg         outbox.Message
+	msg         OutboxMessage
 	now         *time.Time
 
 	created   bool
@@ -189,7 +190,11 @@ type enqueueCall struct {
 	tenant    *string
 }
 
-func (s *Store) newEnqueueCall(req EnqueueRequest, subject string) (*enqueueCall, error) {
+func (s *Store) newEnqueueCall(req EnqueueRequest) (*enqueueCall, error) {
+	subject, err := s.dispatchSubject(req.Provider)
+	if err != nil {
+		return nil, err
+	}
 	canonical, fingerprint, err := Canonicalize(req.Params)
 	if err != nil {
 		return nil, err
@@ -265,7 +270,7 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 		return op, true, nil
 	}
 	conflict := map[string]any{"params_fingerprint": c.fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
-	if err := s.AppendEvent(ctx, db, op.ID, "key_conflict", req.Actor, conflict); err != nil {
+	if err := s.appendEvent(ctx, db, op.ID, EventKeyConflict, req.Actor, conflict); err != nil {
 		return op, false, err
 	}
 	return op, false, ErrKeyConflict

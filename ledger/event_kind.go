@@ -1,11 +1,12 @@
 package ledger
 
 // EventKind names an entry of an operation's history (operation_events.kind).
-// Writers name what happened ("claimed", "provider_answered", the Lapse that
-// held an operation, …); the constants below are the kinds that readers
-// branch on: the reconciler's judgement of a history (reconciler.judge) and
-// the statement that tells whether an earlier attempt's effect is still open
-// (operationOutcomeOpen), which must read a history the same way.
+// Every kind the code writes is named here once: the ones readers branch on
+// (the judgement of a history, Judge, and the statement that tells whether
+// an earlier attempt's effect is still open, operationOutcomeOpen, which
+// must read a history the same way), and the ones people read. A hold
+// because an approval or token lapsed is recorded under the Lapse's own
+// name (EventKind(lapse)).
 type EventKind string
 
 // Event kinds that readers branch on.
@@ -37,4 +38,40 @@ const (
 	// EventRedispatched: the stuck-dispatch sweeper published the
 	// operation's dispatch message again; a note, not a state change.
 	EventRedispatched EventKind = "redispatched"
+	// EventKeyConflict: a request reused an operation's key with other
+	// params; nothing was created or sent.
+	EventKeyConflict EventKind = "key_conflict"
+)
+
+// Event kinds of the lifecycle, written by the ledger's users.
+const (
+	// EventCreated: the operation was stored (by enqueue_operation, or a
+	// proposal).
+	EventCreated EventKind = "created"
+	// EventClaimed: a worker took the operation for one lease.
+	EventClaimed EventKind = "claimed"
+	// EventApproved: a person or a policy approved a proposal.
+	EventApproved EventKind = "approved"
+	// EventDenied: a person declined a proposal.
+	EventDenied EventKind = "denied"
+	// EventApprovalRequestExpired: nobody decided a proposal within its
+	// request_ttl.
+	EventApprovalRequestExpired EventKind = "approval_request_expired"
+	// EventApproverTokenRevoked: the token that approved the operation was
+	// revoked before it was sent.
+	EventApproverTokenRevoked EventKind = "approver_token_revoked"
+	// EventNeedsReview: nothing can settle an unknown outcome without a
+	// person.
+	EventNeedsReview EventKind = "needs_review"
+	// EventLookupUntrusted: a lookup would ask another account or
+	// environment than the operation was sent to.
+	EventLookupUntrusted EventKind = "lookup_untrusted"
+	// EventResolved: an operator settled the operation.
+	EventResolved EventKind = "resolved"
+	// EventOperatorRetry: an operator sent the operation again with its
+	// key.
+	EventOperatorRetry EventKind = "operator_retry"
+	// EventCompensationFor: the operation was created to compensate
+	// another (detail: operation_id).
+	EventCompensationFor EventKind = "compensation_for"
 )

@@ -54,14 +54,14 @@ func (s *Store) RevokeApprovalsOfApprover(ctx context.Context, tx pgx.Tx, token 
 	if len(revoked) == 0 {
 		return 0, nil, nil
 	}
-	held, err := s.holdUnsent(ctx, tx, operationsUnsentByApprovals, revoked, "approver_token_revoked", actor)
+	held, err := s.holdUnsent(ctx, tx, operationsUnsentByApprovals, revoked, EventApproverTokenRevoked, actor)
 	return len(revoked), held, err
 }
 
 // HoldUnsentByToken holds every never-executed operation that token
 // requested; revoking a token calls it in the revoking transaction.
 func (s *Store) HoldUnsentByToken(ctx context.Context, tx pgx.Tx, token uuid.UUID, actor string) ([]Operation, error) {
-	return s.holdUnsent(ctx, tx, operationsUnsentByToken, token, "token_revoked", actor)
+	return s.holdUnsent(ctx, tx, operationsUnsentByToken, token, EventKind(LapseTokenRevoked), actor)
 }
 
 // holdUnsent holds the operations query finds with arg, with an event of
@@ -85,7 +85,8 @@ func (s *Store) holdUnsentFlagged(ctx context.Context, tx pgx.Tx, query string, 
 	}
 	held := make([]Operation, 0, len(targets))
 	for _, t := range targets {
-		op, err := s.Transition(ctx, tx, Change{
+		// Held waits for no message: the change needs no outbox row.
+		op, err := s.transitionOne(ctx, tx, Change{
 			ID: t.ID, From: t.Status, Version: t.Version, To: StatusHeld,
 			Kind: kind, Actor: actor, Flag: flag,
 		})

@@ -11,8 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/actledger/actledger/outbox"
 )
 
 // EvidenceMessage is the outbox/JetStream message that hands a piece of
@@ -60,7 +58,7 @@ const (
 	staleResultInsert = `INSERT INTO stale_results (operation_id, provider, provider_reference, worker, recorded_at)
 SELECT o.id, o.provider, $2, $3, coalesce($4::timestamptz, now()) FROM operations o WHERE o.id = $1
 ON CONFLICT (operation_id, provider_reference) DO NOTHING
-RETURNING id`
+RETURNING id, provider`
 
 	staleResultColumns = `r.id, r.operation_id, r.provider, o.external_key AS reference, r.provider_reference, r.worker,
     r.recorded_at, r.applied_at, r.outcome`
@@ -76,37 +74,38 @@ WHERE id = $1`
 // KeepStaleResult records what a worker saw after it lost its lease (a
 // stale_result event on operation id) and, when evidence is not nil (a
 // success, with its ProviderReference), stores it as a stale_results row
-// and hands the reconciler a message naming that row on subject, in the
-// same transaction: a late success is the truth about the operation even
-// though that worker may no longer write it.
-func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string, detail any, evidence *EvidenceMessage, subject string) error {
-	published := false
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if err := s.AppendEvent(ctx, tx, id, EventStaleResult, actor, detail); err != nil {
+// and hands the reconciler a message naming that row on the evidence
+// subject of the operation's provider, in the same transaction: a late success is
+// the truth about the operation even though that worker may no longer
+// write it.
+func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string, detail any, evidence *EvidenceMessage) error {
+	return s.InTx(ctx, func(tx *Tx) error {
+		if err := s.appendEvent(ctx, tx.tx, id, EventStaleResult, actor, detail); err != nil {
 			return err
 		}
 		if evidence == nil || evidence.ProviderReference == "" {
 			return nil // nothing the reconciler could match
 		}
 		var rowID int64
-		err := tx.QueryRow(ctx, staleResultInsert, id, evidence.ProviderReference, evidence.Worker, s.nowArg()).Scan(&rowID)
+		var provider string
+		err := tx.tx.QueryRow(ctx, staleResultInsert, id, evidence.ProviderReference, evidence.Worker, s.nowArg()).Scan(&rowID, &provider)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil // stored (and announced) before
 		}
 		if err != nil {
 			return fmt.Errorf("store stale result of %s: %w", id, err)
 		}
+		// The row says whose operation it is, whatever the worker says.
+		subject, err := s.evidenceSubject(provider)
+		if err != nil {
+			return err
+		}
 		payload, err := json.Marshal(EvidenceMessage{Kind: EvidenceStaleResult, StaleResultID: rowID})
 		if err != nil {
 			return fmt.Errorf("encode evidence message: %w", err)
 		}
-		published = true
-		return outbox.Insert(ctx, tx, outbox.Message{Subject: subject, MsgID: StaleResultMsgID(rowID), Payload: payload})
+		return s.insertOutbox(ctx, tx, OutboxMessage{Subject: subject, MsgID: StaleResultMsgID(rowID), Payload: payload})
 	})
-	if err == nil && published {
-		s.OutboxCommitted()
-	}
-	return err
 }
 
 // StaleResultMsgID is the Nats-Msg-Id of the evidence message naming
@@ -130,8 +129,8 @@ func (s *Store) StaleResult(ctx context.Context, id int64) (StaleResult, error) 
 // MarkStaleResultApplied records that the reconciler applied stale result
 // id, with what came of it; like MarkWebhookApplied it keeps the first
 // mark. ErrNotFound if there is no such row.
-func (s *Store) MarkStaleResultApplied(ctx context.Context, db DBTX, id int64, outcome EvidenceOutcome) error {
-	tag, err := db.Exec(ctx, staleResultMarkApplied, id, s.nowArg(), outcome)
+func (s *Store) MarkStaleResultApplied(ctx context.Context, id int64, outcome EvidenceOutcome) error {
+	tag, err := s.pool.Exec(ctx, staleResultMarkApplied, id, s.nowArg(), outcome)
 	if err != nil {
 		return fmt.Errorf("mark stale result %d applied: %w", id, err)
 	}
@@ -202,17 +201,22 @@ WHERE id = $1`
 )
 
 // StoreWebhook stores a verified webhook and its evidence message for the
-// reconciler (on subject) in one transaction, so the supplier gets its 2xx
-// only once both are durable, and the message exists if and only if the
-// event does.
+// reconciler (on its provider's evidence subject) in one transaction, so
+// the supplier gets its 2xx only once both are durable, and the message
+// exists if and only if the event does.
 //
 // stored is false when (ev.Provider, ev.EventID) was stored before: the
 // repeated delivery is acknowledged and ignored, and nothing is written,
 // whatever its content (the first delivery is the evidence).
-func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject string) (stored bool, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent) (stored bool, err error) {
+	subject, err := s.evidenceSubject(ev.Provider)
+	if err != nil {
+		return false, err
+	}
+	err = s.InTx(ctx, func(tx *Tx) error {
+		stored = false
 		var id int64
-		err := tx.QueryRow(ctx, webhookEventInsert, pgx.StrictNamedArgs{
+		err := tx.tx.QueryRow(ctx, webhookEventInsert, pgx.StrictNamedArgs{
 			"provider": ev.Provider, "event_id": ev.EventID, "type": ev.Type, "reference": ev.Reference,
 			"provider_reference": ev.ProviderReference, "status": ev.Status, "payload": []byte(ev.Payload), "now": s.nowArg(),
 		}).Scan(&id)
@@ -226,7 +230,7 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject strin
 		if err != nil {
 			return fmt.Errorf("encode evidence message: %w", err)
 		}
-		if err := outbox.Insert(ctx, tx, outbox.Message{
+		if err := s.insertOutbox(ctx, tx, OutboxMessage{
 			Subject: subject, MsgID: WebhookMsgID(ev.Provider, ev.EventID), Payload: payload,
 		}); err != nil {
 			return err
@@ -236,9 +240,6 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent, subject strin
 	})
 	if err != nil {
 		return false, err
-	}
-	if stored {
-		s.OutboxCommitted()
 	}
 	return stored, nil
 }
@@ -264,8 +265,8 @@ func (s *Store) WebhookEvent(ctx context.Context, id int64) (WebhookEvent, error
 // It is idempotent, because evidence messages may be delivered more than
 // once: an event already marked keeps its first applied_at and outcome, and
 // marking it again returns nil. ErrNotFound if there is no such event.
-func (s *Store) MarkWebhookApplied(ctx context.Context, db DBTX, id int64, outcome EvidenceOutcome) error {
-	tag, err := db.Exec(ctx, webhookEventMarkApplied, id, s.nowArg(), outcome)
+func (s *Store) MarkWebhookApplied(ctx context.Context, id int64, outcome EvidenceOutcome) error {
+	tag, err := s.pool.Exec(ctx, webhookEventMarkApplied, id, s.nowArg(), outcome)
 	if err != nil {
 		return fmt.Errorf("mark webhook event %d applied: %w", id, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/ledger"
 )
@@ -19,10 +20,10 @@ func TestUnappliedEvidenceIsSweptOncePerBackoff(t *testing.T) {
 	pool := testdb.New(t)
 	var offset atomic.Int64
 	start := time.Now()
-	store := ledger.New(pool, ledger.Config{Now: func() time.Time { return start.Add(time.Duration(offset.Load())) }})
+	store := ledger.New(pool, ledger.Config{Subjects: broker.Subjects{Prefix: "TEST"}, Now: func() time.Time { return start.Add(time.Duration(offset.Load())) }})
 	ctx := context.Background()
 	if _, err := store.StoreWebhook(ctx, ledger.WebhookEvent{Provider: "acme", EventID: "evt_1", Type: "order.created",
-		Reference: "al_x", ProviderReference: "ord_1", Status: "succeeded", Payload: []byte(`{}`)}, "TEST.evidence.acme"); err != nil {
+		Reference: "al_x", ProviderReference: "ord_1", Status: "succeeded", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	policy := ledger.SweepPolicy{After: 30 * time.Second, MaxBackoff: 5 * time.Minute, Limit: 10}
@@ -52,7 +53,7 @@ func TestUnappliedEvidenceIsSweptOncePerBackoff(t *testing.T) {
 			t.Errorf("sweep at +%s took %d events, want %d", s.at, got, s.want)
 		}
 	}
-	if err := store.MarkWebhookApplied(ctx, pool, 1, "settled_succeeded"); err != nil {
+	if err := store.MarkWebhookApplied(ctx, 1, "settled_succeeded"); err != nil {
 		t.Fatal(err)
 	}
 	if got := sweepAt(time.Hour); got != 0 {

@@ -98,10 +98,12 @@ type Config struct {
 	// Now, when set, is the clock for every timestamp the store writes.
 	// Tests use it to control time; nil means the database's now().
 	Now func() time.Time
-	// ReviewSubjectPrefix, when set (e.g. "ACTLEDGER.review"), makes every
-	// transition into review also write a review-stream message to the
-	// outbox in the same statement, subject <prefix>.<tenant>.<reason>.
-	ReviewSubjectPrefix string
+	// Subjects names the subjects of the outbox rows the store writes:
+	// dispatch messages, evidence messages and review announcements (every
+	// transition into review writes one in the same statement). Required
+	// for writes that need a message (they return ErrNoSubjects without
+	// it); a store for reads and token commands may leave it nil.
+	Subjects Subjects
 	// OutboxCommitted, when set, is called after a commit that added
 	// outbox rows due now (outbox.Notifier.Signal), so relays publish them
 	// at once instead of at their next poll.
@@ -116,7 +118,7 @@ type Store struct {
 	resumeBatch     int
 	pool            *pgxpool.Pool
 	now             func() time.Time
-	reviewSubject   string
+	subjects        Subjects
 	outboxCommitted func()
 	group           *groupCommit
 	// transitions is the writeSet of Claim and Record: the changes of a
@@ -128,25 +130,12 @@ type Store struct {
 
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
-	s := &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, reviewSubject: cfg.ReviewSubjectPrefix, outboxCommitted: cfg.OutboxCommitted,
+	s := &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, subjects: cfg.Subjects, outboxCommitted: cfg.OutboxCommitted,
 		group: &groupCommit{pool: pool}}
 	s.transitions = &writeSet{queue: s.queueTransitions}
 	s.enqueues = &writeSet{queue: s.queueEnqueues}
 	return s
 }
-
-// OutboxCommitted tells relays that outbox rows were committed; writers
-// that add outbox rows outside the Store's own methods call it after their
-// commit.
-func (s *Store) OutboxCommitted() {
-	if s.outboxCommitted != nil {
-		s.outboxCommitted()
-	}
-}
-
-// Pool returns the pool the store writes to, for callers that need to open
-// their own transaction around ledger calls.
-func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
 // nowArg is the clock parameter every query takes as
 // coalesce($n::timestamptz, now()).
@@ -226,8 +215,8 @@ func (s *Store) Get(ctx context.Context, tenant, id uuid.UUID) (Operation, error
 
 // GetInternal returns an operation by id whatever its tenant. It is for
 // workers that act on ids from the ledger's own messages, never for requests.
-func (s *Store) GetInternal(ctx context.Context, db DBTX, id uuid.UUID) (Operation, error) {
-	rows, _ := db.Query(ctx, operationGetAnyTenant, id)
+func (s *Store) GetInternal(ctx context.Context, id uuid.UUID) (Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationGetAnyTenant, id)
 	op, err := collectOperation(rows)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return op, fmt.Errorf("get operation %s: %w", id, err)
@@ -275,7 +264,16 @@ func (s *Store) EventsPage(ctx context.Context, tenant, id uuid.UUID, afterSeq i
 // AppendEvent records something that happened to an operation without
 // changing its state: a conflicting request, a stale worker's late answer,
 // evidence that needs no transition.
-func (s *Store) AppendEvent(ctx context.Context, db DBTX, id uuid.UUID, kind EventKind, actor string, detail any) error {
+func (s *Store) AppendEvent(ctx context.Context, id uuid.UUID, kind EventKind, actor string, detail any) error {
+	return s.appendEvent(ctx, s.pool, id, kind, actor, detail)
+}
+
+// AppendEventTx is AppendEvent inside the caller's ledger transaction tx.
+func (s *Store) AppendEventTx(ctx context.Context, tx *Tx, id uuid.UUID, kind EventKind, actor string, detail any) error {
+	return s.appendEvent(ctx, tx.tx, id, kind, actor, detail)
+}
+
+func (s *Store) appendEvent(ctx context.Context, db DBTX, id uuid.UUID, kind EventKind, actor string, detail any) error {
 	body, err := marshalDetail(detail)
 	if err != nil {
 		return err

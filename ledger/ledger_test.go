@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/ledger"
 )
@@ -40,7 +41,7 @@ func setup(t *testing.T) *fixture {
 // setupOn is setup on a given pool (e.g. one behind a proxy).
 func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
 	t.Helper()
-	store := ledger.New(pool, ledger.Config{})
+	store := ledger.New(pool, ledger.Config{Subjects: broker.Subjects{Prefix: "TEST"}})
 	tokens, err := auth.New(pool, store, auth.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +80,7 @@ func (f *fixture) enqueue(key, params string, approval uuid.UUID) (ledger.Operat
 	return f.store.Enqueue(context.Background(), ledger.EnqueueRequest{
 		TenantID: f.tenant, TokenID: f.agent.TokenID, Action: action, Key: key,
 		Provider: "acme", Params: []byte(params), ApprovalID: approval,
-	}, "TEST.ops.acme")
+	})
 }
 
 // queued is a new operation under a new one-use approval of params: the
@@ -304,7 +305,7 @@ func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 	f := setup(t)
 	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	ctx := context.Background()
-	claimed, err := f.store.Transition(ctx, f.pool, ledger.Change{
+	claimed, err := f.store.Transition(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: "worker:a", LeaseOwner: "a", LeaseUntil: time.Now().Add(time.Minute),
 	})
@@ -312,14 +313,14 @@ func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second worker that read version 1 tries the same claim.
-	_, err = f.store.Transition(ctx, f.pool, ledger.Change{
+	_, err = f.store.Transition(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusDispatching,
 		Kind: "claimed", Actor: "worker:b", LeaseOwner: "b", LeaseUntil: time.Now().Add(time.Minute),
 	})
 	if !errors.Is(err, ledger.ErrStale) {
 		t.Fatalf("second claim err = %v, want ErrStale", err)
 	}
-	done, err := f.store.Transition(ctx, f.pool, ledger.Change{
+	done, err := f.store.Transition(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusDispatching, Version: claimed.Version, To: ledger.StatusSucceeded,
 		Kind: "provider_answered", Actor: "worker:a", ProviderReference: "ord_1", Attempted: true, SentAt: time.Now(),
 	})
@@ -330,7 +331,7 @@ func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 		t.Errorf("after success: %+v", done)
 	}
 	// The worker that lost keeps what it saw as evidence, not as state.
-	if err := f.store.AppendEvent(ctx, f.pool, op.ID, "stale_result", "worker:b", map[string]string{"saw": "timeout"}); err != nil {
+	if err := f.store.AppendEvent(ctx, op.ID, "stale_result", "worker:b", map[string]string{"saw": "timeout"}); err != nil {
 		t.Fatal(err)
 	}
 	got, _ := f.store.Get(ctx, f.tenant, op.ID)
@@ -343,7 +344,7 @@ func TestTransitionTableIsEnforced(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
-	_, err := f.store.Transition(context.Background(), f.pool, ledger.Change{
+	_, err := f.store.Transition(context.Background(), ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusFailed, Kind: "x", Actor: "test",
 	})
 	if !errors.Is(err, ledger.ErrBadTransition) {
@@ -526,10 +527,10 @@ func TestEventDetailTimesAreUTC(t *testing.T) {
 	ist := time.FixedZone("IST", 5*3600+1800)
 	at := time.Date(2026, 11, 30, 21, 42, 24, 500, ist)
 	ctx := context.Background()
-	if err := f.store.AppendEvent(ctx, f.pool, op.ID, "note", "test", map[string]any{"at": at, "until": &at, "n": 1}); err != nil {
+	if err := f.store.AppendEvent(ctx, op.ID, "note", "test", map[string]any{"at": at, "until": &at, "n": 1}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Transition(ctx, f.pool, ledger.Change{
+	if _, err := f.store.Transition(ctx, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusHeld, Kind: "approval_revoked", Actor: "test",
 		Detail: map[string]any{"at": at},
 	}); err != nil {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/broker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 )
@@ -14,7 +15,7 @@ import (
 // the first write of that kind.
 func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 	t.Parallel()
-	s := New(nil, Config{})
+	s := New(nil, Config{Subjects: broker.Subjects{Prefix: "T"}})
 	claim := Change{
 		ID: uuid.New(), From: StatusQueued, Version: 1, To: StatusDispatching, Kind: "claimed", Actor: "worker:w",
 		LeaseOwner: "w", LeaseFor: time.Minute,
@@ -35,7 +36,7 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 	if err != nil || len(args) != len(transitionsStmt.names) {
 		t.Errorf("operationTransitions: %d positional arguments, err %v", len(args), err)
 	}
-	call, err := s.newEnqueueCall(EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()}, "subject")
+	call, err := s.newEnqueueCall(EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/actledger/actledger/outbox"
 )
 
 // Errors of deciding a proposal, which callers branch on.
@@ -140,7 +138,7 @@ FOR UPDATE SKIP LOCKED`
 // key) exists already is a replay with the same canonical params (the
 // current operation, replayed=true) or a conflict with other params
 // (ErrKeyConflict, a conflict event recorded).
-func (s *Store) Propose(ctx context.Context, req ProposeRequest, subject string) (op Operation, replayed bool, err error) {
+func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, replayed bool, err error) {
 	canonical, fingerprint, err := Canonicalize(req.Params)
 	if err != nil {
 		return Operation{}, false, err
@@ -157,8 +155,9 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest, subject string)
 		return Operation{}, false, fmt.Errorf("encode event detail: %w", err)
 	}
 	created := false
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, operationPropose, pgx.StrictNamedArgs{
+	err = s.InTx(ctx, func(tx *Tx) error {
+		created = false
+		rows, _ := tx.tx.Query(ctx, operationPropose, pgx.StrictNamedArgs{
 			"id": id, "tenant": req.TenantID, "action": req.Action, "key": req.Key, "provider": req.Provider,
 			"params": canonical, "fingerprint": fingerprint, "token": req.TokenID, "external_key": ExternalKey(id),
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
@@ -174,7 +173,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest, subject string)
 		}
 		created = true
 		if req.AutoApproval != nil {
-			op, _, err = s.approveTx(ctx, tx, op, *req.AutoApproval, subject)
+			op, _, err = s.approveTx(ctx, tx, op, *req.AutoApproval)
 		}
 		return err
 	})
@@ -182,9 +181,6 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest, subject string)
 	case err != nil:
 		return Operation{}, false, err
 	case created:
-		if op.Status == StatusQueued {
-			s.OutboxCommitted()
-		}
 		return op, false, nil
 	}
 	// The existing key's row is committed (ON CONFLICT waited for it).
@@ -203,15 +199,14 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest, subject string)
 // (the approver saw other params; nothing changes).
 //
 // decide makes the decision for the locked operation (its TTL and policy
-// version may depend on its action); subject gives the dispatch subject of
-// its provider.
-func (s *Store) Approve(ctx context.Context, tenant, id uuid.UUID, decide func(Operation) Decision, subject func(provider string) string) (Operation, Approval, error) {
+// version may depend on its action).
+func (s *Store) Approve(ctx context.Context, tenant, id uuid.UUID, decide func(Operation) Decision) (Operation, Approval, error) {
 	var (
 		op       Operation
 		approval Approval
 	)
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		locked, err := s.lockAwaiting(ctx, tx, tenant, id)
+	err := s.InTx(ctx, func(tx *Tx) error {
+		locked, err := s.lockAwaiting(ctx, tx.tx, tenant, id)
 		if err != nil {
 			return err
 		}
@@ -219,13 +214,12 @@ func (s *Store) Approve(ctx context.Context, tenant, id uuid.UUID, decide func(O
 		if d.Fingerprint != locked.ParamsFingerprint {
 			return fmt.Errorf("%w: the proposal's params are %s", ErrFingerprintMismatch, locked.ParamsFingerprint)
 		}
-		op, approval, err = s.approveTx(ctx, tx, locked, d, subject(locked.Provider))
+		op, approval, err = s.approveTx(ctx, tx, locked, d)
 		return err
 	})
 	if err != nil {
 		return Operation{}, Approval{}, err
 	}
-	s.OutboxCommitted()
 	return op, approval, nil
 }
 
@@ -234,14 +228,14 @@ func (s *Store) Approve(ctx context.Context, tenant, id uuid.UUID, decide func(O
 // as for Approve.
 func (s *Store) Deny(ctx context.Context, tenant, id uuid.UUID, actor, reason string) (Operation, error) {
 	var op Operation
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		locked, err := s.lockAwaiting(ctx, tx, tenant, id)
+	err := s.InTx(ctx, func(tx *Tx) error {
+		locked, err := s.lockAwaiting(ctx, tx.tx, tenant, id)
 		if err != nil {
 			return err
 		}
-		op, err = s.Transition(ctx, tx, Change{
+		op, err = s.TransitionTx(ctx, tx, Change{
 			ID: locked.ID, From: StatusAwaitingApproval, Version: locked.Version, To: StatusCancelled,
-			Kind: "denied", Actor: actor, Detail: map[string]string{"reason": reason}, Flag: FlagApprovalDenied,
+			Kind: EventDenied, Actor: actor, Detail: map[string]string{"reason": reason}, Flag: FlagApprovalDenied,
 			DecisionReason: reason,
 		})
 		return err
@@ -276,7 +270,7 @@ func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, tenant, id uuid.UUI
 
 // approveTx grants and uses an approval for op (awaiting approval, read
 // in tx) and queues op with its dispatch message.
-func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decision, subject string) (Operation, Approval, error) {
+func (s *Store) approveTx(ctx context.Context, tx *Tx, op Operation, d Decision) (Operation, Approval, error) {
 	if d.Target == nil {
 		return Operation{}, Approval{}, ErrNoTarget
 	}
@@ -285,7 +279,7 @@ func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decisi
 		approverToken = &d.ApproverTokenID
 	}
 	now := s.nowArg()
-	rows, _ := tx.Query(ctx, approvalGrant, pgx.StrictNamedArgs{
+	rows, _ := tx.tx.Query(ctx, approvalGrant, pgx.StrictNamedArgs{
 		"id": uuid.Must(uuid.NewV7()), "tenant": op.TenantID, "action": op.Action, "params": []byte(op.Params),
 		"fingerprint": op.ParamsFingerprint, "policy_version": d.PolicyVersion, "approver_token": approverToken,
 		"approver": d.Approver, "operation": op.ID, "note": nullString(d.Note), "ttl": d.TTL.Microseconds(), "now": now,
@@ -295,9 +289,9 @@ func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decisi
 	if err != nil {
 		return Operation{}, Approval{}, fmt.Errorf("grant approval to %s: %w", op.ID, err)
 	}
-	queued, err := s.Transition(ctx, tx, Change{
+	queued, err := s.TransitionTx(ctx, tx, Change{
 		ID: op.ID, From: StatusAwaitingApproval, Version: op.Version, To: StatusQueued,
-		Kind: "approved", Actor: d.Approver, ApprovalID: approval.ID,
+		Kind: EventApproved, Actor: d.Approver, ApprovalID: approval.ID,
 		Detail: map[string]any{
 			"approval_id": approval.ID, "approver": d.Approver, "policy_version": d.PolicyVersion,
 			"expires_at": approval.ExpiresAt, "note": d.Note, "params_fingerprint": op.ParamsFingerprint,
@@ -307,10 +301,6 @@ func (s *Store) approveTx(ctx context.Context, tx pgx.Tx, op Operation, d Decisi
 		return Operation{}, Approval{}, fmt.Errorf("%w: %s changed meanwhile", ErrNotAwaitingApproval, op.ID)
 	}
 	if err != nil {
-		return Operation{}, Approval{}, fmt.Errorf("queue approved %s: %w", op.ID, err)
-	}
-	msg := DispatchMessage{Subject: subject, OperationID: queued.ID, Version: queued.Version}.Outbox()
-	if err := outbox.Insert(ctx, tx, msg); err != nil {
 		return Operation{}, Approval{}, fmt.Errorf("queue approved %s: %w", op.ID, err)
 	}
 	return queued, approval, nil
@@ -360,7 +350,7 @@ func (s *Store) HoldExpiredRequests(ctx context.Context, actor string) ([]Operat
 		var err error
 		held, err = s.holdUnsentFlagged(ctx, tx, operationsRequestExpired,
 			pgx.StrictNamedArgs{"now": s.nowArg(), "limit": DefaultExpireBatch},
-			"approval_request_expired", actor, FlagApprovalRequestExpired)
+			EventApprovalRequestExpired, actor, FlagApprovalRequestExpired)
 		return err
 	})
 	return held, err

@@ -9,8 +9,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/actledger/actledger/outbox"
 )
 
 const (
@@ -188,8 +186,9 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 	if len(detail) == 0 {
 		detail = json.RawMessage("{}")
 	}
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, unmatchedInsert, pgx.StrictNamedArgs{
+	prefix := s.reviewSubjectPrefix()
+	err = s.InTx(ctx, func(tx *Tx) error {
+		rows, _ := tx.tx.Query(ctx, unmatchedInsert, pgx.StrictNamedArgs{
 			"tenant": u.TenantID, "provider": u.Provider, "source": u.Source, "reference": u.Reference,
 			"provider_reference": u.ProviderReference, "status": u.Status, "detail": detail,
 			"owner": u.Owner, "deadline": u.Deadline, "now": s.nowArg(),
@@ -198,7 +197,7 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 		if err != nil {
 			return fmt.Errorf("record unmatched evidence: %w", err)
 		}
-		if len(got) == 0 || s.reviewSubject == "" {
+		if len(got) == 0 || prefix == "" {
 			recorded = len(got) > 0
 			return nil
 		}
@@ -211,14 +210,11 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 		if u.TenantID != nil {
 			token = u.TenantID.String()
 		}
-		return outbox.Insert(ctx, tx, outbox.Message{
-			Subject: s.reviewSubject + "." + token + "." + string(ReasonUnmatchedEvidence),
+		return s.insertOutbox(ctx, tx, OutboxMessage{
+			Subject: prefix + "." + token + "." + string(ReasonUnmatchedEvidence),
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})
-	if err == nil && recorded {
-		s.OutboxCommitted()
-	}
 	return recorded, err
 }
 

@@ -186,7 +186,7 @@ func (s *Store) transitionsArgs(ts []*transition) ([]any, error) {
 		"only_if_lease_expired": onlyIfExpired, "unless_paused": unlessPaused,
 		"next_attempt_at": next, "attempted": attempted, "sent_at": sentAt, "sent_from": sentFrom,
 		"provider_reference": reference, "flag": flag,
-		"review_reason": reason, "review_owner": owner, "review_deadline": deadline, "review_subject": s.reviewSubject,
+		"review_reason": reason, "review_owner": owner, "review_deadline": deadline, "review_subject": s.reviewSubjectPrefix(),
 		"reset_retry_budget": resets, "kind": kind, "actor": actor, "detail": details,
 		"approval_id": approvals, "decision_reason": decision,
 		"check_lapse": checkLapse, "account": account, "environment": environment,
@@ -232,8 +232,54 @@ func collectTransitions(rows pgx.Rows, ts []*transition) error {
 // and status and appends its event in the same statement. It returns the
 // operation as it is after the change, ErrBadTransition if the table
 // forbids the move, or ErrStale if the operation changed meanwhile (nothing
-// is written then; record what the caller saw with AppendEvent).
-func (s *Store) Transition(ctx context.Context, db DBTX, c Change) (Operation, error) {
+// is written then; record what the caller saw with AppendEvent). A change
+// that leaves the operation waiting for a dispatch message (queued, or a
+// retry or lookup scheduled) gets it in the same transaction.
+func (s *Store) Transition(ctx context.Context, c Change) (Operation, error) {
+	if !needsDispatch(c) {
+		return s.transitionOne(ctx, s.pool, c)
+	}
+	var op Operation
+	err := s.InTx(ctx, func(tx *Tx) error {
+		var err error
+		op, err = s.TransitionTx(ctx, tx, c)
+		return err
+	})
+	return op, err
+}
+
+// TransitionTx is Transition inside the caller's ledger transaction tx:
+// the change, its event and, when the operation now waits for one, its
+// dispatch message commit with the caller's other writes.
+func (s *Store) TransitionTx(ctx context.Context, tx *Tx, c Change) (Operation, error) {
+	return s.transitionsTx(ctx, tx, c, nil)
+}
+
+// transitionsTx applies c and then each of then in tx, each to the
+// operation as the one before left it, and writes the dispatch message of
+// the state the last one leaves, if it waits for one: a state passed
+// through on the way (unknown, then review) waits for nothing.
+func (s *Store) transitionsTx(ctx context.Context, tx *Tx, c Change, then []Change) (Operation, error) {
+	op, err := s.transitionOne(ctx, tx.tx, c)
+	if err != nil {
+		return Operation{}, err
+	}
+	for _, next := range then {
+		next.ID, next.From, next.Version = op.ID, op.Status, op.Version
+		if op, err = s.transitionOne(ctx, tx.tx, next); err != nil {
+			return Operation{}, err
+		}
+	}
+	if waitsForDispatch(op) {
+		if err := s.dispatchAfter(ctx, tx, op); err != nil {
+			return Operation{}, err
+		}
+	}
+	return op, nil
+}
+
+// transitionOne runs c alone through operationTransitions on db.
+func (s *Store) transitionOne(ctx context.Context, db DBTX, c Change) (Operation, error) {
 	t, err := newTransition(c, nil)
 	if err != nil {
 		return Operation{}, err
@@ -271,10 +317,23 @@ func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Laps
 }
 
 // Record is Transition in a transaction of its own, for a writer that has
-// nothing else to commit with it. Concurrent calls share one statement and
-// one commit: each returns once its change is committed, and a change that
-// fails never makes another fail.
-func (s *Store) Record(ctx context.Context, c Change) (Operation, error) {
+// nothing else to commit with it, followed by each change of then, in
+// order, in the same transaction: each applies to the operation as the one
+// before left it (its ID, From and Version are filled in), e.g. unknown
+// and then review, so the history keeps both. A lone change that needs no
+// dispatch message shares one statement and one commit with concurrent
+// calls: each returns once its change is committed, and a change that fails
+// never makes another fail. It returns the operation after the last change.
+func (s *Store) Record(ctx context.Context, c Change, then ...Change) (Operation, error) {
+	if len(then) > 0 || needsDispatch(c) {
+		var op Operation
+		err := s.InTx(ctx, func(tx *Tx) error {
+			var err error
+			op, err = s.transitionsTx(ctx, tx, c, then)
+			return err
+		})
+		return op, err
+	}
 	t, err := newTransition(c, nil)
 	if err != nil {
 		return Operation{}, err

@@ -51,7 +51,7 @@ func TestOnlyWatchedOperationsNotify(t *testing.T) {
 	defer stop()
 
 	for _, op := range []ledger.Operation{unwatched, watched} {
-		if _, err := f.store.Transition(ctx, f.pool, ledger.Change{
+		if _, err := f.store.Transition(ctx, ledger.Change{
 			ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusHeld, Kind: "approval_revoked", Actor: "test",
 		}); err != nil {
 			t.Fatal(err)
@@ -101,7 +101,7 @@ func TestWatcherWakesItsWaitersWhenItListensAgain(t *testing.T) {
 	}
 
 	proxy.Cut()
-	if _, err := f.store.Transition(ctx, direct, ledger.Change{
+	if _, err := f.store.TransitionOn(ctx, direct, ledger.Change{
 		ID: op.ID, From: ledger.StatusQueued, Version: op.Version, To: ledger.StatusHeld, Kind: "approval_revoked", Actor: "test",
 	}); err != nil {
 		t.Fatal(err)

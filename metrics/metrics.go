@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 )
 
@@ -186,7 +185,7 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range ledger.Statuses {
 		ch <- prometheus.MustNewConstMetric(operationsDesc, prometheus.GaugeValue, counts[s], string(s))
 	}
-	backlog, lag, err := outbox.Backlog(ctx, c.pool)
+	backlog, lag, err := ledger.OutboxBacklog(ctx, c.pool)
 	if err != nil {
 		c.log.WarnContext(ctx, "metrics: outbox backlog", "err", err)
 		return

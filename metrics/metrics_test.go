@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/ledger"
 )
@@ -66,7 +67,7 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := testdb.New(t)
-	store := ledger.New(pool, ledger.Config{})
+	store := ledger.New(pool, ledger.Config{Subjects: broker.Subjects{Prefix: "TEST"}})
 	tokens, err := auth.New(pool, store, auth.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +105,7 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 			t.Fatal(err)
 		}
 		op, _, err := store.Enqueue(ctx, ledger.EnqueueRequest{TenantID: p.TenantID, TokenID: p.TokenID, Action: "a",
-			Key: fmt.Sprintf("k%d", i), Provider: "acme", Params: []byte(params), ApprovalID: a.ID}, "TEST.dispatch.acme")
+			Key: fmt.Sprintf("k%d", i), Provider: "acme", Params: []byte(params), ApprovalID: a.ID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +121,7 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 		if to == ledger.StatusSucceeded {
 			c.ProviderReference = "ord"
 		}
-		op, err := store.Transition(ctx, pool, c)
+		op, err := store.Transition(ctx, c)
 		if err != nil {
 			t.Fatalf("move %d to %s: %v", i, to, err)
 		}
@@ -217,7 +218,7 @@ func TestApprovalRequestGaugesAndDecisionsAreReported(t *testing.T) {
 	ctx := context.Background()
 	pool := testdb.New(t)
 	clock := time.Now().Add(-time.Minute)
-	store := ledger.New(pool, ledger.Config{Now: func() time.Time { return clock }})
+	store := ledger.New(pool, ledger.Config{Subjects: broker.Subjects{Prefix: "TEST"}, Now: func() time.Time { return clock }})
 	tokens, err := auth.New(pool, store, auth.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestApprovalRequestGaugesAndDecisionsAreReported(t *testing.T) {
 	}
 	for i := range 2 {
 		if _, _, err := store.Propose(ctx, ledger.ProposeRequest{TenantID: p.TenantID, TokenID: p.TokenID, Action: "a",
-			Key: fmt.Sprint("k", i), Provider: "acme", Params: []byte(`{}`), RequestTTL: time.Hour}, "subj"); err != nil {
+			Key: fmt.Sprint("k", i), Provider: "acme", Params: []byte(`{}`), RequestTTL: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,13 +1,16 @@
-// Package outbox holds the rows of the transactional outbox: messages are
-// written in the same Postgres transaction as the state they announce
-// (Insert), so a message exists if and only if that state does.
+// Package outbox wakes the relays when the transactional outbox has new
+// rows.
+//
+// The rows themselves are the ledger's: it is the only writer of the outbox
+// table, and writes each message in the same Postgres transaction as the
+// state it announces, so a message exists if and only if that state does.
+// Publishing the rows to JetStream is the job of package relay.
 //
 // A Notifier wakes the relays after the writers' commits (a NOTIFY inside a
 // data transaction would hold Postgres's notify lock until the commit is
-// flushed and serialise commits). Publishing the rows to JetStream is the
-// job of package relay.
+// flushed and serialise commits): at once in the writer's own process, and
+// through LISTEN/NOTIFY on Channel in the others.
 //
 // This package speaks only to Postgres (pgx); it must never import a NATS
-// package, so that the ledger, which writes outbox rows, stays free of the
-// transport.
+// package, and it never writes an outbox row.
 package outbox

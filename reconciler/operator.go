@@ -10,11 +10,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/outbox"
-	"github.com/actledger/actledger/provider"
 )
 
 // Errors operators' requests branch on.
@@ -48,76 +45,10 @@ type ReviewItem struct {
 	LookupReliableAfter *time.Time          `json:"lookup_reliable_after"`
 }
 
-// Judgement is what the ledger's history establishes about an operation's
-// effect, for review items and retry decisions.
-type Judgement struct {
-	// MayHaveHadEffect: some attempt may have reached the provider
-	// without a confirmed rejection (unknown answer, success, lost lease).
-	MayHaveHadEffect bool
-	// EffectConfirmed: the provider confirmed the effect at some point (a
-	// success, a lookup that found it, a fenced worker's late success).
-	// Such an operation is never sent again, whatever a later lookup says.
-	EffectConfirmed bool
-	// AbsenceConfirmed: a lookup, believable by then, found nothing after
-	// the last send.
-	AbsenceConfirmed bool
-	LastAnswer       map[string]any
-	LastLookup       map[string]any
-}
-
 // retryAllowed: the approval stands, no effect was ever confirmed, and
 // either nothing can have had an effect or a believable lookup found none.
-func (j Judgement) retryAllowed(op ledger.Operation, lapse ledger.Lapse) bool {
-	return lapse == ledger.LapseNone && !j.EffectConfirmed && op.ProviderReference == nil &&
-		(j.AbsenceConfirmed || !j.MayHaveHadEffect)
-}
-
-// decodeDetail reads an event's detail for judging and showing: numbers
-// stay json.Number, so a provider's large integer reaches the operator
-// digit for digit (a float64 would round it past 2^53). A detail that is
-// not an object reads as nil.
-func decodeDetail(raw []byte) map[string]any {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var detail map[string]any
-	if dec.Decode(&detail) != nil {
-		return nil
-	}
-	return detail
-}
-
-// judge reads an operation's history.
-func judge(events []ledger.Event) Judgement {
-	var j Judgement
-	for _, e := range events {
-		detail := decodeDetail(e.Detail)
-		switch e.Kind {
-		case ledger.EventAttempt:
-			j.LastAnswer = detail
-			if c, _ := detail["class"].(string); c == string(provider.ClassUnknown) || c == string(provider.ClassSucceeded) {
-				j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
-				j.EffectConfirmed = j.EffectConfirmed || c == string(provider.ClassSucceeded)
-			}
-		case ledger.EventEvidence:
-			if detail["status"] == string(ledger.EvidenceSucceeded) {
-				j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
-			}
-		case ledger.EventStaleResult:
-			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
-			j.EffectConfirmed = j.EffectConfirmed || detail["would_be"] == string(ledger.StatusSucceeded)
-		case ledger.EventLeaseExpired:
-			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
-		case ledger.EventLookupFound:
-			j.LastLookup = detail
-			j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
-		case ledger.EventLookupAbsentConfirmed, ledger.EventReplayLookupAbsent:
-			j.LastLookup = detail
-			j.AbsenceConfirmed = true
-		case ledger.EventLookupAbsentTooEarly, ledger.EventLookupFailed:
-			j.LastLookup = detail
-		}
-	}
-	return j
+func retryAllowed(j ledger.Judgement, op ledger.Operation, lapse ledger.Lapse) bool {
+	return lapse == ledger.LapseNone && !j.EffectConfirmed && op.ProviderReference == nil && !j.Open()
 }
 
 // ReviewCursor is where a page of review items ended. Operations in review
@@ -241,7 +172,7 @@ func (r *Reconciler) reviewItems(ctx context.Context, tenant uuid.UUID, ops []le
 }
 
 func (r *Reconciler) reviewItem(op ledger.Operation, events []ledger.Event, lapse ledger.Lapse, now time.Time) ReviewItem {
-	j := judge(events)
+	j := ledger.Judge(events)
 	facts := map[string]any{
 		"attempts": op.Attempts, "may_have_had_effect": j.MayHaveHadEffect,
 		"absence_confirmed": j.AbsenceConfirmed, "effect_confirmed": j.EffectConfirmed, "approval_valid": lapse == ledger.LapseNone,
@@ -267,7 +198,7 @@ func (r *Reconciler) reviewItem(op ledger.Operation, events []ledger.Event, laps
 		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: utc(op.ReviewDeadline),
 		AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Second).Seconds(), Attempts: op.Attempts,
 		Facts: facts, LastProviderAnswer: j.LastAnswer,
-		RetryAllowed: j.retryAllowed(op, lapse),
+		RetryAllowed: retryAllowed(j, op, lapse),
 	}
 	if pc, ok := r.cfg.Registry.Provider(op.Provider); ok && pc.Lookup != nil && op.LastSentAt != nil {
 		at := pc.LookupBelievableAt(*op.LastSentAt).UTC()
@@ -331,26 +262,26 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 	// leave the effect it meant to undo standing.
 	var done ledger.Operation
 	var comp *ledger.Operation
-	err = pgx.BeginFunc(ctx, r.store.Pool(), func(tx pgx.Tx) error {
+	err = r.store.InTx(ctx, func(tx *ledger.Tx) error {
 		comp = nil
 		detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
 		if res.Compensation != nil {
 			c, _, err := r.store.EnqueueTx(ctx, tx, ledger.EnqueueRequest{
 				TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: res.Compensation.Key,
 				Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
-			}, r.broker.DispatchSubject(pcName))
+			})
 			if err != nil {
 				return fmt.Errorf("compensation: %w", err)
 			}
-			if err := r.store.AppendEvent(ctx, tx, c.ID, "compensation_for", actor, map[string]any{"operation_id": op.ID}); err != nil {
+			if err := r.store.AppendEventTx(ctx, tx, c.ID, ledger.EventCompensationFor, actor, map[string]any{"operation_id": op.ID}); err != nil {
 				return err
 			}
 			comp = &c
 			detail["compensation_operation_id"] = c.ID
 		}
 		var err error
-		done, err = r.store.Transition(ctx, tx, ledger.Change{
-			ID: op.ID, From: op.Status, Version: op.Version, To: to, Kind: "resolved", Actor: actor,
+		done, err = r.store.TransitionTx(ctx, tx, ledger.Change{
+			ID: op.ID, From: op.Status, Version: op.Version, To: to, Kind: ledger.EventResolved, Actor: actor,
 			ProviderReference: res.ProviderReference, Detail: detail,
 		})
 		return err
@@ -362,9 +293,6 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 	}
 	if err != nil {
 		return op, nil, err
-	}
-	if comp != nil {
-		r.store.OutboxCommitted()
 	}
 	r.log.InfoContext(ctx, "operator resolved operation", "operation_id", op.ID, "tenant", op.Tenant, "outcome", res.Outcome, "by", actor)
 	return done, comp, nil
@@ -395,7 +323,7 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 	if op.Status != ledger.StatusFailed && op.Status != ledger.StatusReview {
 		return op, fmt.Errorf("%w: only failed operations and review items may be retried; it is %s", ErrRetryNotAllowed, op.Status)
 	}
-	lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
+	lapse, err := r.store.CheckLapse(ctx, op.ID)
 	if err != nil {
 		return op, err
 	}
@@ -410,24 +338,18 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 	if err != nil {
 		return op, err
 	}
-	j := judge(events)
+	j := ledger.Judge(events)
 	if j.EffectConfirmed || op.ProviderReference != nil {
 		return op, fmt.Errorf("%w: the provider confirmed an effect of this operation; it is never sent again", ErrRetryNotAllowed)
 	}
-	if j.MayHaveHadEffect && !j.AbsenceConfirmed {
+	if j.Open() {
 		return op, fmt.Errorf("%w: an earlier attempt may have had an effect and no lookup confirmed its absence", ErrRetryNotAllowed)
 	}
-	var out ledger.Operation
-	err = pgx.BeginFunc(ctx, r.store.Pool(), func(tx pgx.Tx) error {
-		next, err := r.store.Transition(ctx, tx, ledger.Change{
-			ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusQueued, Kind: "operator_retry",
-			Actor: actor, ResetRetryBudget: true, Detail: map[string]any{"note": note},
-		})
-		if err != nil {
-			return err
-		}
-		out = next
-		return outbox.Insert(ctx, tx, ledger.DispatchMessage{Subject: r.broker.DispatchSubject(next.Provider), OperationID: next.ID, Version: next.Version}.Outbox())
+	// Queued waits for a dispatch message: the ledger writes it with the
+	// change.
+	out, err := r.store.Transition(ctx, ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusQueued, Kind: ledger.EventOperatorRetry,
+		Actor: actor, ResetRetryBudget: true, Detail: map[string]any{"note": note},
 	})
 	if errors.Is(err, ledger.ErrStale) {
 		// It changed since it was judged (a concurrent retry or resolve, or
@@ -435,7 +357,6 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 		return op, fmt.Errorf("%w: it changed meanwhile (%v)", ErrRetryNotAllowed, err)
 	}
 	if err == nil {
-		r.store.OutboxCommitted()
 		r.log.InfoContext(ctx, "operator retried operation", "operation_id", op.ID, "tenant", op.Tenant, "by", actor)
 	}
 	return out, err

@@ -230,7 +230,7 @@ func (r *Reconciler) applyWebhook(ctx context.Context, ev ledger.WebhookEvent) (
 	if err != nil {
 		return "", err
 	}
-	return outcome, r.store.MarkWebhookApplied(ctx, r.store.Pool(), ev.ID, outcome)
+	return outcome, r.store.MarkWebhookApplied(ctx, ev.ID, outcome)
 }
 
 // applyStaleResult applies a success that a worker saw after it lost its
@@ -244,7 +244,7 @@ func (r *Reconciler) applyStaleResult(ctx context.Context, sr ledger.StaleResult
 	if err != nil {
 		return "", err
 	}
-	return outcome, r.store.MarkStaleResultApplied(ctx, r.store.Pool(), sr.ID, outcome)
+	return outcome, r.store.MarkStaleResultApplied(ctx, sr.ID, outcome)
 }
 
 // sweepLoop runs Sweep every SweepInterval until ctx ends.
@@ -365,16 +365,16 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 		change.To = ledger.StatusReview
 		change.Review = &ledger.Review{Reason: reason, Owner: pc.Review.Owner, Deadline: r.store.Now().Add(pc.Review.Deadline.Duration)}
 		if op.Status == ledger.StatusReview && op.ReviewReason != nil && *op.ReviewReason == reason {
-			return ledger.OutcomeNoChange, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventEvidence, change.Actor, detail)
+			return ledger.OutcomeNoChange, r.store.AppendEvent(ctx, op.ID, ledger.EventEvidence, change.Actor, detail)
 		}
 		if !op.Status.CanMoveTo(ledger.StatusReview) {
-			return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventEvidence, change.Actor, detail)
+			return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, op.ID, ledger.EventEvidence, change.Actor, detail)
 		}
-		_, err := r.store.Transition(ctx, r.store.Pool(), change)
+		_, err := r.store.Transition(ctx, change)
 		return ledger.OutcomeReview, err
 	}
 	record := func() (ledger.EvidenceOutcome, error) {
-		return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventEvidence, change.Actor, detail)
+		return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, op.ID, ledger.EventEvidence, change.Actor, detail)
 	}
 
 	if ev.Status == ledger.EvidenceSucceeded {
@@ -402,7 +402,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 			// the evidence unapplied for ever. It is kept in the history.
 			return record()
 		}
-		lapse, err := r.store.CheckLapse(ctx, r.store.Pool(), op.ID)
+		lapse, err := r.store.CheckLapse(ctx, op.ID)
 		if err != nil {
 			return "", err
 		}
@@ -411,7 +411,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 			detail["lapse"] = lapse
 		}
 		change.To, change.ProviderReference = ledger.StatusSucceeded, ev.ProviderReference
-		_, err = r.store.Transition(ctx, r.store.Pool(), change)
+		_, err = r.store.Transition(ctx, change)
 		return ledger.OutcomeSettledSucceeded, err
 	}
 
@@ -429,7 +429,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 			return review(ledger.ReasonConflictingEvidence)
 		}
 		change.To = ledger.StatusFailed
-		_, err := r.store.Transition(ctx, r.store.Pool(), change)
+		_, err := r.store.Transition(ctx, change)
 		return ledger.OutcomeSettledFailed, err
 	case ledger.StatusFailed:
 		return ledger.OutcomeNoChange, nil

@@ -94,7 +94,7 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	}
 	// An operation whose effect was confirmed is never sent again, even
 	// from review, and even when a later lookup finds nothing.
-	if err := p.Store.AppendEvent(context.Background(), p.Pool, op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{"lookup": "absent"}); err != nil {
+	if err := p.Store.AppendEvent(context.Background(), op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{"lookup": "absent"}); err != nil {
 		t.Fatal(err)
 	}
 	items, err := p.Reconciler.ReviewItems(context.Background(), p.TenantID)

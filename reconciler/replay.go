@@ -249,11 +249,11 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAn
 			return item, err
 		}
 		item.Result = ReplayAbsenceConfirmed
-		if judge(events).AbsenceConfirmed || dryRun {
+		if ledger.Judge(events).AbsenceConfirmed || dryRun {
 			return item, nil // already known: nothing new to record
 		}
 		item.Changed = true
-		return item, r.store.AppendEvent(ctx, r.store.Pool(), op.ID, ledger.EventReplayLookupAbsent, "reconciler:replay", map[string]any{
+		return item, r.store.AppendEvent(ctx, op.ID, ledger.EventReplayLookupAbsent, "reconciler:replay", map[string]any{
 			"lookup": lr.Status, "http_status": lr.HTTPStatus, "at": lr.At, "account": lr.Account, "environment": lr.Environment,
 		})
 	default:

@@ -305,7 +305,7 @@ func TestStaleResultIsStoredAndAppliedEvenIfItsMessageIsLost(t *testing.T) {
 	// The worker says another provider and key: neither is believed.
 	seen := &ledger.EvidenceMessage{Kind: ledger.EvidenceStaleResult, Provider: "beta", Reference: "al_someone_else",
 		ProviderReference: "ord_stale", Worker: "worker:w9"}
-	if err := p.Store.KeepStaleResult(context.Background(), op.ID, "worker:w9", map[string]any{"would_be": "succeeded"}, seen, p.Broker.EvidenceSubject("acme")); err != nil {
+	if err := p.Store.KeepStaleResult(context.Background(), op.ID, "worker:w9", map[string]any{"would_be": "succeeded"}, seen); err != nil {
 		t.Fatal(err)
 	}
 	announced(t, p)

@@ -1,5 +1,5 @@
-// Package relay publishes the rows of the transactional outbox (package
-// outbox) to JetStream.
+// Package relay publishes the rows of the transactional outbox (written by
+// the ledger, its only writer) to JetStream.
 //
 // A Relay wakes on LISTEN/NOTIFY (outbox.Channel, sent by an
 // outbox.Notifier after the writers' commits) and also polls, claims

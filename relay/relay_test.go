@@ -15,6 +15,8 @@ import (
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/internal/testoutbox"
+	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/relay"
 )
@@ -175,7 +177,7 @@ func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
 	// does, and signal after the commit.
 	time.Sleep(200 * time.Millisecond)
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
-		return outbox.Insert(context.Background(), tx, outbox.Message{Subject: b.DispatchSubject("acme"), MsgID: "wake-1", Payload: []byte("{}")})
+		return testoutbox.InsertErr(context.Background(), tx, ledger.OutboxMessage{Subject: b.DispatchSubject("acme"), MsgID: "wake-1", Payload: []byte("{}")})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -238,7 +240,7 @@ func TestScheduledRowIsPublishedWhenDueAndNotBefore(t *testing.T) {
 	pool, b := setup(t)
 	rl := newRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	due := time.Now().Add(700 * time.Millisecond)
-	err := outbox.Insert(context.Background(), pool, outbox.Message{
+	err := testoutbox.InsertErr(context.Background(), pool, ledger.OutboxMessage{
 		Subject: b.DispatchSubject("acme"), MsgID: "later-1", Payload: []byte("{}"), DeliverAfter: due,
 	})
 	if err != nil {
@@ -267,7 +269,7 @@ func TestLocalWakePublishesWithoutANotification(t *testing.T) {
 	notifier := outbox.NewNotifier(pool, quiet())
 	notifier.Local(rl.Wake)
 	time.Sleep(200 * time.Millisecond) // past the relay's first look
-	err := outbox.Insert(context.Background(), pool, outbox.Message{Subject: b.DispatchSubject("acme"), MsgID: "local-1", Payload: []byte("{}")})
+	err := testoutbox.InsertErr(context.Background(), pool, ledger.OutboxMessage{Subject: b.DispatchSubject("acme"), MsgID: "local-1", Payload: []byte("{}")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +288,7 @@ func TestScheduledRowWrittenDuringABurstIsPublishedWhenDue(t *testing.T) {
 	due := time.Now().Add(400 * time.Millisecond)
 	for i := range 10 {
 		if i == 5 {
-			err := outbox.Insert(context.Background(), pool, outbox.Message{
+			err := testoutbox.InsertErr(context.Background(), pool, ledger.OutboxMessage{
 				Subject: b.DispatchSubject("acme"), MsgID: "burst-later", Payload: []byte("{}"), DeliverAfter: due,
 			})
 			if err != nil {

@@ -397,9 +397,9 @@ func (p *pipeline) settle() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if id, err := uuid.Parse(p.operation); err == nil {
-		op, err := p.store.GetInternal(ctx, p.pool, id)
+		op, err := p.store.GetInternal(ctx, id)
 		if err == nil && op.Status.CanMoveTo(ledger.StatusCancelled) {
-			_, err = p.store.Transition(ctx, p.pool, ledger.Change{
+			_, err = p.store.Transition(ctx, ledger.Change{
 				ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusCancelled,
 				Kind: "demo_stopped", Actor: "demo",
 				Detail: map[string]any{"why": "actledger demo stopped before the outcome was settled; its supplier was an in-process mock that no longer exists"},

@@ -179,7 +179,7 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	// Writers wake relays (in this process and others) after their commit.
 	notifier := outbox.NewNotifier(cfg.Pool, cfg.Logger)
 	a.services = append(a.services, notifier)
-	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, ReviewSubjectPrefix: a.Broker.ReviewSubjectPrefix(), OutboxCommitted: notifier.Signal})
+	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, Subjects: a.Broker, OutboxCommitted: notifier.Signal})
 	ac := cfg.Auth
 	ac.Logger = cmp.Or(ac.Logger, cfg.Logger)
 	if a.Tokens, err = auth.New(cfg.Pool, a.Store, ac); err != nil {
@@ -256,7 +256,6 @@ func (a *App) NewDispatcher(workerID string) (*dispatcher.Dispatcher, error) {
 func (a *App) newHandler() (http.Handler, error) {
 	ac := a.cfg.API
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
-	ac.DispatchSubject, ac.EvidenceSubject = a.Broker.DispatchSubject, a.Broker.EvidenceSubject
 	ac.Registry = a.cfg.Registry
 	ac.Watcher = a.Watcher
 	ac.Actions = make(map[string]string)
