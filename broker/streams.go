@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,21 +58,6 @@ func (b *Broker) Subjects() Subjects { return Subjects{Prefix: b.cfg.Prefix} }
 func (b *Broker) DispatchSubject(provider string) string {
 	return b.Subjects().DispatchSubject(provider)
 }
-
-// ReviewSubject is the subject of the review items of the tenant whose id
-// is tenant, for reason ("*" for every reason). The token is the tenant's
-// id in its canonical text form (as Postgres writes uuid::text), never its
-// name: names are free text, and no mapping of them to subject tokens is
-// both readable and free of collisions ("acme.eu" and "acme_eu" would
-// share one).
-func (b *Broker) ReviewSubject(tenant uuid.UUID, reason string) string {
-	return b.ReviewSubjectPrefix() + "." + tenant.String() + "." + reason
-}
-
-// UnownedToken is the subject token of review items no tenant owns
-// (evidence from a provider without a tenant): no tenant id is "_", so no
-// tenant's replay reads them.
-const UnownedToken = "_"
 
 // EvidenceSubject is the subject of evidence from provider. Provider
 // names are subject tokens already (provider.Config validates them). The

@@ -470,7 +470,7 @@ func TestCanonicalizeRejectsNonObjects(t *testing.T) {
 
 // TestSQLTenantIDTextAgreesWithGo: review subjects are written by Postgres
 // (uuid::text of the tenant id, in Transition) and read by Go
-// (broker.ReviewSubject, uuid.UUID.String): the two texts must agree.
+// (ledger.ReviewSubject, uuid.UUID.String): the two texts must agree.
 func TestSQLTenantIDTextAgreesWithGo(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)

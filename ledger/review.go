@@ -173,10 +173,6 @@ ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 RETURNING id`
 )
 
-// unownedSubjectToken is the review subject token of unmatched evidence
-// no tenant owns (broker.UnownedToken); no tenant id is "_".
-const unownedSubjectToken = "_"
-
 // RecordUnmatched stores u (once per provider and source) and announces it
 // on the review stream in the same transaction, on the subject of its
 // tenant's id. tenant is the tenant's name, for people reading the
@@ -202,16 +198,16 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 			return nil
 		}
 		recorded = true
-		payload, _ := json.Marshal(map[string]any{
-			"evidence_id": got[0].ID, "tenant": tenant, "provider": u.Provider, "reason": ReasonUnmatchedEvidence,
-			"reference": u.Reference, "provider_reference": u.ProviderReference, "owner": u.Owner, "deadline": u.Deadline,
+		deadline := u.Deadline
+		payload, err := json.Marshal(ReviewAnnouncement{
+			EvidenceID: &got[0].ID, Tenant: tenant, Provider: u.Provider, Reason: ReasonUnmatchedEvidence,
+			Reference: u.Reference, ProviderReference: u.ProviderReference, Owner: u.Owner, Deadline: &deadline,
 		})
-		token := unownedSubjectToken
-		if u.TenantID != nil {
-			token = u.TenantID.String()
+		if err != nil {
+			return fmt.Errorf("encode review announcement: %w", err)
 		}
 		return s.insertOutbox(ctx, tx, OutboxMessage{
-			Subject: prefix + "." + token + "." + string(ReasonUnmatchedEvidence),
+			Subject: ReviewSubject(prefix, u.TenantID, string(ReasonUnmatchedEvidence)),
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
 		})
 	})

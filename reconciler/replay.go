@@ -79,14 +79,6 @@ type ReplaySummary struct {
 	DryRun    bool `json:"dry_run"`
 }
 
-type reviewAnnouncement struct {
-	OperationID *uuid.UUID          `json:"operation_id"`
-	EvidenceID  *int64              `json:"evidence_id"`
-	Key         string              `json:"key"`
-	Reference   string              `json:"reference"`
-	Reason      ledger.ReviewReason `json:"reason"`
-}
-
 // Replay re-reads the tenant's review stream and re-runs reconciliation (a
 // lookup) for every item still open, calling emit for each as it goes.
 // Items it can settle are settled; the rest are left for a person, and a
@@ -100,9 +92,9 @@ func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName st
 	sum := ReplaySummary{DryRun: opts.DryRun}
 	// An empty reason reads every reason's subject.
 	reason := cmp.Or(string(opts.Reason), "*")
-	var items []reviewAnnouncement
+	var items []ledger.ReviewAnnouncement
 	seen := make(map[string]bool)
-	n, err := r.readReviewStream(ctx, r.broker.ReviewSubject(tenant, reason), opts.Since, func(a reviewAnnouncement) {
+	n, err := r.readReviewStream(ctx, ledger.ReviewSubject(r.broker.ReviewSubjectPrefix(), &tenant, reason), opts.Since, func(a ledger.ReviewAnnouncement) {
 		id := string(a.Reason) + "/" + a.Key
 		if a.OperationID != nil {
 			id = a.OperationID.String()
@@ -147,7 +139,7 @@ func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName st
 
 // readReviewStream reads every message on subject from since with an
 // ephemeral ordered consumer, until it has caught up.
-func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since time.Time, each func(reviewAnnouncement)) (int, error) {
+func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since time.Time, each func(ledger.ReviewAnnouncement)) (int, error) {
 	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}, DeliverPolicy: jetstream.DeliverAllPolicy}
 	if !since.IsZero() {
 		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
@@ -167,7 +159,7 @@ func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since
 			return read, fmt.Errorf("replay: read review stream: %w", err)
 		}
 		read++
-		var a reviewAnnouncement
+		var a ledger.ReviewAnnouncement
 		if json.Unmarshal(msg.Data(), &a) == nil {
 			each(a)
 		}
@@ -182,7 +174,7 @@ func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since
 var errNotThisTenants = errors.New("not this tenant's review item")
 
 // replayOne re-runs reconciliation for one announced item.
-func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a reviewAnnouncement, dryRun bool) (ReplayItem, error) {
+func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.ReviewAnnouncement, dryRun bool) (ReplayItem, error) {
 	item := ReplayItem{OperationID: a.OperationID, EvidenceID: a.EvidenceID, Key: a.Key, Reason: a.Reason}
 	if a.OperationID == nil {
 		if a.EvidenceID == nil {
