@@ -73,7 +73,7 @@ func TestLostResponseWithoutKeyOrLookupGoesToReview(t *testing.T) {
 	if kinds := strings.Join(p.Kinds(op), ","); kinds != "created,claimed,attempt,needs_review" {
 		t.Errorf("events = %s", kinds)
 	}
-	time.Sleep(300 * time.Millisecond)
+	p.Settled(settle)
 	if got := p.Creates(op); got != 1 {
 		t.Errorf("create requests = %d, want 1", got)
 	}
@@ -113,7 +113,7 @@ func TestDuplicatedMessagesAndRacingWorkersMakeOneCall(t *testing.T) {
 	}
 	p.Start(4)
 	p.WaitStatus(op, ledger.StatusSucceeded, settle)
-	time.Sleep(500 * time.Millisecond) // let every copy be handled
+	p.Settled(settle) // let every copy be handled
 	if got, creates := p.Orders(op), p.Creates(op); got != 1 || creates != 1 {
 		t.Errorf("orders %d, create requests %d; want 1 and 1", got, creates)
 	}
@@ -200,7 +200,7 @@ func TestApprovalRevokedBeforeDispatchIsHeldWithNoOrder(t *testing.T) {
 	}
 	p.Start(1)
 	p.WaitStatus(op, ledger.StatusHeld, 5*time.Second)
-	time.Sleep(500 * time.Millisecond) // the dispatch message arrives and is ignored
+	p.Settled(settle) // the dispatch message arrives and is ignored
 	if got := p.Creates(op); got != 0 {
 		t.Errorf("create requests = %d, want 0", got)
 	}
@@ -265,7 +265,7 @@ func TestPausedWorkStaysQueuedUntilResume(t *testing.T) {
 	}
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	p.Start(1)
-	time.Sleep(time.Second)
+	p.Settled(settle)
 	if got := p.Get(op); got.Status != ledger.StatusQueued || p.Creates(op) != 0 {
 		t.Fatalf("paused: status %s, create requests %d; want queued and 0", got.Status, p.Creates(op))
 	}

@@ -34,19 +34,10 @@ type Approval struct {
 	OperationID uuid.UUID `db:"operation_id"`
 	Note        *string   `db:"note"`
 	// Account and Environment are the provider's the approval was granted
-	// for (see TargetOf); nil on approvals granted before they were
-	// recorded (schema 013), which match any.
+	// for; nil on approvals granted before they were recorded (schema
+	// 013), which match any.
 	Account     *string `db:"account"`
 	Environment *string `db:"environment"`
-}
-
-// TargetOf returns the target an approval was granted for, nil when it
-// predates the binding (schema 013) and so matches any.
-func (a Approval) TargetOf() *Target {
-	if a.Account == nil || a.Environment == nil {
-		return nil
-	}
-	return &Target{Account: *a.Account, Environment: *a.Environment}
 }
 
 // ApprovalCode is the machine-readable reason an approval cannot be used.

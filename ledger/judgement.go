@@ -2,7 +2,12 @@ package ledger
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
 // Judgement is what an operation's history establishes about its effect.
@@ -85,3 +90,21 @@ func DecodeDetail(raw []byte) map[string]any {
 	}
 	return detail
 }
+
+// OutcomeOpen reports whether an earlier attempt of operation id may have
+// had an effect that no lookup has since excluded (Judgement.Open): then a
+// refusal of a later attempt says nothing about whether the effect exists.
+func (s *Store) OutcomeOpen(ctx context.Context, id uuid.UUID) (bool, error) {
+	rows, _ := s.pool.Query(ctx, operationEventsInternal, id)
+	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
+	if err != nil {
+		return false, fmt.Errorf("read outcome history of %s: %w", id, err)
+	}
+	return Judge(events).Open(), nil
+}
+
+// operationEventsInternal is the history of operation $1 whatever its
+// tenant, for workers acting on ids from the ledger's own messages.
+const operationEventsInternal = `SELECT seq, at, kind, from_status, to_status, actor, detail
+FROM operation_events WHERE operation_id = $1
+ORDER BY seq`

@@ -1,37 +1,21 @@
 package ledger_test
 
 import (
-	"flag"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/actledger/actledger/internal/golden"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/schema"
 )
-
-var update = flag.Bool("update", false, "rewrite docs/states.md from the transition table")
 
 // TestStatesDocMatchesTransitionTable keeps docs/states.md and the code's
 // one transition table identical (go test ./ledger -update rewrites it).
 func TestStatesDocMatchesTransitionTable(t *testing.T) {
 	t.Parallel()
-	const path = "../docs/states.md"
-	want := ledger.StatesMarkdown()
-	if *update {
-		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Errorf("docs/states.md is out of date with ledger.Transitions; run go test ./ledger -run StatesDoc -update")
-	}
+	golden.Check(t, "../docs/states.md", ledger.StatesMarkdown(), "go test ./ledger -run StatesDoc -update")
 }
 
 // TestSchemaCheckListsEveryStatus keeps the operations.status CHECK

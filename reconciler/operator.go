@@ -128,24 +128,6 @@ func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *Re
 	return items, next, nil
 }
 
-// ReviewItems lists every open review item of the tenant, page after page:
-// for tools and tests. The API serves pages (ReviewPage).
-func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]ReviewItem, error) {
-	var all []ReviewItem
-	var after *ReviewCursor
-	for {
-		items, next, err := r.ReviewPage(ctx, tenant, after, 500)
-		if err != nil {
-			return nil, err
-		}
-		all = append(all, items...)
-		if next == nil {
-			return all, nil
-		}
-		after = next
-	}
-}
-
 // reviewItems builds the review items of ops, reading their histories and
 // their approvals' standing in one query each.
 func (r *Reconciler) reviewItems(ctx context.Context, tenant uuid.UUID, ops []ledger.Operation, now time.Time) ([]ReviewItem, error) {

@@ -54,7 +54,7 @@ func TestSuccessAfterTheApprovalExpiredIsRecordedFlaggedAndNotSentAgain(t *testi
 	if len(done.Flags) != 1 || done.Flags[0] != reconciler.FlagLateSuccess {
 		t.Errorf("flags = %v, want [%s]", done.Flags, reconciler.FlagLateSuccess)
 	}
-	time.Sleep(500 * time.Millisecond)
+	p.Settled(settle)
 	if p.Orders(op) != 1 || p.Creates(op) != 1 {
 		t.Errorf("orders %d, create requests %d; want 1 and 1", p.Orders(op), p.Creates(op))
 	}
@@ -146,7 +146,7 @@ func TestForgedStaleAndReplayedWebhooksLeaveTheLedgerUnchanged(t *testing.T) {
 	if got := signedWebhook(t, p, testpipeline.WebhookSecret, time.Now().Add(-10*time.Minute), body); got != 401 {
 		t.Errorf("stale timestamp: %d, want 401", got)
 	}
-	time.Sleep(500 * time.Millisecond)
+	p.Settled(settle)
 	if got := p.Get(op); got.Status != ledger.StatusReview || len(p.Kinds(op)) != before {
 		t.Fatalf("after rejected webhooks: %s with %d events, want review with %d", got.Status, len(p.Kinds(op)), before)
 	}
@@ -158,7 +158,7 @@ func TestForgedStaleAndReplayedWebhooksLeaveTheLedgerUnchanged(t *testing.T) {
 	if got := signedWebhook(t, p, testpipeline.WebhookSecret, time.Now(), body); got != 200 {
 		t.Errorf("replayed event: %d, want 200", got)
 	}
-	time.Sleep(500 * time.Millisecond)
+	p.Settled(settle)
 	if got := len(p.Kinds(op)); got != settled {
 		t.Errorf("replayed event changed the history: %d events, want %d", got, settled)
 	}

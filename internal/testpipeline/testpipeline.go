@@ -510,3 +510,43 @@ func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() bo
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// Settled waits until everything the pipeline has been handed so far has
+// been handled: no outbox row that is due waits to be published, and every
+// durable consumer of the dispatch and evidence streams has delivered and
+// had acknowledged every message (a handler acknowledges only after its
+// writes committed). A test that asserts "nothing more happened" waits on
+// this instead of sleeping: it fails after timeout rather than passing
+// early on a slow machine. Messages scheduled for later (a retry's backoff)
+// are not waited for.
+func (p *Pipeline) Settled(timeout time.Duration) {
+	p.t.Helper()
+	ctx := context.Background()
+	js := p.Broker.JetStream()
+	quiet := func() bool {
+		var due int
+		if err := p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox
+WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())`).Scan(&due); err != nil || due > 0 {
+			return false
+		}
+		for _, name := range []string{p.Broker.OpsStream(), p.Broker.EvidenceStream()} {
+			stream, err := js.Stream(ctx, name)
+			if err != nil {
+				return false
+			}
+			consumers := stream.ListConsumers(ctx)
+			for c := range consumers.Info() {
+				if c.NumPending > 0 || c.NumAckPending > 0 {
+					return false
+				}
+			}
+			if consumers.Err() != nil {
+				return false
+			}
+		}
+		return true
+	}
+	// Twice in a row: a handler between its commit and its ack would
+	// otherwise pass the first look.
+	p.Eventually(timeout, "the pipeline to settle", func() bool { return quiet() && quiet() })
+}

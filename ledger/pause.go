@@ -1,0 +1,189 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Pause is an active stop-button entry: no operation of the tenant that
+// matches it (empty provider or action matches any) is claimed.
+type Pause struct {
+	Provider string    `json:"provider,omitempty"`
+	Action   string    `json:"action,omitempty"`
+	PausedBy string    `json:"paused_by"`
+	PausedAt time.Time `json:"paused_at"`
+}
+
+// waitsForMessage holds for an operation o that no pause covers and whose
+// dispatch message is not waiting in the outbox: one that only a new
+// message will move.
+const waitsForMessage = `NOT EXISTS (
+      SELECT 1 FROM outbox b
+      WHERE b.published_at IS NULL AND b.msg_id LIKE '` + dispatchMsgIDPrefix + `' || o.id::text || '.%')
+  AND NOT EXISTS (
+      SELECT 1 FROM dispatch_pauses p
+      WHERE p.tenant_id = o.tenant_id
+        AND (p.provider IS NULL OR p.provider = o.provider)
+        AND (p.action IS NULL OR p.action = o.action))`
+
+const (
+	pauseInsert = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at)
+VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
+ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO NOTHING`
+
+	// pausesDeleteWithin removes every pause of the tenant that lies within
+	// the scope $2 (provider), $3 (action), where '' matches any: a pause of
+	// one provider lies within a scope of any provider, but a pause of every
+	// provider does not lie within a scope that names one.
+	pausesDeleteWithin = `DELETE FROM dispatch_pauses
+WHERE tenant_id = $1 AND ($2 = '' OR provider = $2) AND ($3 = '' OR action = $3)`
+
+	// pausesList is bounded by what may be paused (one pause per
+	// configured provider and action, and their combinations), and by
+	// MaxPauses whatever the configuration.
+	pausesList = `SELECT coalesce(provider, '') AS provider, coalesce(action, '') AS action, paused_by, paused_at
+FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id
+LIMIT ` + maxPausesSQL
+
+	// operationsReleasable finds the work a resume releases: operations of
+	// the scope (@provider, @action; '' matches any) that no remaining pause covers and that wait for a dispatch
+	// message: queued, retry_wait and unknown ones whose message is no
+	// longer waiting in the outbox (it may have arrived during the pause,
+	// had its claim refused and been acknowledged). One whose message still
+	// waits there gets it on time, and a repeated resume adds nothing. A
+	// page: at most @limit, after position (@after_at, @after_id) when
+	// @after_at is set.
+	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at, o.created_at FROM operations o
+WHERE o.tenant_id = @tenant
+  AND (@provider = '' OR o.provider = @provider) AND (@action = '' OR o.action = @action)
+  AND o.status IN ('queued', 'retry_wait', 'unknown')
+  AND ` + waitsForMessage + `
+  AND (@after_at::timestamptz IS NULL OR (o.created_at, o.id) > (@after_at, @after_id))
+ORDER BY o.created_at, o.id
+LIMIT @limit`
+)
+
+// PauseDispatch stops claims of the tenant's operations for provider and/or
+// action (empty means any). Work already in flight finishes.
+func (s *Store) PauseDispatch(ctx context.Context, tenant uuid.UUID, provider, action, actor string) error {
+	if _, err := s.pool.Exec(ctx, pauseInsert, tenant, nullString(provider), nullString(action), actor, s.nowArg()); err != nil {
+		return fmt.Errorf("pause dispatch: %w", err)
+	}
+	return nil
+}
+
+// Requeue is an operation a resume hands back to the dispatcher.
+type Requeue struct {
+	ID       uuid.UUID `db:"id"`
+	Version  int64     `db:"version"`
+	Provider string    `db:"provider"`
+	Status   Status    `db:"status"`
+	// NextAttemptAt is when a retry_wait or unknown operation is due; nil
+	// for a queued one, which is due now.
+	NextAttemptAt *time.Time `db:"next_attempt_at"`
+	// CreatedAt orders a resume's batches.
+	CreatedAt time.Time `db:"created_at"`
+}
+
+// DefaultResumeBatch is how many operations a resume releases per
+// transaction by default.
+const DefaultResumeBatch = 500
+
+// message is the outbox message that releases r on subject: a deliberate
+// re-publish of its version (at makes its Nats-Msg-Id new), held back until
+// r is due. Never earlier: the dispatcher drops a message that arrives
+// before next_attempt_at as early, and the operation would then wait for
+// the stuck sweeper.
+func (r Requeue) message(subject string, at time.Time) OutboxMessage {
+	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at}
+	if r.NextAttemptAt != nil {
+		m.DeliverAfter = *r.NextAttemptAt
+	}
+	return m.Outbox()
+}
+
+// ResumeDispatch removes every pause of tenant that lies within the scope
+// provider, action ("" matches any), so an empty scope clears them all, and
+// returns how many it removed. It then finds the operations of the scope
+// that no remaining pause covers and that wait for a dispatch message, and
+// writes their messages to the outbox (queued ones due now, retry_wait and
+// unknown ones at their schedule), in batches of Config.ResumeBatch, oldest
+// first, each in its own transaction: the pauses go with the first batch.
+// released counts the operations of the committed batches. A resume of a
+// long pause so never holds one transaction (and the locks and outbox rows
+// of every operation) open. If a later batch fails, the pauses are gone and
+// the earlier batches released; the error says so, and a repeated resume
+// (or the stuck sweeper) releases the rest. Resuming where nothing is
+// paused is not an error: it removes nothing and still releases what
+// waits, so a resume can be repeated safely.
+func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string) (removed, released int, err error) {
+	var afterAt *time.Time
+	var afterID uuid.UUID
+	now := s.Now()
+	for batch := 0; ; batch++ {
+		n := 0
+		err = s.InTx(ctx, func(tx *Tx) error {
+			if batch == 0 {
+				tag, err := tx.tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
+				if err != nil {
+					return fmt.Errorf("resume dispatch: %w", err)
+				}
+				removed = int(tag.RowsAffected())
+			}
+			rows, _ := tx.tx.Query(ctx, operationsReleasable, pgx.StrictNamedArgs{
+				"tenant": tenant, "provider": provider, "action": action,
+				"after_at": afterAt, "after_id": afterID, "limit": s.resumeBatch,
+			})
+			ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Requeue])
+			if err != nil {
+				return fmt.Errorf("find released operations: %w", err)
+			}
+			n = len(ops)
+			if n == 0 {
+				return nil
+			}
+			last := ops[n-1]
+			afterAt, afterID = &last.CreatedAt, last.ID
+			for _, op := range ops {
+				subject, err := s.dispatchSubject(op.Provider)
+				if err != nil {
+					return err
+				}
+				if err := s.insertOutbox(ctx, tx, op.message(subject, now)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			if batch > 0 {
+				return removed, released, fmt.Errorf("resume dispatch: pauses removed and %d batch(es) released, then: %w", batch, err)
+			}
+			return 0, 0, err
+		}
+		released += n
+		if n < s.resumeBatch {
+			return removed, released, nil
+		}
+	}
+}
+
+// MaxPauses bounds the pauses Pauses lists.
+const (
+	MaxPauses    = 500
+	maxPausesSQL = "500"
+)
+
+// Pauses lists the tenant's active pauses (at most MaxPauses).
+func (s *Store) Pauses(ctx context.Context, tenant uuid.UUID) ([]Pause, error) {
+	rows, _ := s.pool.Query(ctx, pausesList, tenant)
+	pauses, err := pgx.CollectRows(rows, pgx.RowToStructByName[Pause])
+	if err != nil {
+		return nil, fmt.Errorf("list pauses: %w", err)
+	}
+	return pauses, nil
+}
