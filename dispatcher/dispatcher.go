@@ -249,7 +249,7 @@ func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, pr
 		iter, err := cons.Messages(jetstream.PullMaxMessages(cap(slots)), jetstream.PullExpiry(broker.PullExpiry))
 		if err != nil {
 			log.WarnContext(runCtx, "cannot pull dispatch messages; retrying", "err", err)
-			sleep(runCtx, time.Second)
+			startstop.Sleep(runCtx, time.Second)
 			continue
 		}
 		stop := context.AfterFunc(runCtx, iter.Stop)
@@ -309,14 +309,5 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		_ = msg.NakWithDelay(2 * time.Second)
 	default:
 		_ = msg.Ack()
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -107,18 +107,9 @@ func (cfg SweeperConfig) validate() error {
 // Start runs sweeps in the background until Stop. It returns at once.
 func (s *LeaseSweeper) Start(ctx context.Context) error {
 	return s.svc.Start(ctx, func(ctx context.Context) {
-		ticker := time.NewTicker(s.cfg.Interval)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				if err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
-					s.log.WarnContext(ctx, "sweep failed; next one will retry", "err", err)
-				}
-			}
-		}
+		startstop.Every(ctx, s.cfg.Interval, s.Sweep, func(ctx context.Context, err error) {
+			s.log.WarnContext(ctx, "sweep failed; next one will retry", "err", err)
+		})
 	})
 }
 

@@ -226,18 +226,9 @@ func (w *Watcher) listen(ctx context.Context) error {
 // tendLoop refreshes the registrations that have waiters, drops those
 // idle for watchGrace, and removes ones dead processes left behind.
 func (w *Watcher) tendLoop(ctx context.Context) {
-	ticker := time.NewTicker(watcherTend)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-		if err := w.tend(ctx); err != nil && ctx.Err() == nil {
-			w.log.WarnContext(ctx, "cannot tend operation watches", "err", err)
-		}
-	}
+	startstop.Every(ctx, watcherTend, w.tend, func(ctx context.Context, err error) {
+		w.log.WarnContext(ctx, "cannot tend operation watches", "err", err)
+	})
 }
 
 func (w *Watcher) tend(ctx context.Context) error {

@@ -249,18 +249,9 @@ func (r *Reconciler) applyStaleResult(ctx context.Context, sr ledger.StaleResult
 
 // sweepLoop runs Sweep every SweepInterval until ctx ends.
 func (r *Reconciler) sweepLoop(ctx context.Context) {
-	ticker := time.NewTicker(r.cfg.SweepInterval)
-	defer ticker.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-			if err := r.Sweep(ctx); err != nil && ctx.Err() == nil {
-				r.log.WarnContext(ctx, "evidence sweep failed; the next one will retry", "err", err)
-			}
-		}
-	}
+	startstop.Every(ctx, r.cfg.SweepInterval, r.Sweep, func(ctx context.Context, err error) {
+		r.log.WarnContext(ctx, "evidence sweep failed; the next one will retry", "err", err)
+	})
 }
 
 // Sweep applies, from Postgres, the stored evidence that is still

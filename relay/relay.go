@@ -187,7 +187,7 @@ func (r *Relay) listen(ctx context.Context) {
 			return
 		}
 		r.log.WarnContext(ctx, "outbox listener lost; polling until it is back", "err", err)
-		sleep(ctx, r.cfg.PollInterval)
+		startstop.Sleep(ctx, r.cfg.PollInterval)
 	}
 }
 
@@ -235,7 +235,7 @@ func (r *Relay) run(ctx context.Context) {
 			failures++
 			wait := min(time.Duration(failures)*r.cfg.PollInterval/4+50*time.Millisecond, 5*time.Second)
 			r.log.WarnContext(ctx, "outbox batch failed; will retry", "err", err, "retry_in", wait)
-			sleep(ctx, wait)
+			startstop.Sleep(ctx, wait)
 			continue
 		case n == r.cfg.BatchSize:
 			failures = 0
@@ -372,13 +372,4 @@ wait:
 		r.log.DebugContext(ctx, "outbox batch", "claimed", len(batch), "published", len(published), "duplicates", duplicates)
 	}
 	return len(batch), publishErr
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

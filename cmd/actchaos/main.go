@@ -55,6 +55,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testcluster"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
@@ -588,18 +589,18 @@ func (s *soak) schedule(ctx context.Context) {
 			p := s.procs[s.intn(len(s.procs))]
 			kind = "sigkill actledger " + p.name
 			p.kill()
-			sleepCtx(ctx, outage)
+			startstop.Sleep(ctx, outage)
 			p.start(s.e, s.bin)
 		case 1:
 			n := s.cluster.Nodes[s.intn(len(s.cluster.Nodes))]
 			kind = "sigkill nats " + n.Name
 			s.cluster.Kill(n)
-			sleepCtx(ctx, outage)
+			startstop.Sleep(ctx, outage)
 			s.cluster.Start(n)
 		case 2:
 			kind = "cut postgres"
 			s.proxy.setCut(true)
-			sleepCtx(ctx, outage)
+			startstop.Sleep(ctx, outage)
 			s.proxy.setCut(false)
 		case 3:
 			kind = "operator pause"
@@ -607,7 +608,7 @@ func (s *soak) schedule(ctx context.Context) {
 				kind = "operator pause refused (API down)"
 				break
 			}
-			sleepCtx(ctx, outage)
+			startstop.Sleep(ctx, outage)
 			s.resume()
 		}
 		fmt.Printf("actchaos: %s for %s\n", kind, outage)
@@ -621,13 +622,6 @@ func (s *soak) schedule(ctx context.Context) {
 				p.start(s.e, s.bin)
 			}
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
 	}
 }
 
