@@ -48,8 +48,8 @@ func operationIDOf(key string) (uuid.UUID, bool) {
 	return id, true
 }
 
-// operationEnqueue runs schema/004_enqueue.sql's enqueue_operation: the
-// whole enqueue transaction in one round trip.
+// operationEnqueue runs enqueue_operation (schema/functions/enqueue_operation.sql):
+// the whole enqueue transaction in one round trip.
 const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operation(
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
@@ -106,7 +106,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *Tx, req EnqueueRequest) (op O
 	return op, replayed, err
 }
 
-// operationsEnqueue runs schema/016_set_based_writes.sql's enqueue_operations:
+// operationsEnqueue runs enqueue_operations (schema/functions/enqueue_operations.sql):
 // the enqueues of a shared batch in one statement, when every one of them
 // creates its operation; otherwise it fails (SQLSTATE ALSET) and each
 // runs again alone through operationEnqueue.

@@ -87,11 +87,11 @@ type Review struct {
 	Deadline time.Time
 }
 
-// operationTransitions runs transition_operations (schema 016, with 017's
-// provider condition): a set of changes, one per element of its arrays
-// (ord is an element's 1-based position), each a conditional update on the
-// operation's version and status that appends its event in the same
-// statement. A change that does not apply (the version, status, provider,
+// operationTransitions runs transition_operations
+// (schema/functions/transition_operations.sql): a set of changes, one per
+// element of its arrays (ord is an element's 1-based position), each a
+// conditional update on the operation's version and status that appends
+// its event in the same statement. A change that does not apply (the version, status, provider,
 // lease or pause condition fails) returns no row. Claims (@check_lapse) also get,
 // from the same snapshot, whether the claimed operation may still be sent
 // to their target (see operationLapse).

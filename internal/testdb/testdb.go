@@ -1,10 +1,11 @@
 // Package testdb gives each test its own freshly migrated Postgres database.
 //
 // Tests run against the real Postgres named by TEST_DATABASE_URL (default
-// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). The migrations are applied
-// once into a template database named after their content hash; every test
-// then gets a cheap copy (CREATE DATABASE ... TEMPLATE) that is dropped when
-// the test ends, so tests run in parallel and leave nothing behind.
+// postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). The migrations and
+// function files are applied once into a template database named after
+// their content hash; every test then gets a cheap copy (CREATE DATABASE
+// ... TEMPLATE) that is dropped when the test ends, so tests run in
+// parallel and leave nothing behind.
 package testdb
 
 import (
@@ -66,8 +67,36 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
+	return create(ctx, t, admin, tmpl)
+}
+
+// NewEmpty creates a database for t without any migration, for tests of
+// migrating itself (a database as an older binary left it), and returns a
+// pool connected to it. The database is dropped when t ends.
+func NewEmpty(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	admin, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		t.Fatalf("testdb: connect to %s (is Postgres running? set TEST_DATABASE_URL): %v", AdminURL(), err)
+	}
+	defer admin.Close(context.Background())
+	pool, _ := create(ctx, t, admin, "")
+	return pool
+}
+
+// create creates a database for t from the template tmpl (the server's
+// default, an empty database, when tmpl is ""), connects a pool to it and
+// drops it when t ends.
+func create(ctx context.Context, t testing.TB, admin *pgx.Conn, tmpl string) (*pgxpool.Pool, string) {
+	t.Helper()
 	name := "actledger_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	if err := createFromTemplate(ctx, admin, name, tmpl); err != nil {
+	if tmpl == "" {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+			t.Fatalf("testdb: create %s: %v", name, err)
+		}
+	} else if err := createFromTemplate(ctx, admin, name, tmpl); err != nil {
 		t.Fatalf("testdb: create %s: %v", name, err)
 	}
 	dbURL := withDatabase(t, AdminURL(), name)
@@ -168,10 +197,20 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	functions, err := schema.Functions()
+	if err != nil {
+		return "", err
+	}
+	// A change of a function file changes the schema as much as a new
+	// migration does: both name the template.
 	h := sha256.New()
 	for _, m := range migrations {
 		h.Write([]byte(m.Version))
 		h.Write([]byte(m.SQL))
+	}
+	for _, f := range functions {
+		h.Write([]byte("functions/" + f.Name))
+		h.Write([]byte(f.SQL))
 	}
 	name := "actledger_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16]
 

@@ -1,0 +1,68 @@
+-- enqueue_operation: the agent's enqueue in one round trip.
+--
+-- Enqueue is on the hot path of every agent action. enqueue_operation does
+-- its whole transaction in one statement: the operation (unique per tenant,
+-- action and key), one use of its approval, the created event and the
+-- dispatch message in the outbox. An approval that does not authorise the
+-- operation raises SQLSTATE AL403 with the contract's code as the message
+-- and the reason as the detail, which rolls everything back. ledger.Enqueue
+-- documents the rules; this is their only implementation.
+CREATE OR REPLACE FUNCTION enqueue_operation(
+    p_id uuid, p_tenant uuid, p_action text, p_key text, p_provider text, p_params jsonb,
+    p_fingerprint text, p_approval uuid, p_token uuid, p_external_key text, p_now timestamptz,
+    p_actor text, p_subject text, p_msg_id text, p_payload bytea
+) RETURNS TABLE (created boolean, created_at timestamptz, tenant text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+    v_id  uuid;
+    a     approvals%ROWTYPE;
+BEGIN
+    -- ON CONFLICT waits for a concurrent inserter of the same key, so
+    -- identical concurrent requests converge on one operation.
+    INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
+        approval_id, requested_by, external_key, status, created_at, updated_at)
+    VALUES (p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
+        p_approval, p_token, p_external_key, 'queued', v_now, v_now)
+    ON CONFLICT (tenant_id, action, key) DO NOTHING
+    RETURNING id INTO v_id;
+    IF v_id IS NULL THEN
+        -- The key exists: a replay or a conflict, decided by the caller.
+        RETURN QUERY SELECT false, NULL::timestamptz, NULL::text;
+        RETURN;
+    END IF;
+
+    -- The row lock makes concurrent consumers queue; each re-checks
+    -- uses < max_uses on the newest row.
+    UPDATE approvals SET uses = uses + 1
+    WHERE id = p_approval AND tenant_id = p_tenant AND action = p_action
+      AND params_fingerprint = p_fingerprint AND revoked_at IS NULL
+      AND expires_at > v_now AND uses < max_uses
+    RETURNING * INTO a;
+    IF NOT FOUND THEN
+        SELECT * INTO a FROM approvals WHERE id = p_approval AND tenant_id = p_tenant;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_mismatch', DETAIL = 'no such approval';
+        ELSIF a.revoked_at IS NOT NULL THEN
+            RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_revoked', DETAIL = 'the approval was revoked';
+        ELSIF a.expires_at <= v_now THEN
+            RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_expired',
+                DETAIL = 'the approval expired at ' || to_char(a.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"');
+        ELSIF a.action <> p_action THEN
+            RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_mismatch',
+                DETAIL = format('the approval is for action %s', a.action);
+        ELSIF a.params_fingerprint <> p_fingerprint THEN
+            RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_mismatch', DETAIL = 'params are not those approved';
+        ELSE
+            RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_used',
+                DETAIL = format('the approval''s %s use(s) are taken', a.max_uses);
+        END IF;
+    END IF;
+
+    INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
+    VALUES (p_id, p_tenant, v_now, 'created', NULL, 'queued', p_actor,
+        jsonb_build_object('approval_id', p_approval, 'params_fingerprint', p_fingerprint));
+    INSERT INTO outbox (subject, msg_id, payload) VALUES (p_subject, p_msg_id, p_payload);
+    RETURN QUERY SELECT true, v_now, t.name FROM tenants t WHERE t.id = p_tenant;
+END;
+$$;
