@@ -158,11 +158,7 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		}
 		d.configs[pc.Name] = pc
 		d.calls[pc.Name] = make(chan struct{}, cfg.Concurrency)
-		if p, ok := cfg.Providers[pc.Name]; ok {
-			d.providers[pc.Name] = p
-		} else {
-			d.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
-		}
+		d.providers[pc.Name] = provider.Of(pc, cfg.Providers)
 	}
 	return d, nil
 }

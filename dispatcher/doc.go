@@ -32,8 +32,30 @@
 // else goes to a person (review). A success that a fenced worker saw still
 // reaches the reconciler as evidence.
 //
-// Retry and lookup schedules are outbox rows with a due time, so a restart
-// neither loses nor hurries them. The LeaseSweeper moves claims whose lease
-// is still expired to unknown and re-publishes operations whose message
-// never arrived, backing off per operation.
+// Retry and lookup schedules are outbox rows with a due time, which the
+// ledger writes with the state that waits for them (the dispatcher writes
+// none), so a restart neither loses nor hurries them. The LeaseSweeper
+// moves claims whose lease is still expired to unknown and re-publishes
+// operations whose message never arrived, backing off per operation.
+//
+// The files, by concern:
+//
+//   - dispatcher.go: Config, New, and the consumers that hand each dispatch
+//     message to a worker (Start, Stop).
+//   - claim.go: from a message to a claim (execute), and keeping it: the
+//     call slots, the confirmation before every call, the lease a call
+//     must fit in.
+//   - work.go: the work on one claimed operation: the create, the answer
+//     handed to the policy, and following its decision.
+//   - outcome.go: the policy. decide is a pure function from the operation,
+//     the provider's contract, what just happened (an answer, an expired
+//     lease, a claim from unknown, a lapse, a lookup's verdict), what the
+//     ledger says beyond the row, and the time, to the changes to record
+//     and the next step. Workers and the LeaseSweeper follow the same one;
+//     its table test is the policy's specification.
+//   - lookup.go: asking the provider whether an effect exists, believed by
+//     the ledger's one rule (ledger.JudgeLookup).
+//   - record.go: recording a decision under the claim's version, and what a
+//     fenced worker keeps as evidence instead.
+//   - lease_sweeper.go: the LeaseSweeper.
 package dispatcher

@@ -1,6 +1,17 @@
 package dispatcher
 
-import "github.com/actledger/actledger/ledger"
+import (
+	"context"
+
+	"github.com/actledger/actledger/ledger"
+)
+
+// Execute does what the ledger says the operation of dispatch message m
+// (from providerName's consumer) needs now, as a worker would on receiving
+// it (see execute), for tests that hand a worker a message of their own.
+func (d *Dispatcher) Execute(ctx context.Context, providerName string, m ledger.Dispatch) error {
+	return d.execute(ctx, providerName, m, nil)
+}
 
 // SetCrashAfterCall makes workers stop dead right after the provider call
 // when crash returns true, as a killed process would.

@@ -198,12 +198,12 @@ func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
 	// The claim began when the operation last changed (confirmations do
 	// not touch updated_at): no call under it reached the provider before.
 	claimedAt := op.UpdatedAt
-	op.LastSentAt = &lastSent
-	op.FirstSentAt = firstSentPtr(op, claimedAt)
-	w := &work{store: s.store, broker: s.broker, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, op: op, pc: pc, lapse: lapse}
-	c := ledger.Change{
-		To: ledger.StatusUnknown, Kind: ledger.EventLeaseExpired, SentAt: lastSent, SentFrom: claimedAt, OnlyIfLeaseExpired: true,
-		Detail: map[string]any{"lease_owner": op.LeaseOwner, "lease_expires_at": op.LeaseExpiresAt},
-	}
-	return w.unknown(ctx, c, now)
+	expired := leaseExpired{sentFrom: claimedAt, sentAt: lastSent,
+		evidence: map[string]any{"lease_owner": op.LeaseOwner, "lease_expires_at": op.LeaseExpiresAt}}
+	// The same policy as a worker's unknown answer. The sweeper calls
+	// nothing, so it judges a resend without a worker's call margin: the
+	// worker that claims the operation judges it again with its own.
+	d := decide(op, contract{pc: pc, backoff: backoff}, expired, history{lapse: lapse}, now)
+	w := &work{store: s.store, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, op: op, pc: pc, lapse: lapse}
+	return w.follow(ctx, d)
 }

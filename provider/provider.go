@@ -16,8 +16,19 @@ type Provider interface {
 	// classified outcome.
 	Create(ctx context.Context, req CreateRequest) Result
 	// Lookup asks the supplier whether an effect tagged with externalKey exists. Whether an
-	// "absent" answer is believable yet is the caller's decision (see [Config.LookupBelievableAt]).
+	// "absent" answer is believable yet is the caller's decision (see [Config.LookupBelievableAt];
+	// the ledger's JudgeLookup applies it).
 	Lookup(ctx context.Context, externalKey string) LookupResult
+}
+
+// Of is the Provider that calls cfg's supplier: overrides[cfg.Name] when there is one (a test's
+// fake or fault injector), else [NewHTTP] of cfg. The dispatcher and the reconciler pick theirs
+// with it, so a lookup goes to the same supplier implementation as the creates it settles.
+func Of(cfg *Config, overrides map[string]Provider) Provider {
+	if p, ok := overrides[cfg.Name]; ok {
+		return p
+	}
+	return NewHTTP(cfg, HTTPOptions{})
 }
 
 // CreateRequest is what the dispatcher sends for one attempt of one operation.

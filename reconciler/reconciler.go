@@ -81,11 +81,7 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error)
 		providers: make(map[string]provider.Provider),
 	}
 	for _, pc := range cfg.Registry.Providers() {
-		if p, ok := cfg.Providers[pc.Name]; ok {
-			r.providers[pc.Name] = p
-		} else {
-			r.providers[pc.Name] = provider.NewHTTP(pc, provider.HTTPOptions{})
-		}
+		r.providers[pc.Name] = provider.Of(pc, cfg.Providers)
 	}
 	return r, nil
 }

@@ -210,16 +210,27 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.R
 	if err != nil {
 		return item, err
 	}
-	if len(foreign) > 0 {
+	var believable time.Time
+	if op.LastSentAt != nil {
+		believable = pc.LookupBelievableAt(*op.LastSentAt)
+	}
+	var lr provider.LookupResult
+	verdict, err := ledger.JudgeLookup(ledger.Lookup{SentElsewhere: foreign, BelievableAt: believable},
+		func() (ledger.LookupAnswer, time.Time, error) {
+			// Absence is judged as of the asking, however late the
+			// answer comes back.
+			asked := r.store.Now()
+			lr = r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
+			return ledger.LookupAnswer(lr.Status), asked, nil
+		})
+	if err != nil {
+		return item, err
+	}
+	switch verdict {
+	case ledger.LookupUntrusted:
 		item.Result, item.Detail = ReplayLookupUntrusted, fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", foreign[0].Account, foreign[0].Environment)
 		return item, nil
-	}
-	// The answer says what the provider saw when the request arrived,
-	// however late it comes back: absence is judged as of the asking.
-	asked := r.store.Now()
-	lr := r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
-	switch lr.Status {
-	case provider.LookupFound:
+	case ledger.LookupFound:
 		if dryRun {
 			item.Result, item.Detail = ReplayWouldSettleSucceeded, lr.ProviderReference
 			return item, nil
@@ -231,11 +242,10 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.R
 		}
 		item.Result, item.Detail, item.Changed = ReplayApplied(outcome), lr.ProviderReference, outcome != ledger.OutcomeNoChange
 		return item, nil
-	case provider.LookupAbsent:
-		if op.LastSentAt != nil && asked.Before(pc.LookupBelievableAt(*op.LastSentAt)) {
-			item.Result = ReplayAbsentNotYetBelievable
-			return item, nil
-		}
+	case ledger.LookupAbsentTooEarly:
+		item.Result = ReplayAbsentNotYetBelievable
+		return item, nil
+	case ledger.LookupAbsentConfirmed:
 		events, err := r.store.Events(ctx, tenant, op.ID)
 		if err != nil {
 			return item, err

@@ -1,0 +1,83 @@
+package ledger
+
+import "time"
+
+// LookupAnswer is what a provider's lookup said, in the values of
+// provider.LookupStatus: the ledger does not import package provider, and
+// a test holds the two together. Anything but found or absent tells
+// nothing.
+type LookupAnswer string
+
+// The answers of a lookup (provider.LookupFound, LookupAbsent, LookupError).
+const (
+	LookupAnswerFound  LookupAnswer = "found"
+	LookupAnswerAbsent LookupAnswer = "absent"
+	LookupAnswerError  LookupAnswer = "error"
+)
+
+// LookupVerdict is what a lookup establishes about an operation whose
+// outcome is unknown.
+type LookupVerdict string
+
+// The verdicts of JudgeLookup; each is recorded under the event kind of
+// the same name (EventLookupUntrusted, EventLookupFound, …) by the
+// dispatcher, and answered as a ReplayResult by a replay.
+const (
+	// LookupUntrusted: the operation may have been sent to another
+	// account or environment than the one the lookup would ask, so no
+	// answer from there proves anything; the provider is not asked.
+	LookupUntrusted LookupVerdict = "untrusted"
+	// LookupFound: the provider holds the effect.
+	LookupFound LookupVerdict = "found"
+	// LookupAbsentTooEarly: the provider holds nothing yet, but it was
+	// asked before an effect of the last send had to be visible.
+	LookupAbsentTooEarly LookupVerdict = "absent_too_early"
+	// LookupAbsentConfirmed: the provider holds nothing, and was asked
+	// late enough for that to mean nothing happened.
+	LookupAbsentConfirmed LookupVerdict = "absent_confirmed"
+	// LookupFailed: the lookup told nothing.
+	LookupFailed LookupVerdict = "failed"
+)
+
+// Lookup is what a lookup's verdict rests on besides the answer.
+type Lookup struct {
+	// SentElsewhere are the accounts and environments, other than the one
+	// the lookup asks, that the operation's requests may have reached
+	// (Store.ForeignTargets).
+	SentElsewhere []Target
+	// BelievableAt is when an answer of absence becomes believable: the
+	// provider's visibility lag after the latest moment a request may
+	// still have been in flight (provider.Config.LookupBelievableAt of
+	// Operation.LastSentAt). Zero when nothing was ever sent.
+	BelievableAt time.Time
+}
+
+// JudgeLookup is the one rule for believing a lookup, which the
+// dispatcher's lookup and an operator's replay both follow. A lookup is
+// trusted only in the account and environment the operation was sent to:
+// otherwise ask is never called (asking one account whether an effect
+// exists proves nothing about another). ask calls the provider and says
+// when it asked, on the database's clock: the answer tells what the
+// provider saw when the request arrived, however late it comes back, so
+// absence is judged as of the asking, and believed only from l.BelievableAt
+// on. An error from ask is returned as it is, with no verdict.
+func JudgeLookup(l Lookup, ask func() (LookupAnswer, time.Time, error)) (LookupVerdict, error) {
+	if len(l.SentElsewhere) > 0 {
+		return LookupUntrusted, nil
+	}
+	answer, asked, err := ask()
+	if err != nil {
+		return "", err
+	}
+	switch answer {
+	case LookupAnswerFound:
+		return LookupFound, nil
+	case LookupAnswerAbsent:
+		if asked.Before(l.BelievableAt) {
+			return LookupAbsentTooEarly, nil
+		}
+		return LookupAbsentConfirmed, nil
+	default:
+		return LookupFailed, nil
+	}
+}
