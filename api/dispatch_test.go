@@ -10,22 +10,18 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/outbox"
 )
 
-// Actions of the dispatch tests: two on provider acme, one on beta.
+// Actions of the fixture besides action: another on provider acme, one on
+// beta.
 const (
 	cancelAction = "supplier.cancel_order"
 	ticketAction = "ticket.open"
 )
-
-func withActions(c *api.Config) {
-	c.Actions = map[string]string{action: "acme", cancelAction: "acme", ticketAction: "beta"}
-}
 
 // pausedScopes lists the pauses of a dispatch answer as "provider/action",
 // "*" for any, sorted.
@@ -48,7 +44,7 @@ func pausedScopes(r response) []string {
 
 func TestResumeRemovesEveryPauseWithinItsScope(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withActions)
+	f := setup(t)
 	all := []string{`{}`, `{"provider":"acme"}`, `{"provider":"acme","action":"supplier.create_order"}`,
 		`{"action":"supplier.create_order"}`, `{"provider":"beta"}`}
 	tests := []struct {
