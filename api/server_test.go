@@ -8,6 +8,7 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
 // A wiring mistake is an error naming the field, which the caller can
@@ -19,11 +20,15 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg, err := provider.Parse([]byte("providers: {}\nactions: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	complete := func() api.Config {
 		return api.Config{
 			Ledger: store, Tokens: tokens,
 			DispatchSubject: func(p string) string { return "TEST.dispatch." + p },
-			Targets:         map[string]ledger.Target{},
+			Registry:        reg,
 		}
 	}
 	tests := []struct {
@@ -35,7 +40,7 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 		{"no ledger", func(c *api.Config) { c.Ledger = nil }, "Config.Ledger"},
 		{"no tokens", func(c *api.Config) { c.Tokens = nil }, "Config.Tokens"},
 		{"no dispatch subject", func(c *api.Config) { c.DispatchSubject = nil }, "Config.DispatchSubject"},
-		{"no targets", func(c *api.Config) { c.Targets = nil }, "Config.Targets"},
+		{"no registry", func(c *api.Config) { c.Registry = nil }, "Config.Registry"},
 		{"negative body limit", func(c *api.Config) { c.MaxBody = -1 }, "Config.MaxBody"},
 		{"negative request timeout", func(c *api.Config) { c.RequestTimeout = -time.Second }, "Config.RequestTimeout"},
 	}

@@ -259,11 +259,6 @@ func (a *App) newHandler() (http.Handler, error) {
 	ac.DispatchSubject, ac.EvidenceSubject = a.Broker.DispatchSubject, a.Broker.EvidenceSubject
 	ac.Registry = a.cfg.Registry
 	ac.Watcher = a.Watcher
-	ac.Actions = make(map[string]string)
-	for _, action := range a.cfg.Registry.Actions() {
-		pc, _ := a.cfg.Registry.ForAction(action)
-		ac.Actions[action] = pc.Name
-	}
 	if ac.WebhookSecrets == nil && a.cfg.Getenv != nil {
 		registry, getenv := a.cfg.Registry, a.cfg.Getenv
 		ac.WebhookSecrets = func(name string) ([][]byte, bool) {
