@@ -1,6 +1,7 @@
 // Package testproxy is a TCP proxy that tests cut and restore to simulate a
 // backing service (Postgres, NATS) going away and coming back, without
-// touching the real server other tests share.
+// touching the real server other tests share. cmd/actchaos cuts Postgres
+// with it outside a test.
 package testproxy
 
 import (
@@ -9,6 +10,16 @@ import (
 	"sync"
 	"testing"
 )
+
+// TB is the part of testing.TB the proxy uses; cmd/actchaos, which runs a
+// proxy outside a test, supplies its own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+var _ TB = testing.TB(nil)
 
 // Proxy forwards connections from a loopback port to a target address.
 type Proxy struct {
@@ -20,8 +31,9 @@ type Proxy struct {
 	conns map[net.Conn]struct{}
 }
 
-// New starts a proxy to target and stops it when t ends.
-func New(t testing.TB, target string) *Proxy {
+// New starts a proxy to target and stops it when t ends: it closes its
+// listener and every connection it forwards.
+func New(t TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
