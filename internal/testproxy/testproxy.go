@@ -90,8 +90,8 @@ func (p *Proxy) accept() {
 		if !p.track(client, server) {
 			continue
 		}
-		go pipe(client, server)
-		go pipe(server, client)
+		go p.pipe(client, server)
+		go p.pipe(server, client)
 	}
 }
 
@@ -110,8 +110,15 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-func pipe(dst, src net.Conn) {
+// pipe copies src to dst until either side ends, then closes both and
+// forgets them, so a long run (cmd/actchaos) does not hold every
+// connection it ever forwarded.
+func (p *Proxy) pipe(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	dst.Close()
 	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
 }

@@ -1,4 +1,4 @@
-package testproxy_test
+package testproxy
 
 import (
 	"bufio"
@@ -9,8 +9,6 @@ import (
 	"slices"
 	"testing"
 	"time"
-
-	"github.com/actledger/actledger/internal/testproxy"
 )
 
 // echo serves TCP on a loopback port, writing back every line it reads,
@@ -85,7 +83,7 @@ func pingNew(addr string) error {
 // again.
 func TestCutClosesOpenConnectionsAndRefusesNewOnesUntilRestore(t *testing.T) {
 	t.Parallel()
-	p := testproxy.New(t, echo(t))
+	p := New(t, echo(t))
 	for round := range 2 {
 		open, err := dial(p.Addr())
 		if err != nil {
@@ -131,7 +129,7 @@ func (o *outsideTest) close() {
 func TestAProxyOutsideATestStopsAtItsCleanup(t *testing.T) {
 	t.Parallel()
 	o := &outsideTest{}
-	p := testproxy.New(o, echo(t))
+	p := New(o, echo(t))
 	open, err := dial(p.Addr())
 	if err != nil {
 		t.Fatal(err)
@@ -150,5 +148,29 @@ func TestAProxyOutsideATestStopsAtItsCleanup(t *testing.T) {
 	var opErr *net.OpError
 	if _, err := dial(p.Addr()); !errors.As(err, &opErr) {
 		t.Errorf("dial after the cleanup: %v, want the port refused", err)
+	}
+}
+
+// A connection that ends is forgotten: the proxy holds only the ones open.
+func TestAClosedConnectionIsForgotten(t *testing.T) {
+	t.Parallel()
+	p := New(t, echo(t))
+	for range 3 {
+		if err := pingNew(p.Addr()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		p.mu.Lock()
+		n := len(p.conns)
+		p.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections held after every client closed, want 0", n)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
