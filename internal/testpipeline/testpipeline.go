@@ -199,7 +199,7 @@ func (p *Pipeline) build() {
 		Pool: p.Pool, Broker: p.Broker, Registry: p.Registry, Providers: providers, Now: p.Clock.Now,
 		// Dispatchers are added by Start, fresh each time, as a new
 		// process's would be.
-		Roles:      app.Roles{API: true, Relay: true, Sweeper: true, Reconciler: true},
+		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true},
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
 		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
