@@ -22,10 +22,10 @@ type actionView struct {
 // contracts, sorted by name. The MCP server builds its tools from it, so a
 // tool's schema is the one the API enforces.
 func (s *Server) listActions(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
-	views := make([]actionView, 0, len(s.cfg.Actions))
-	for _, name := range slices.Sorted(maps.Keys(s.cfg.Actions)) {
+	views := make([]actionView, 0, len(s.actions))
+	for _, name := range slices.Sorted(maps.Keys(s.actions)) {
 		c := s.contract(name)
-		views = append(views, actionView{Name: name, Provider: s.cfg.Actions[name], Description: c.Description, ParamsSchema: c.ParamsSchema})
+		views = append(views, actionView{Name: name, Provider: s.actions[name], Description: c.Description, ParamsSchema: c.ParamsSchema})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"actions": views})
 }

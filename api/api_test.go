@@ -20,12 +20,30 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/api/openapitest"
 	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testfactory"
+	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
 const action = "supplier.create_order"
+
+// providersYAML is the providers config of every fixture: acme executes
+// action and cancelAction (the compensations of the review tests), beta
+// executes ticketAction (the dispatch scopes of two providers). No action
+// names a params schema or a policy: any params object is accepted and
+// every proposal waits for a person, with the default TTLs.
+var providersYAML = fmt.Sprintf(`
+providers:
+  acme: {base_url: "http://127.0.0.1:9", account: acct_test, environment: test, create: {path: /v1/orders}}
+  beta: {base_url: "http://127.0.0.1:9", account: acct_beta, environment: test, create: {path: /v1/tickets}}
+actions:
+  %s: {provider: acme}
+  %s: {provider: acme}
+  %s: {provider: beta}
+`, action, cancelAction, ticketAction)
 
 // clock is a test clock the ledger and API share.
 type clock struct{ offset atomic.Int64 }
@@ -33,7 +51,13 @@ type clock struct{ offset atomic.Int64 }
 func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
+// fixture is the API as a process serves it: built by app.Build with the
+// API role, so its store, tokens, reconciler and subjects are wired as in
+// `actledger serve`, on a database and streams of its own. Nothing is
+// started: the API needs no background work, and a test counting the
+// queries of a request sees only the request's.
 type fixture struct {
+	app      *app.App
 	pool     *pgxpool.Pool
 	store    *ledger.Store
 	tokens   *auth.Tokens
@@ -44,6 +68,9 @@ type fixture struct {
 	operator string
 }
 
+// option changes the API's part of the config the fixture builds its
+// process from (app.Config.API); what app.Build wires itself (the store,
+// the tokens, the subjects, the registry) it sets over the option's.
 type option func(*api.Config)
 
 func setup(t *testing.T, opts ...option) *fixture {
@@ -53,35 +80,37 @@ func setup(t *testing.T, opts ...option) *fixture {
 
 func setupWithPool(t *testing.T, pool *pgxpool.Pool, opts ...option) *fixture {
 	t.Helper()
-	f := &fixture{pool: pool, clock: &clock{}}
-	f.store = ledger.New(pool, ledger.Config{Now: f.clock.Now, Subjects: broker.Subjects{Prefix: "TEST"}})
-	tokens, err := auth.New(pool, f.store, auth.Config{})
+	return setupWithProviders(t, pool, providersYAML, opts...)
+}
+
+// setupWithProviders is setupWithPool with another providers config.
+func setupWithProviders(t *testing.T, pool *pgxpool.Pool, providers string, opts ...option) *fixture {
+	t.Helper()
+	reg, err := provider.Parse([]byte(providers))
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.tokens = tokens
-	cfg := api.Config{
-		Ledger: f.store, Tokens: f.tokens,
-		Actions:        map[string]string{action: "acme"},
-		Targets:        map[string]ledger.Target{"acme": {Account: "acct_test", Environment: "test"}},
-		RequestTimeout: 3 * time.Second,
-		ReadyChecks:    []api.ReadyCheck{{Name: "postgres", Check: pool.Ping}},
-		Logger:         slog.New(slog.DiscardHandler),
+	f := &fixture{pool: pool, clock: &clock{}}
+	cfg := app.Config{
+		Pool: pool, Broker: testnats.New(t), Registry: reg, Roles: app.Roles{API: true}, Now: f.clock.Now,
+		API:    api.Config{RequestTimeout: 3 * time.Second},
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
-		o(&cfg)
+		o(&cfg.API)
 	}
-	handler, err := api.New(cfg)
+	a, err := app.Build(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(a.Close)
+	f.app, f.store, f.tokens = a, a.Store, a.Tokens
 	// Every request and answer of the API tests is checked against the
-	// OpenAPI document.
-	f.srv = httptest.NewServer(openapitest.Handler(t, handler))
+	// OpenAPI document; the web console beside the API is not in it.
+	f.srv = httptest.NewServer(openapitest.Handler(t, a.Handler, "/console/"))
 	t.Cleanup(f.srv.Close)
-	f.agent = f.token(t, "acme-corp", auth.RoleAgent)
-	f.approver = f.token(t, "acme-corp", auth.RoleApprover)
-	f.operator = f.token(t, "acme-corp", auth.RoleOperator)
+	tenant := testfactory.NewTenant(t, f.tokens, "acme-corp")
+	f.agent, f.approver, f.operator = tenant.Agent.Secret, tenant.Approver.Secret, tenant.Operator.Secret
 	return f
 }
 

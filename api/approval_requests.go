@@ -16,14 +16,13 @@ import (
 	"github.com/actledger/actledger/provider"
 )
 
-// contract returns action's contract, or a contract with the defaults when
-// the server has no registry (any params, every proposal waits for a
-// person).
+// contract returns action's contract, or a contract with the defaults (any
+// params, every proposal waits for a person) for an action the registry no
+// longer names: a proposal made before the providers file dropped it is
+// still listed, and decided with the default TTLs.
 func (s *Server) contract(action string) *provider.Action {
-	if s.cfg.Registry != nil {
-		if c, ok := s.cfg.Registry.Action(action); ok {
-			return c
-		}
+	if c, ok := s.cfg.Registry.Action(action); ok {
+		return c
 	}
 	return &provider.Action{Name: action, Approval: provider.ApprovalPolicy{
 		RequestTTL:    provider.Duration{Duration: provider.DefaultRequestTTL},
@@ -55,7 +54,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 			s.log.WarnContext(ctx, "auto_approve policy failed; the proposal waits for a person",
 				"tenant", p.Tenant, "action", req.Action, "key", *req.Key, "err", err)
 		case approved:
-			target := s.cfg.Targets[providerName]
+			target := s.targets[providerName]
 			auto = &ledger.Decision{
 				Approver: contract.PolicyApprover(), PolicyVersion: contract.Approval.PolicyVersion,
 				TTL: contract.Approval.ApprovalTTL.Duration, Target: &target,
@@ -164,10 +163,8 @@ func (s *Server) ApprovalRequests(ctx context.Context, p auth.Principal, after *
 			ExpiresAt: rfc3339Ptr(req.RequestExpiresAt), Summary: req.Summary(),
 		}
 		v.Description = s.contract(req.Action).Description
-		if s.cfg.Registry != nil {
-			if pc, ok := s.cfg.Registry.Provider(req.Provider); ok {
-				v.Account, v.Environment = pc.Account, pc.Environment
-			}
+		if pc, ok := s.cfg.Registry.Provider(req.Provider); ok {
+			v.Account, v.Environment = pc.Account, pc.Environment
 		}
 		items[i] = v
 	}
@@ -243,7 +240,7 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 		// points at now: the dispatcher holds it if that changes. A
 		// provider the providers file no longer names has none, and the
 		// ledger grants nothing (ledger.ErrNoTarget).
-		target, ok := s.cfg.Targets[op.Provider]
+		target, ok := s.targets[op.Provider]
 		if !ok {
 			missingProvider = op.Provider
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 )
@@ -584,10 +584,12 @@ func TestApprovalLastsApprovalTTLUnlessTheApproverSaysTTLSeconds(t *testing.T) {
 // message; the proposal still waits, and can still be denied.
 func TestApprovingAProposalWhoseProviderIsNoLongerConfiguredChangesNothing(t *testing.T) {
 	t.Parallel()
-	f := setup(t, func(c *api.Config) {
-		c.Actions = map[string]string{action: "beta"}
-		c.Targets = map[string]ledger.Target{"beta": {Account: "acct_beta", Environment: "test"}}
-	})
+	f := setupWithProviders(t, testdb.New(t), fmt.Sprintf(`
+providers:
+  beta: {base_url: "http://127.0.0.1:9", account: acct_beta, environment: test, create: {path: /v1/orders}}
+actions:
+  %s: {provider: beta}
+`, action))
 	ctx := context.Background()
 	agent, err := f.tokens.Authenticate(ctx, f.agent)
 	if err != nil {

@@ -69,11 +69,11 @@ func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.P
 // at now: what an approval of it is bound to. ok is false for an action
 // that is not configured.
 func (s *Server) actionTarget(action string) (ledger.Target, bool) {
-	provider, ok := s.cfg.Actions[action]
+	provider, ok := s.actions[action]
 	if !ok {
 		return ledger.Target{}, false
 	}
-	target, ok := s.cfg.Targets[provider]
+	target, ok := s.targets[provider]
 	return target, ok
 }
 

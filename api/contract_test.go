@@ -236,12 +236,12 @@ func isRFC3339UTC(s string) bool {
 // an oversized, malformed body changes neither answer.
 func TestEveryRouteChecksTokenThenRoleBeforeItsBody(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	tokens := map[auth.Role]string{auth.RoleAgent: f.agent, auth.RoleApprover: f.approver, auth.RoleOperator: f.operator}
 	huge := append([]byte("{"), bytes.Repeat([]byte("x"), api.DefaultMaxBody+1)...)
 	for _, rt := range api.Routes() {
-		if len(rt.Roles) == 0 || rt.Pattern == "POST /mcp" {
-			continue // unauthenticated, or not configured here
+		if len(rt.Roles) == 0 {
+			continue // unauthenticated
 		}
 		method, path, _ := strings.Cut(rt.Pattern, " ")
 		path = strings.NewReplacer("{id}", "0193a7a0-0000-7000-8000-000000000000").Replace(path)
@@ -272,7 +272,7 @@ func TestEveryRouteChecksTokenThenRoleBeforeItsBody(t *testing.T) {
 // Content-Length).
 func TestEveryJSONBodyRefusesUnknownFieldsAndOversizeBodies(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	const id = "0193a7a0-0000-7000-8000-000000000000"
 	tests := []struct {
 		path, token string
@@ -452,7 +452,7 @@ func TestWaitIsAtMostSixtySeconds(t *testing.T) {
 // tenant's operator neither sees nor lifts them.
 func TestDispatchStateIsTheTokensTenantsOnly(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withActions)
+	f := setup(t)
 	id := f.queuedOperation(t, "po-inflight")
 	if _, err := f.store.Transition(context.Background(), ledger.Change{
 		ID: uuid.MustParse(id), From: ledger.StatusQueued, Version: 1, To: ledger.StatusDispatching, Kind: "claimed",
@@ -492,7 +492,7 @@ func TestDispatchStateIsTheTokensTenantsOnly(t *testing.T) {
 // never an internal error.
 func TestConcurrentOperatorDecisionsOneWinsTheRestAre409(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	tests := []struct {
 		name, path, body, code string
 		status                 ledger.Status // the operation's state before the decisions

@@ -21,7 +21,7 @@ type DispatchScope struct {
 // configured.
 func (s *Server) checkScope(sc DispatchScope) error {
 	if sc.Action != "" {
-		if _, ok := s.cfg.Actions[sc.Action]; !ok {
+		if _, ok := s.actions[sc.Action]; !ok {
 			return errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+sc.Action+" is not configured")
 		}
 	}
@@ -32,7 +32,7 @@ func (s *Server) checkScope(sc DispatchScope) error {
 }
 
 func (s *Server) knownProvider(name string) bool {
-	for _, p := range s.cfg.Actions {
+	for _, p := range s.actions {
 		if p == name {
 			return true
 		}
@@ -43,7 +43,7 @@ func (s *Server) knownProvider(name string) bool {
 // Scopes lists the configured actions and providers, sorted: what a pause
 // may name.
 func (s *Server) Scopes() (actions, providers []string) {
-	for a, p := range s.cfg.Actions {
+	for a, p := range s.actions {
 		actions = append(actions, a)
 		if !slices.Contains(providers, p) {
 			providers = append(providers, p)

@@ -10,22 +10,17 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testoutbox"
 	"github.com/actledger/actledger/ledger"
 )
 
-// Actions of the dispatch tests: two on provider acme, one on beta.
+// Actions of the fixture besides action: another on provider acme, one on
+// beta.
 const (
 	cancelAction = "supplier.cancel_order"
 	ticketAction = "ticket.open"
 )
-
-func withActions(c *api.Config) {
-	c.Actions = map[string]string{action: "acme", cancelAction: "acme", ticketAction: "beta"}
-}
 
 // pausedScopes lists the pauses of a dispatch answer as "provider/action",
 // "*" for any, sorted.
@@ -48,7 +43,7 @@ func pausedScopes(r response) []string {
 
 func TestResumeRemovesEveryPauseWithinItsScope(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withActions)
+	f := setup(t)
 	all := []string{`{}`, `{"provider":"acme"}`, `{"provider":"acme","action":"supplier.create_order"}`,
 		`{"action":"supplier.create_order"}`, `{"provider":"beta"}`}
 	tests := []struct {
@@ -190,7 +185,7 @@ func TestResumeReleasesRetryWaitAndUnknownAtTheirSchedule(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, `UPDATE outbox SET published_at = now()`); err != nil {
 		t.Fatal(err)
 	}
-	subject := broker.DispatchSubject("TEST", "acme")
+	subject := f.app.Broker.DispatchSubject("acme")
 	if err := testoutbox.InsertErr(ctx, f.pool, ledger.DispatchMessage{Subject: subject, OperationID: scheduled.ID, Version: scheduled.Version, DeliverAfter: later}.Outbox()); err != nil {
 		t.Fatal(err)
 	}

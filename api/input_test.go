@@ -27,7 +27,7 @@ func (r response) errorMessage() string {
 // RFC 8785 semantics and 2^53 itself is exact.
 func TestIntegersBeyondTwoToThe53AreRefusedNamingTheirPath(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	approval := f.approve(t, `{"sku":"A-1"}`, "")
 	approvalBody := func(params string) string {
 		return fmt.Sprintf(`{"action":%q,"params":%s,"ttl_seconds":60,"policy_version":"p1"}`, action, params)
@@ -115,7 +115,7 @@ func (f *fixture) getOperation(t *testing.T, id string) map[string]any {
 // field (never a 500), and nothing changes.
 func TestNULAndOverlongTextAreRefusedNamingTheField(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t), withWebhooks(webhookSecret))
+	f := setup(t, withWebhooks(webhookSecret))
 	queued := f.queuedOperation(t, "po-text")
 	approval := f.approve(t, `{"order":"ord_1"}`, "")
 	long := func(n int) string { return strings.Repeat("x", n+1) }

@@ -16,7 +16,7 @@ import (
 // each request and answer against the document).
 func TestExplicitNullOptionalFieldsAnswerAsIfOmitted(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	keyless := f.approve(t, `{"sku":"N-1"}`, "")
 	keyed := f.approve(t, `{"sku":"N-2"}`, "")
 	proposal := f.do(t, "POST", "/v1/operations", f.agent, []byte(fmt.Sprintf(
@@ -66,7 +66,7 @@ func TestExplicitNullOptionalFieldsAnswerAsIfOmitted(t *testing.T) {
 // answers 400 malformed_json like an array, and changes nothing.
 func TestNullBodyIsRefusedAsNotAnObject(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	failed := f.queuedOperation(t, "po-null-body")
 	f.move(t, failed, ledger.StatusFailed, time.Time{})
 	tests := []struct{ name, path, token string }{

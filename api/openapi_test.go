@@ -24,6 +24,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
 // document is openapi.yaml as GET /openapi.json serves it, decoded.
@@ -311,9 +312,13 @@ func TestOpenAPIJSONIsServedAndIsTheYAMLDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg, err := provider.Parse([]byte("providers: {}\nactions: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	s, err := New(Config{
 		Ledger: store, Tokens: tokens,
-		Targets: map[string]ledger.Target{},
+		Registry: reg,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, fieldError("action", "is required"))
 		return
 	}
-	provider, ok := s.cfg.Actions[req.Action]
+	provider, ok := s.actions[req.Action]
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
 		return

@@ -112,7 +112,7 @@ func (f *fixture) tenantID(t *testing.T) uuid.UUID {
 func TestReviewListIsPagedAndCostsTheSameQueriesPerPage(t *testing.T) {
 	t.Parallel()
 	pool, counter := countingPool(t)
-	f := setupWithPool(t, pool, withReconciler(t))
+	f := setupWithPool(t, pool)
 	tenant := f.tenantID(t)
 	want := map[string]bool{}
 	for i := range 7 {
@@ -178,7 +178,7 @@ func TestReviewListIsPagedAndCostsTheSameQueriesPerPage(t *testing.T) {
 // is a 400, never a silent cut), and a cursor works only for its own list.
 func TestListsRefuseLimitsOutOfRangeAndForeignCursors(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	id := f.queuedOperation(t, "po-1")
 	for _, path := range []string{"/v1/review", "/v1/operations/" + id + "/events", "/v1/dispatch"} {
 		for _, q := range []string{"limit=0", "limit=501", "limit=-1", "limit=x", "cursor=not-a-cursor"} {

@@ -2,38 +2,9 @@ package api_test
 
 import (
 	"fmt"
-	"log/slog"
 	"reflect"
 	"testing"
-
-	"github.com/actledger/actledger/api"
-	"github.com/actledger/actledger/internal/testnats"
-	"github.com/actledger/actledger/provider"
-	"github.com/actledger/actledger/reconciler"
 )
-
-// withReconciler serves the operator's review endpoints, with a second
-// action on acme for compensations.
-func withReconciler(t *testing.T) option {
-	return func(c *api.Config) {
-		reg, err := provider.Parse([]byte(fmt.Sprintf(`
-providers:
-  acme: {base_url: "http://127.0.0.1:9", create: {path: /v1/orders}}
-actions:
-  %s: {provider: acme}
-  %s: {provider: acme}
-`, action, cancelAction)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := reconciler.New(c.Ledger, testnats.New(t), reconciler.Config{Registry: reg, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Reconciler = rec
-		c.Actions = map[string]string{action: "acme", cancelAction: "acme"}
-	}
-}
 
 // TestResolveAnswersTheOperationViewWithItsCompensation: the answer of a
 // resolve is the operation exactly as GET /v1/operations/{id} shows it (as
@@ -41,7 +12,7 @@ actions:
 // top-level field.
 func TestResolveAnswersTheOperationViewWithItsCompensation(t *testing.T) {
 	t.Parallel()
-	f := setup(t, withReconciler(t))
+	f := setup(t)
 	approval := f.approve(t, `{"sku":"A-1"}`, `,"max_uses":2`)
 	r := f.do(t, "POST", "/v1/approvals", f.approver,
 		[]byte(fmt.Sprintf(`{"action":%q,"params":{"order":"ord_1"},"ttl_seconds":600,"policy_version":"p1"}`, cancelAction)))

@@ -27,19 +27,12 @@ type Config struct {
 	// Ledger and Tokens are required.
 	Ledger *ledger.Store
 	Tokens *auth.Tokens
-	// Actions maps each known action to its provider; an action not in it
-	// answers 422.
-	Actions map[string]string
-	// Targets maps each provider to the account and environment its
-	// config names. Every approval is bound to its action's target as it
-	// is granted, and an operation whose action later points elsewhere is
-	// held before any call. Required; default TargetsOf the Registry's
-	// providers when a Registry is set.
-	Targets map[string]ledger.Target
-	// Registry, when set, holds the actions' contracts (params schema,
-	// approval policy) and the providers' accounts. Nil: any params
-	// object is accepted and every proposal waits for a person, with the
-	// default TTLs.
+	// Registry is the providers config: the actions, each one's provider
+	// and contract (params schema, approval policy), and each provider's
+	// account and environment. Required, and the API's only source of
+	// them (New derives the rest), so what the API accepts and binds
+	// approvals to is what the dispatchers built from the same registry
+	// call. An action not in it answers 422.
 	Registry *provider.Registry
 	// OnApprovalDecision, when set, is told of every decided approval
 	// request (for metrics).
@@ -76,9 +69,20 @@ type Config struct {
 	Logger         *slog.Logger
 }
 
-// TargetsOf returns Config.Targets for the providers of a registry: each
-// provider's account and environment as its config names them.
-func TargetsOf(providers []*provider.Config) map[string]ledger.Target {
+// actionsOf maps each action of a registry to the name of its provider.
+func actionsOf(reg *provider.Registry) map[string]string {
+	out := make(map[string]string)
+	for _, action := range reg.Actions() {
+		pc, _ := reg.ForAction(action)
+		out[action] = pc.Name
+	}
+	return out
+}
+
+// targetsOf maps each provider of a registry to its account and
+// environment as its config names them.
+func targetsOf(reg *provider.Registry) map[string]ledger.Target {
+	providers := reg.Providers()
 	out := make(map[string]ledger.Target, len(providers))
 	for _, pc := range providers {
 		out[pc.Name] = ledger.Target{Account: pc.Account, Environment: pc.Environment}
@@ -89,8 +93,16 @@ func TargetsOf(providers []*provider.Config) map[string]ledger.Target {
 // Server is the HTTP API. It is an http.Handler.
 type Server struct {
 	cfg Config
-	log *slog.Logger
-	mux *http.ServeMux
+	// actions maps each configured action to its provider (an action not
+	// in it answers 422), and targets each provider to its account and
+	// environment: every approval is bound to its action's target as it
+	// is granted, and an operation whose action later points elsewhere
+	// is held before any call. Both are read from Config.Registry once,
+	// by New.
+	actions map[string]string
+	targets map[string]ledger.Target
+	log     *slog.Logger
+	mux     *http.ServeMux
 	// draining is closed by Drain: long polls stop waiting.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -113,7 +125,8 @@ func New(cfg Config) (*Server, error) {
 	if _, err := openAPIJSON(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
+	s := &Server{cfg: cfg, actions: actionsOf(cfg.Registry), targets: targetsOf(cfg.Registry),
+		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
 }
@@ -122,9 +135,6 @@ func New(cfg Config) (*Server, error) {
 func (cfg Config) withDefaults() Config {
 	cfg.MaxBody = cmp.Or(cfg.MaxBody, DefaultMaxBody)
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
-	if cfg.Targets == nil && cfg.Registry != nil {
-		cfg.Targets = TargetsOf(cfg.Registry.Providers())
-	}
 	return cfg
 }
 
@@ -136,8 +146,8 @@ func (cfg Config) validate() error {
 		return errors.New("api: Config.Ledger is required")
 	case cfg.Tokens == nil:
 		return errors.New("api: Config.Tokens is required")
-	case cfg.Targets == nil:
-		return errors.New("api: Config.Targets is required")
+	case cfg.Registry == nil:
+		return errors.New("api: Config.Registry is required")
 	case cfg.MaxBody <= 0:
 		return fmt.Errorf("api: Config.MaxBody %d must be positive", cfg.MaxBody)
 	case cfg.RequestTimeout <= 0:

@@ -8,6 +8,7 @@ import (
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
 // A wiring mistake is an error naming the field, which the caller can
@@ -19,10 +20,14 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	reg, err := provider.Parse([]byte("providers: {}\nactions: {}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	complete := func() api.Config {
 		return api.Config{
 			Ledger: store, Tokens: tokens,
-			Targets: map[string]ledger.Target{},
+			Registry: reg,
 		}
 	}
 	tests := []struct {
@@ -33,7 +38,7 @@ func TestNewNamesTheMissingOrUnusableField(t *testing.T) {
 		{"complete", func(*api.Config) {}, ""},
 		{"no ledger", func(c *api.Config) { c.Ledger = nil }, "Config.Ledger"},
 		{"no tokens", func(c *api.Config) { c.Tokens = nil }, "Config.Tokens"},
-		{"no targets", func(c *api.Config) { c.Targets = nil }, "Config.Targets"},
+		{"no registry", func(c *api.Config) { c.Registry = nil }, "Config.Registry"},
 		{"negative body limit", func(c *api.Config) { c.MaxBody = -1 }, "Config.MaxBody"},
 		{"negative request timeout", func(c *api.Config) { c.RequestTimeout = -time.Second }, "Config.RequestTimeout"},
 	}

@@ -3,7 +3,6 @@ package api_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
@@ -19,7 +18,7 @@ import (
 	"github.com/actledger/actledger/ledger"
 )
 
-// waitFixture is an API with a running watcher, and a second pool and
+// waitFixture is an API with its watcher running, and a second pool and
 // store on the same database: another process's view of the ledger.
 type waitFixture struct {
 	*fixture
@@ -32,13 +31,12 @@ type waitFixture struct {
 func setupWait(t *testing.T, opts ...option) *waitFixture {
 	t.Helper()
 	pool, url := testdb.NewWithURL(t)
-	watcher := ledger.NewWatcher(pool, slog.New(slog.DiscardHandler))
+	f := setupWithPool(t, pool, opts...)
+	watcher := f.app.Watcher
 	if err := watcher.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(watcher.Stop)
-	opts = append([]option{func(c *api.Config) { c.Watcher = watcher }}, opts...)
-	f := setupWithPool(t, pool, opts...)
 	otherPool, err := pgxpool.New(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)

@@ -168,8 +168,8 @@ func TestWebhookIsStoredWithItsOutboxRowOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := ledger.WebhookMsgID("acme", "evt_42"); subject != "TEST.evidence.acme" || msgID != want {
-		t.Errorf("outbox row: subject %q msg_id %q, want TEST.evidence.acme %s", subject, msgID, want)
+	if wantSubject, want := f.app.Broker.EvidenceSubject("acme"), ledger.WebhookMsgID("acme", "evt_42"); subject != wantSubject || msgID != want {
+		t.Errorf("outbox row: subject %q msg_id %q, want %s %s", subject, msgID, wantSubject, want)
 	}
 	var msg ledger.EvidenceMessage
 	if err := json.Unmarshal(payload, &msg); err != nil || msg.Kind != "webhook" || msg.WebhookEventID == 0 {

@@ -18,6 +18,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testcluster"
 	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
@@ -193,18 +194,8 @@ func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	agent, err := tokens.Create(ctx, tenant, auth.RoleAgent, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	approverTok, err := tokens.Create(ctx, tenant, auth.RoleApprover, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	approver, err := tokens.Authenticate(ctx, approverTok.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	acme := testfactory.NewTenant(t, tokens, tenant)
+	agent, approver := acme.Agent, acme.Approver
 	l := &load{url: b.url + "/v1/operations", token: agent.Secret}
 	for i := range n {
 		params := fmt.Sprintf(`{"sku":"kill-%d","qty":1}`, i)

@@ -15,6 +15,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -46,21 +47,8 @@ func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	principal := func(role auth.Role) auth.Principal {
-		c, err := tokens.Create(ctx, "acme-corp", role, "")
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := tokens.Authenticate(ctx, c.Secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	f := &fixture{pool: pool, store: store, tokens: tokens, agent: principal(auth.RoleAgent), approver: principal(auth.RoleApprover)}
-	f.tenant = f.agent.TenantID
-	return f
+	acme := testfactory.NewTenant(t, tokens, "acme-corp")
+	return &fixture{pool: pool, store: store, tokens: tokens, tenant: acme.ID, agent: acme.Agent.Principal, approver: acme.Approver.Principal}
 }
 
 func (f *fixture) approve(t *testing.T, params string, maxUses int) ledger.Approval {

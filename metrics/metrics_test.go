@@ -14,6 +14,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -72,18 +73,8 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := tokens.Create(ctx, "acme", auth.RoleAgent, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	approver, err := tokens.Create(ctx, "acme", auth.RoleApprover, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := tokens.Authenticate(ctx, agent.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	acme := testfactory.NewTenant(t, tokens, "acme")
+	p, approver := acme.Agent, acme.Approver
 	r := New(pool, slog.New(slog.DiscardHandler))
 	check := func(step string) {
 		t.Helper()
@@ -98,7 +89,7 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	var ops []ledger.Operation
 	for i := range 6 {
 		params := fmt.Sprintf(`{"n":%d}`, i)
-		a, err := store.CreateApproval(ctx, ledger.NewApproval{TenantID: p.TenantID, ApproverTokenID: approver.ID, Action: "a",
+		a, err := store.CreateApproval(ctx, ledger.NewApproval{TenantID: p.TenantID, ApproverTokenID: approver.TokenID, Action: "a",
 			Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
 			Target: &ledger.Target{Account: "acct_test", Environment: "test"}})
 		if err != nil {
@@ -223,14 +214,7 @@ func TestApprovalRequestGaugesAndDecisionsAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := tokens.Create(ctx, "acme", auth.RoleAgent, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := tokens.Authenticate(ctx, agent.Secret)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := testfactory.NewTenant(t, tokens, "acme").Agent
 	for i := range 2 {
 		if _, _, err := store.Propose(ctx, ledger.ProposeRequest{TenantID: p.TenantID, TokenID: p.TokenID, Action: "a",
 			Key: fmt.Sprint("k", i), Provider: "acme", Params: []byte(`{}`), RequestTTL: time.Hour}); err != nil {

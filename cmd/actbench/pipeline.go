@@ -135,8 +135,9 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 		Pool:     p.db.pool,
 		NATS:     broker.Config{URL: e.natsURL, Prefix: strings.ToUpper(uniqueName("BENCH")), Name: "actbench"},
 		Registry: e.supplier.registry,
-		Roles:    app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher},
-		Logger:   quiet(),
+		// The stages measure the pipeline without the lease sweeper.
+		Roles:  app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Sweeper: app.SweeperNever},
+		Logger: quiet(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build the pipeline (is nats-server -js running at %s? set BENCH_NATS_URL): %w", e.natsURL, err)

@@ -37,7 +37,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -57,6 +56,8 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testcluster"
+	"github.com/actledger/actledger/internal/testfactory"
+	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/schema"
@@ -170,74 +171,6 @@ func run(o options) (code int) {
 	return code
 }
 
-// --- the Postgres proxy ---------------------------------------------------
-
-// pgProxy forwards loopback connections to Postgres; cut closes every
-// connection and refuses new ones until restore.
-type pgProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	cut    bool
-	conns  map[net.Conn]struct{}
-}
-
-func newPGProxy(e *env, target string) *pgProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		e.Fatal(err)
-	}
-	p := &pgProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	go p.accept()
-	e.Cleanup(func() { ln.Close(); p.setCut(true) })
-	return p
-}
-
-func (p *pgProxy) accept() {
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			up, err := net.Dial("tcp", p.target)
-			if err != nil {
-				c.Close()
-				return
-			}
-			p.mu.Lock()
-			if p.cut {
-				p.mu.Unlock()
-				c.Close()
-				up.Close()
-				return
-			}
-			p.conns[c], p.conns[up] = struct{}{}, struct{}{}
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(up, c); up.Close(); c.Close() }()
-			_, _ = io.Copy(c, up)
-			c.Close()
-			up.Close()
-			p.mu.Lock()
-			delete(p.conns, c)
-			delete(p.conns, up)
-			p.mu.Unlock()
-		}()
-	}
-}
-
-func (p *pgProxy) setCut(cut bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.cut = cut
-	if cut {
-		for c := range p.conns {
-			c.Close()
-		}
-		clear(p.conns)
-	}
-}
-
 // --- actledger processes --------------------------------------------------
 
 type process struct {
@@ -311,14 +244,13 @@ type soak struct {
 	loadRng, schedRng *rand.Rand
 	pool              *pgxpool.Pool
 	dbName            string
-	proxy             *pgProxy
+	proxy             *testproxy.Proxy
 	cluster           *testcluster.Cluster
 	supplier          *mocksupplier.Server
 	procs             []*process
 	apiURL            string
 	store             *ledger.Store
-	agent, operator   string
-	approver          auth.Principal
+	tenant            testfactory.Tenant
 
 	mu       sync.Mutex
 	accepted map[string]string // operation id -> external key
@@ -364,25 +296,11 @@ func (s *soak) setUp() {
 	if err != nil {
 		e.Fatal(err)
 	}
-	agent, err := tokens.Create(ctx, tenant, auth.RoleAgent, "")
-	if err != nil {
-		e.Fatal(err)
-	}
-	s.agent = agent.Secret
-	op, err := tokens.Create(ctx, tenant, auth.RoleOperator, "")
-	if err != nil {
-		e.Fatal(err)
-	}
-	s.operator = op.Secret
-	appr, err := tokens.Create(ctx, tenant, auth.RoleApprover, "")
-	if err != nil {
-		e.Fatal(err)
-	}
-	if s.approver, err = tokens.Authenticate(ctx, appr.Secret); err != nil {
-		e.Fatal(err)
-	}
+	s.tenant = testfactory.NewTenant(e, tokens, tenant)
 
-	s.proxy = newPGProxy(e, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+	// Every actledger process reaches Postgres through the proxy, which
+	// the scheduler cuts; actchaos itself checks the ledger directly.
+	s.proxy = testproxy.New(e, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
 	s.cluster = testcluster.New(e)
 	fmt.Printf("actchaos: nats-server %s (sync_interval always: %v), database %s\n", s.cluster.Version, s.cluster.SyncAlways, s.dbName)
 
@@ -407,7 +325,7 @@ func (s *soak) setUp() {
 	if err := os.WriteFile(providers, []byte(providersYAML("http://"+supplierLn.Addr().String())), 0o644); err != nil {
 		e.Fatal(err)
 	}
-	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.ConnConfig.User, s.proxy.ln.Addr(), s.dbName)
+	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.ConnConfig.User, s.proxy.Addr(), s.dbName)
 	common := []string{"DATABASE_URL=" + dbURL, "NATS_URL=" + s.cluster.URLs(), "STREAM_REPLICAS=3",
 		"STREAM_PREFIX=CHAOS", "PROVIDERS_FILE=" + providers, "LEASE_DURATION=3s", "DISPATCH_CONCURRENCY=8",
 		"ACME_WEBHOOK_SECRET=" + webhookSecret, "EVIDENCE_UNAPPLIED_AFTER=10s", "LOG_LEVEL=info"}
@@ -524,7 +442,7 @@ func (s *soak) load() {
 func (s *soak) submit(client *http.Client, i int, fault *mocksupplier.Fault) {
 	ctx := context.Background()
 	params := fmt.Sprintf(`{"sku":"chaos-%d","qty":1}`, i)
-	ap, err := s.store.CreateApproval(ctx, ledger.NewApproval{TenantID: s.approver.TenantID, ApproverTokenID: s.approver.TokenID,
+	ap, err := s.store.CreateApproval(ctx, ledger.NewApproval{TenantID: s.tenant.ID, ApproverTokenID: s.tenant.Approver.TokenID,
 		Action: action, Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
 		Target: &ledger.Target{Account: "acct_chaos", Environment: "test"}})
 	if err != nil {
@@ -533,7 +451,7 @@ func (s *soak) submit(client *http.Client, i int, fault *mocksupplier.Fault) {
 	}
 	body := fmt.Sprintf(`{"action":%q,"key":"chaos-%d","params":%s,"approval_id":%q}`, action, i, params, ap.ID)
 	req, _ := http.NewRequest("POST", s.apiURL+"/v1/operations", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.agent)
+	req.Header.Set("Authorization", "Bearer "+s.tenant.Agent.Secret)
 	res, err := client.Do(req)
 	if err != nil {
 		s.refuse(err.Error())
@@ -599,9 +517,9 @@ func (s *soak) schedule(ctx context.Context) {
 			s.cluster.Start(n)
 		case 2:
 			kind = "cut postgres"
-			s.proxy.setCut(true)
+			s.proxy.Cut()
 			startstop.Sleep(ctx, outage)
-			s.proxy.setCut(false)
+			s.proxy.Restore()
 		case 3:
 			kind = "operator pause"
 			if !s.dispatchControl("pause") {
@@ -629,7 +547,7 @@ func (s *soak) schedule(ctx context.Context) {
 // dispatch of provider acme; it reports whether the API did.
 func (s *soak) dispatchControl(verb string) bool {
 	req, _ := http.NewRequest("POST", s.apiURL+"/v1/dispatch/"+verb, strings.NewReader(`{"provider":"acme"}`))
-	req.Header.Set("Authorization", "Bearer "+s.operator)
+	req.Header.Set("Authorization", "Bearer "+s.tenant.Operator.Secret)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -656,7 +574,7 @@ func (s *soak) resume() {
 // settle brings everything back and waits until no accepted operation is
 // in flight.
 func (s *soak) settle() {
-	s.proxy.setCut(false)
+	s.proxy.Restore()
 	for _, n := range s.cluster.Nodes {
 		if !n.Running() {
 			s.cluster.Start(n)

@@ -313,7 +313,7 @@ func startPipeline(ctx context.Context, e env, supplierURL string, logger *slog.
 			Logger: slog.New(minLevelHandler{Handler: logger.Handler(), min: slog.LevelError}),
 		},
 		Registry:   registry,
-		Roles:      app.Roles{API: true, Relay: true, Dispatcher: true},
+		Roles:      app.Roles{API: true, Relay: true, Dispatcher: true, Sweeper: app.SweeperNever},
 		Dispatcher: dispatcher.Config{Concurrency: 4},
 		Logger:     logger,
 	})

@@ -60,11 +60,9 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		},
 		Registry: registry,
 		Roles: app.Roles{
-			API:   slices.Contains(roles, "api"),
-			Relay: slices.Contains(roles, "relay"),
-			// The lease sweeper goes with the dispatchers it backs up.
+			API:        slices.Contains(roles, "api"),
+			Relay:      slices.Contains(roles, "relay"),
 			Dispatcher: slices.Contains(roles, "dispatcher"),
-			Sweeper:    slices.Contains(roles, "dispatcher"),
 			Reconciler: slices.Contains(roles, "reconciler"),
 		},
 		Metrics:    true,

@@ -47,14 +47,46 @@ type Roles struct {
 	API bool
 	// Relay publishes outbox rows to JetStream.
 	Relay bool
-	// Dispatcher runs Config.Dispatchers dispatchers.
+	// Dispatcher runs Config.Dispatchers dispatchers and, unless Sweeper
+	// says otherwise, the lease sweeper that backs them up: a dispatcher
+	// that dies mid-call leaves its lease and its lost messages for the
+	// sweeper to take back, so wherever dispatchers run, one runs.
 	Dispatcher bool
-	// Sweeper runs the lease sweeper. It works on every tenant of the
-	// ledger, so a process that must not touch other deployments'
-	// operations (the demo) leaves it out.
-	Sweeper bool
+	// Sweeper says whether the lease sweeper runs. Default
+	// SweeperWithDispatcher.
+	Sweeper SweeperRole
 	// Reconciler consumes the evidence stream.
 	Reconciler bool
+}
+
+// SweeperRole says whether a process runs the lease sweeper.
+type SweeperRole int
+
+const (
+	// SweeperWithDispatcher runs the sweeper in a process with the
+	// Dispatcher role and in no other (`actledger serve`).
+	SweeperWithDispatcher SweeperRole = iota
+	// SweeperAlways runs it without the Dispatcher role too: a test
+	// pipeline that starts its dispatchers apart, with App.NewDispatcher.
+	SweeperAlways
+	// SweeperNever leaves it out. The sweeper works on every tenant of
+	// the ledger, so a process that must not touch other deployments'
+	// operations (the demo) leaves it out; so does a benchmark, which
+	// measures the pipeline without it.
+	SweeperNever
+)
+
+// RunsSweeper reports whether a process with these roles runs the lease
+// sweeper.
+func (r Roles) RunsSweeper() bool {
+	switch r.Sweeper {
+	case SweeperAlways:
+		return true
+	case SweeperNever:
+		return false
+	default:
+		return r.Dispatcher
+	}
 }
 
 // Config configures Build. Pool and Registry are required, and one of
@@ -122,6 +154,8 @@ func (cfg Config) validate() error {
 		return errors.New("app: Config.Registry is required")
 	case cfg.Dispatchers < 0:
 		return fmt.Errorf("app: Config.Dispatchers %d must not be negative", cfg.Dispatchers)
+	case cfg.Roles.Sweeper < SweeperWithDispatcher || cfg.Roles.Sweeper > SweeperNever:
+		return fmt.Errorf("app: Config.Roles.Sweeper %d is not a SweeperRole", cfg.Roles.Sweeper)
 	}
 	return nil
 }
@@ -143,6 +177,9 @@ type App struct {
 	Relay *relay.Relay
 	// Dispatchers are empty without Roles.Dispatcher.
 	Dispatchers []*dispatcher.Dispatcher
+	// Sweeper is the lease sweeper; nil when the roles run none
+	// (Roles.RunsSweeper).
+	Sweeper *dispatcher.LeaseSweeper
 	// Metrics is nil without Config.Metrics.
 	Metrics *metrics.Registry
 	// Watcher wakes the API's long polls (one LISTEN connection for the
@@ -213,17 +250,16 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 			a.services = append(a.services, d)
 		}
 	}
-	if cfg.Roles.Sweeper {
+	if cfg.Roles.RunsSweeper() {
 		sc := cfg.Sweeper
 		sc.Registry, sc.Logger = cfg.Registry, cfg.Logger
 		if a.Metrics != nil {
 			sc.OnRequestsExpired = a.Metrics.ApprovalRequestsExpired
 		}
-		sweeper, err := dispatcher.NewLeaseSweeper(a.Store, a.Broker, sc)
-		if err != nil {
+		if a.Sweeper, err = dispatcher.NewLeaseSweeper(a.Store, a.Broker, sc); err != nil {
 			return nil, err
 		}
-		a.services = append(a.services, sweeper)
+		a.services = append(a.services, a.Sweeper)
 	}
 	if cfg.Roles.Reconciler {
 		a.services = append(a.services, a.Reconciler)
@@ -258,11 +294,6 @@ func (a *App) newHandler() (http.Handler, error) {
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
 	ac.Registry = a.cfg.Registry
 	ac.Watcher = a.Watcher
-	ac.Actions = make(map[string]string)
-	for _, action := range a.cfg.Registry.Actions() {
-		pc, _ := a.cfg.Registry.ForAction(action)
-		ac.Actions[action] = pc.Name
-	}
 	if ac.WebhookSecrets == nil && a.cfg.Getenv != nil {
 		registry, getenv := a.cfg.Registry, a.cfg.Getenv
 		ac.WebhookSecrets = func(name string) ([][]byte, bool) {

@@ -88,11 +88,70 @@ func TestBuildWiresOnlyTheRolesAsked(t *testing.T) {
 	}
 }
 
-func TestBuildNamesTheMissingField(t *testing.T) {
+// A dispatcher role gets the lease sweeper that backs its dispatchers up,
+// and Start starts it; a process without dispatchers runs none, unless
+// its roles ask for one, and the demo's roles leave it out.
+func TestTheDispatcherRoleRunsTheLeaseSweeper(t *testing.T) {
 	t.Parallel()
-	_, err := app.Build(context.Background(), app.Config{})
-	if err == nil || !strings.Contains(err.Error(), "Config.Pool") {
-		t.Errorf("Build without a pool: %v, want an error naming Config.Pool", err)
+	tests := []struct {
+		name    string
+		roles   app.Roles
+		sweeper bool
+	}{
+		{"dispatcher", app.Roles{Dispatcher: true}, true},
+		{"every role of serve", app.Roles{API: true, Relay: true, Dispatcher: true, Reconciler: true}, true},
+		{"api and relay", app.Roles{API: true, Relay: true}, false},
+		{"reconciler", app.Roles{Reconciler: true}, false},
+		{"sweeper without dispatchers", app.Roles{Relay: true, Sweeper: app.SweeperAlways}, true},
+		{"dispatcher without sweeper", app.Roles{Dispatcher: true, Sweeper: app.SweeperNever}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.roles.RunsSweeper(); got != tt.sweeper {
+				t.Errorf("RunsSweeper() = %v, want %v", got, tt.sweeper)
+			}
+			a := setup(t, tt.roles)
+			if (a.Sweeper != nil) != tt.sweeper {
+				t.Fatalf("built a sweeper: %v, want %v", a.Sweeper != nil, tt.sweeper)
+			}
+			if !tt.sweeper {
+				return
+			}
+			if err := a.Start(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			defer a.Stop()
+			if err := a.Sweeper.Start(context.Background()); !errors.Is(err, startstop.ErrStarted) {
+				t.Errorf("starting the sweeper again: %v, want %v (Start runs it)", err, startstop.ErrStarted)
+			}
+		})
+	}
+}
+
+func TestBuildNamesTheMissingOrUnusableField(t *testing.T) {
+	t.Parallel()
+	reg, err := provider.Parse([]byte(providersYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := testdb.New(t)
+	tests := []struct {
+		name string
+		cfg  app.Config
+		want string
+	}{
+		{"no pool", app.Config{}, "Config.Pool"},
+		{"no registry", app.Config{Pool: pool}, "Config.Registry"},
+		{"a sweeper role out of range", app.Config{Pool: pool, Registry: reg, Roles: app.Roles{Sweeper: app.SweeperNever + 1}}, "Config.Roles.Sweeper"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := app.Build(context.Background(), tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Build: %v, want an error naming %s", err, tt.want)
+			}
+		})
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
@@ -116,7 +117,7 @@ type Pipeline struct {
 	TenantID uuid.UUID
 	// Tokens of the tenant, by role.
 	Agent, Approver, Operator string
-	agent, approver           auth.Principal
+	approver                  auth.Principal
 
 	app     *app.App
 	running []startstop.Service
@@ -166,10 +167,9 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.urls = map[string]string{"acme": supplierSrv.URL, "beta": otherSrv.URL}
 	p.targets = map[string]ledger.Target{}
 	p.build()
-	p.Agent, p.agent = p.token(p.Tokens, auth.RoleAgent)
-	p.Approver, p.approver = p.token(p.Tokens, auth.RoleApprover)
-	p.Operator, _ = p.token(p.Tokens, auth.RoleOperator)
-	p.TenantID = p.agent.TenantID
+	tenant := testfactory.NewTenant(t, p.Tokens, p.Tenant)
+	p.Agent, p.Approver, p.Operator = tenant.Agent.Secret, tenant.Approver.Secret, tenant.Operator.Secret
+	p.TenantID, p.approver = tenant.ID, tenant.Approver.Principal
 
 	// Every request a pipeline test makes of the API, and every answer,
 	// is checked against the OpenAPI document; the web console beside it
@@ -199,7 +199,7 @@ func (p *Pipeline) build() {
 		Pool: p.Pool, Broker: p.Broker, Registry: p.Registry, Providers: providers, Now: p.Clock.Now,
 		// Dispatchers are added by Start, fresh each time, as a new
 		// process's would be.
-		Roles:      app.Roles{API: true, Relay: true, Sweeper: true, Reconciler: true},
+		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true},
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
 		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
@@ -270,19 +270,6 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func (p *Pipeline) token(tokens *auth.Tokens, role auth.Role) (string, auth.Principal) {
-	p.t.Helper()
-	c, err := tokens.Create(context.Background(), p.Tenant, role, "")
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	pr, err := tokens.Authenticate(context.Background(), c.Secret)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	return c.Secret, pr
 }
 
 // TokenFor issues a token of role for another tenant.

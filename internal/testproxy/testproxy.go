@@ -1,6 +1,7 @@
 // Package testproxy is a TCP proxy that tests cut and restore to simulate a
 // backing service (Postgres, NATS) going away and coming back, without
-// touching the real server other tests share.
+// touching the real server other tests share. cmd/actchaos cuts Postgres
+// with it outside a test.
 package testproxy
 
 import (
@@ -9,6 +10,16 @@ import (
 	"sync"
 	"testing"
 )
+
+// TB is the part of testing.TB the proxy uses; cmd/actchaos, which runs a
+// proxy outside a test, supplies its own.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Cleanup(func())
+}
+
+var _ TB = testing.TB(nil)
 
 // Proxy forwards connections from a loopback port to a target address.
 type Proxy struct {
@@ -20,8 +31,9 @@ type Proxy struct {
 	conns map[net.Conn]struct{}
 }
 
-// New starts a proxy to target and stops it when t ends.
-func New(t testing.TB, target string) *Proxy {
+// New starts a proxy to target and stops it when t ends: it closes its
+// listener and every connection it forwards.
+func New(t TB, target string) *Proxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -78,8 +90,8 @@ func (p *Proxy) accept() {
 		if !p.track(client, server) {
 			continue
 		}
-		go pipe(client, server)
-		go pipe(server, client)
+		go p.pipe(client, server)
+		go p.pipe(server, client)
 	}
 }
 
@@ -98,8 +110,15 @@ func (p *Proxy) track(conns ...net.Conn) bool {
 	return true
 }
 
-func pipe(dst, src net.Conn) {
+// pipe copies src to dst until either side ends, then closes both and
+// forgets them, so a long run (cmd/actchaos) does not hold every
+// connection it ever forwarded.
+func (p *Proxy) pipe(dst, src net.Conn) {
 	_, _ = io.Copy(dst, src)
 	dst.Close()
 	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
 }
