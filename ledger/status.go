@@ -189,6 +189,10 @@ const (
 	FlagApprovalMismatch = "approval_mismatch"
 )
 
+// FlagLateSuccess marks a success that arrived after the approval expired or
+// was revoked: the truth is recorded, and nothing is dispatched again.
+const FlagLateSuccess = "late_success_after_expiry"
+
 // proposalFlags lists the flagged summaries for docs/states.md.
 var proposalFlags = []struct {
 	status  Status

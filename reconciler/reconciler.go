@@ -21,10 +21,6 @@ import (
 	"github.com/actledger/actledger/provider"
 )
 
-// FlagLateSuccess marks a success that arrived after the approval expired or
-// was revoked: the truth is recorded, and nothing is dispatched again.
-const FlagLateSuccess = "late_success_after_expiry"
-
 // Defaults of Config, applied by New to the zero fields.
 const (
 	DefaultUnappliedAfter = 30 * time.Second
@@ -394,7 +390,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 			return "", err
 		}
 		if lapse != ledger.LapseNone {
-			change.Flag = FlagLateSuccess
+			change.Flag = ledger.FlagLateSuccess
 			detail["lapse"] = lapse
 		}
 		change.To, change.ProviderReference = ledger.StatusSucceeded, ev.ProviderReference

@@ -51,8 +51,8 @@ func TestSuccessAfterTheApprovalExpiredIsRecordedFlaggedAndNotSentAgain(t *testi
 	p.WaitStatus(op, ledger.StatusReview, settle)
 	p.Clock.Advance(2 * time.Hour) // the approval expires while the outcome is unknown
 	done := p.WaitStatus(op, ledger.StatusSucceeded, settle)
-	if len(done.Flags) != 1 || done.Flags[0] != reconciler.FlagLateSuccess {
-		t.Errorf("flags = %v, want [%s]", done.Flags, reconciler.FlagLateSuccess)
+	if len(done.Flags) != 1 || done.Flags[0] != ledger.FlagLateSuccess {
+		t.Errorf("flags = %v, want [%s]", done.Flags, ledger.FlagLateSuccess)
 	}
 	p.Settled(settle)
 	if p.Orders(op) != 1 || p.Creates(op) != 1 {
