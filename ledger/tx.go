@@ -152,24 +152,22 @@ func (s *Store) reviewSubjectPrefix() string {
 // its outbox row in the same transaction" is written here once; every
 // transition goes through TransitionTx, which applies it.
 func waitsForDispatch(op Operation) bool {
-	switch op.Status {
-	case StatusQueued:
-		return true
-	case StatusRetryWait, StatusUnknown:
-		return op.NextAttemptAt != nil
-	}
-	return false
+	return waitsIn(op.Status, op.NextAttemptAt != nil)
 }
 
 // needsDispatch is waitsForDispatch judged on a change before it runs: a
 // change that does would be left without its message by a statement of its
 // own.
-func needsDispatch(c Change) bool {
-	switch c.To {
+func needsDispatch(c Change) bool { return waitsIn(c.To, !c.NextAttemptAt.IsZero()) }
+
+// waitsIn reports whether status, with a next attempt scheduled or not,
+// waits for a dispatch message.
+func waitsIn(status Status, scheduled bool) bool {
+	switch status {
 	case StatusQueued:
 		return true
 	case StatusRetryWait, StatusUnknown:
-		return !c.NextAttemptAt.IsZero()
+		return scheduled
 	}
 	return false
 }

@@ -56,11 +56,7 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-
-	admin, err := pgx.Connect(ctx, AdminURL())
-	if err != nil {
-		t.Fatalf("testdb: connect to %s (is Postgres running? set TEST_DATABASE_URL): %v", AdminURL(), err)
-	}
+	admin := connectAdmin(ctx, t)
 	defer admin.Close(context.Background())
 
 	tmpl, err := ensureTemplate(ctx, admin)
@@ -77,13 +73,21 @@ func NewEmpty(t testing.TB) *pgxpool.Pool {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	admin := connectAdmin(ctx, t)
+	defer admin.Close(context.Background())
+	pool, _ := create(ctx, t, admin, "")
+	return pool
+}
+
+// connectAdmin connects to the server's maintenance database, which
+// creates and drops test databases, failing t when it cannot.
+func connectAdmin(ctx context.Context, t testing.TB) *pgx.Conn {
+	t.Helper()
 	admin, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
 		t.Fatalf("testdb: connect to %s (is Postgres running? set TEST_DATABASE_URL): %v", AdminURL(), err)
 	}
-	defer admin.Close(context.Background())
-	pool, _ := create(ctx, t, admin, "")
-	return pool
+	return admin
 }
 
 // create creates a database for t from the template tmpl (the server's
