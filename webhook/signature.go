@@ -12,12 +12,12 @@ import (
 )
 
 const (
-	// Header is the HTTP header that carries the signature.
+	// Header is the HTTP header that carries actledger's own (v1) signature, [SchemeActledger].
 	Header = "Webhook-Signature"
 	// DefaultTolerance is how far a signature's timestamp may be from now, either way, before the
 	// webhook is refused as a possible replay (or from a badly wrong clock).
 	DefaultTolerance = 300 * time.Second
-	// maxHeaderLen bounds the work spent on a header from an unauthenticated caller.
+	// maxHeaderLen bounds the work spent on each header from an unauthenticated caller.
 	maxHeaderLen = 4096
 )
 
@@ -25,16 +25,41 @@ const (
 // means "reject with 401, store nothing"; ErrNoSecret additionally means our configuration is
 // incomplete.
 var (
-	// ErrMalformed: the header is missing or not of the form t=<unix seconds>,v1=<hex>[,v1=…].
+	// ErrMalformed: a header the scheme reads is missing, or not of the scheme's form (for
+	// actledger and stripe t=<unix seconds>,v1=<hex>[,v1=…]). A missing header also matches
+	// ErrMissing.
 	ErrMalformed = errors.New("webhook signature header malformed")
+	// ErrMissing: a header the scheme reads is absent or empty. Every error that matches it
+	// matches ErrMalformed too, so a caller that does not care keeps one branch; one that logs
+	// the difference asks errors.Is(err, ErrMissing) first, and errors.As with
+	// *MissingHeaderError for the header's name.
+	ErrMissing = errors.New("webhook signature header missing")
 	// ErrStale: the signature is authentic but its timestamp is outside the tolerance, in the
 	// past or in the future.
 	ErrStale = errors.New("webhook signature timestamp outside tolerance")
-	// ErrMismatch: no v1 signature matches any of our secrets.
+	// ErrMismatch: no signature of the scheme's (v1, sha256=) matches under any of our secrets.
 	ErrMismatch = errors.New("webhook signature mismatch")
-	// ErrNoSecret: no non-empty secret is configured, so nothing can be verified.
+	// ErrNoSecret: no usable secret is configured (none is non-empty or, for SchemeStandard,
+	// none decodes), so nothing can be verified.
 	ErrNoSecret = errors.New("no webhook secret configured")
 )
+
+// MissingHeaderError names the header a scheme needed and did not find (absent or empty). It
+// matches both ErrMissing and ErrMalformed with errors.Is.
+type MissingHeaderError struct {
+	// Header is the header's name as the scheme spells it, e.g. "Stripe-Signature" or
+	// "webhook-timestamp".
+	Header string
+}
+
+func (e *MissingHeaderError) Error() string {
+	return "webhook signature header missing: " + e.Header
+}
+
+// Is reports whether target is ErrMissing or ErrMalformed.
+func (e *MissingHeaderError) Is(target error) bool {
+	return target == ErrMissing || target == ErrMalformed
+}
 
 // Sign returns the Webhook-Signature header value for body signed with secret at time t. It is
 // what a supplier (or the mock supplier, or a test) sends. t must not be before 1970: Verify
@@ -48,31 +73,50 @@ func Sign(secret []byte, t time.Time, body []byte) string {
 // some v1 signature in the header is the HMAC of "<t>.<body>" under some non-empty secret and t
 // is within tolerance of now (tolerance <= 0 means DefaultTolerance). The signature is checked
 // before the timestamp, so ErrStale always means an authentic but old (or future) webhook.
+//
+// Verify is [VerifyRequest] with [SchemeActledger] for a caller that holds the header's value.
 func Verify(header string, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
+	return verifyTimestamped(Header, header, body, secrets, now, tolerance)
+}
+
+// verifyTimestamped verifies the "t=<unix>,v1=<hex>" format shared by actledger's scheme and
+// Stripe's; name is the header it came from, for the errors.
+func verifyTimestamped(name, header string, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
 	if !hasSecret(secrets) {
 		return ErrNoSecret
 	}
-	ts, tsText, sigs, err := parse(header)
+	ts, tsText, sigs, err := parse(name, header)
 	if err != nil {
 		return err
 	}
+	if !anyMatch(secrets, sigs, func(secret []byte) []byte { return mac(secret, tsText, body) }) {
+		return ErrMismatch
+	}
+	return checkAge(ts, now, tolerance)
+}
+
+// anyMatch reports whether any of sigs equals expected(secret) for any non-empty secret. Every
+// comparison is made, with hmac.Equal: no early exit that would tell an attacker which secret or
+// entry came close.
+func anyMatch(secrets, sigs [][]byte, expected func(secret []byte) []byte) bool {
 	matched := false
 	for _, secret := range secrets {
 		if len(secret) == 0 {
 			continue
 		}
-		want := mac(secret, tsText, body)
+		want := expected(secret)
 		for _, sig := range sigs {
-			// Evaluate every comparison: no early exit that would tell an attacker which
-			// secret or entry came close.
 			if hmac.Equal(sig, want) {
 				matched = true
 			}
 		}
 	}
-	if !matched {
-		return ErrMismatch
-	}
+	return matched
+}
+
+// checkAge returns ErrStale when the unix time ts is more than tolerance (<= 0:
+// DefaultTolerance) away from now, in either direction.
+func checkAge(ts int64, now time.Time, tolerance time.Duration) error {
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance
 	}
@@ -101,17 +145,17 @@ func mac(secret []byte, ts string, body []byte) []byte {
 	return h.Sum(nil)
 }
 
-// parse splits "t=…,v1=…[,v1=…]" into the timestamp (as a number and as the text that was
-// signed) and the decoded v1 signatures. Elements are
-// separated by commas and may be surrounded by spaces; elements with another scheme (v0=, v2=)
-// are ignored so that a supplier may add schemes without breaking us. Exactly one t is required,
-// and at least one v1; every v1 must be 64 hex digits.
-func parse(header string) (ts int64, tsText string, sigs [][]byte, err error) {
+// parse splits the value of header name, "t=…,v1=…[,v1=…]", into the timestamp (as a number
+// and as the text that was signed) and the decoded v1 signatures. Elements are separated by
+// commas and may be surrounded by spaces; elements with another scheme (v0=, v2=) are ignored so
+// that a supplier may add schemes without breaking us. Exactly one t is required, and at least
+// one v1; every v1 must be 64 hex digits.
+func parse(name, header string) (ts int64, tsText string, sigs [][]byte, err error) {
 	if header == "" {
-		return 0, "", nil, fmt.Errorf("%w: header %s is missing", ErrMalformed, Header)
+		return 0, "", nil, &MissingHeaderError{Header: name}
 	}
 	if len(header) > maxHeaderLen {
-		return 0, "", nil, fmt.Errorf("%w: header longer than %d bytes", ErrMalformed, maxHeaderLen)
+		return 0, "", nil, fmt.Errorf("%w: header %s longer than %d bytes", ErrMalformed, name, maxHeaderLen)
 	}
 	haveTS := false
 	for part := range strings.SplitSeq(header, ",") {
@@ -124,7 +168,7 @@ func parse(header string) (ts int64, tsText string, sigs [][]byte, err error) {
 			if haveTS {
 				return 0, "", nil, fmt.Errorf("%w: more than one t", ErrMalformed)
 			}
-			if ts, err = parseUnix(value); err != nil {
+			if ts, err = parseUnix("t", value); err != nil {
 				return 0, "", nil, err
 			}
 			tsText, haveTS = value, true
@@ -147,19 +191,21 @@ func parse(header string) (ts int64, tsText string, sigs [][]byte, err error) {
 	return ts, tsText, sigs, nil
 }
 
-// parseUnix accepts decimal digits only: no sign, no spaces, no fractions.
-func parseUnix(s string) (int64, error) {
+// parseUnix accepts decimal digits only: no sign, no spaces, no fractions. what names the field
+// for the error.
+func parseUnix(what, s string) (int64, error) {
+	bad := fmt.Errorf("%w: %s must be unix seconds", ErrMalformed, what)
 	if s == "" || len(s) > 20 {
-		return 0, fmt.Errorf("%w: t must be unix seconds", ErrMalformed)
+		return 0, bad
 	}
 	for i := 0; i < len(s); i++ {
 		if s[i] < '0' || s[i] > '9' {
-			return 0, fmt.Errorf("%w: t must be unix seconds", ErrMalformed)
+			return 0, bad
 		}
 	}
 	ts, err := strconv.ParseInt(s, 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%w: t must be unix seconds", ErrMalformed)
+		return 0, bad
 	}
 	return ts, nil
 }
