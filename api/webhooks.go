@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/webhook"
 )
 
@@ -18,13 +19,7 @@ import (
 // were refused would resend them forever.
 const maxEventIDLength = 1024
 
-var (
-	errUnknownProvider = errorf(http.StatusNotFound, "unknown_provider", "no webhooks are configured for this provider")
-	errBadSignature    = errorf(http.StatusUnauthorized, "invalid_signature",
-		"the "+webhook.Header+" header is missing, malformed or does not match the body; nothing was stored")
-	errStaleSignature = errorf(http.StatusUnauthorized, "stale_signature",
-		"the "+webhook.Header+" timestamp is too far from now; nothing was stored")
-)
+var errUnknownProvider = errorf(http.StatusNotFound, "unknown_provider", "no webhooks are configured for this provider")
 
 // webhookRequest is the part of a supplier's webhook body the inbox reads.
 // Unknown fields are allowed (suppliers add fields); the whole body is kept
@@ -47,12 +42,12 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	r = r.WithContext(ctx)
 
-	provider := r.PathValue("provider")
+	name := r.PathValue("provider")
 	if s.cfg.WebhookSecrets == nil {
 		s.writeError(w, r, errUnknownProvider)
 		return
 	}
-	secrets, ok := s.cfg.WebhookSecrets(provider)
+	secrets, ok := s.cfg.WebhookSecrets(name)
 	if !ok {
 		s.writeError(w, r, errUnknownProvider)
 		return
@@ -62,25 +57,48 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	pc, _ := s.cfg.Registry.Provider(name)
+	scheme := webhook.SchemeActledger
+	if pc != nil {
+		scheme = pc.SignatureScheme()
+	}
 	// Nothing in the body is looked at before the signature holds.
-	if err := webhook.Verify(r.Header.Get(webhook.Header), body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance); err != nil {
+	if err := webhook.VerifyRequest(scheme, r.Header, body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance); err != nil {
 		// The reason is a fixed word: the error text may quote part of
 		// the header, and neither the signature nor the body is logged.
-		reason := signatureFailure(r, err)
-		s.log.WarnContext(ctx, "webhook refused", "provider", provider, "reason", reason)
+		reason := signatureFailure(err)
+		s.log.WarnContext(ctx, "webhook refused", "provider", name, "scheme", scheme, "reason", reason)
 		if s.cfg.OnWebhookRejected != nil {
-			s.cfg.OnWebhookRejected(provider, reason)
+			s.cfg.OnWebhookRejected(name, reason)
 		}
+		headers := signatureHeaders(scheme)
 		if errors.Is(err, webhook.ErrStale) {
-			s.writeError(w, r, errStaleSignature)
+			s.writeError(w, r, errorf(http.StatusUnauthorized, "stale_signature",
+				"the "+headers+" timestamp is too far from now; nothing was stored"))
 		} else {
-			s.writeError(w, r, errBadSignature)
+			s.writeError(w, r, errorf(http.StatusUnauthorized, "invalid_signature",
+				"the "+headers+" missing, malformed or does not match the body; nothing was stored"))
 		}
 		return
 	}
 	var req webhookRequest
-	if err := decodeWebhookJSON(body, &req); err != nil {
+	if pc != nil && pc.HasWebhookExpressions() {
+		ev, err := pc.ReadWebhook(ctx, body, r.Header)
+		switch {
+		case errors.Is(err, provider.ErrWebhookNotJSON):
+			s.writeError(w, r, errorf(http.StatusBadRequest, "malformed_json", "the body must be JSON"))
+			return
+		case err != nil:
+			s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_webhook", err.Error()))
+			return
+		}
+		req = webhookRequest{EventID: ev.EventID, Type: ev.Type, Reference: ev.Reference, ProviderReference: ev.ProviderReference,
+			Status: evidenceStatus(ev.Outcome)}
+	} else if err := decodeWebhookJSON(body, &req); err != nil {
 		s.writeError(w, r, err)
+		return
+	} else if req.Status == ledger.EvidenceIgnored {
+		s.writeError(w, r, fieldError("status", `must be "succeeded" or "failed"`))
 		return
 	}
 	if err := req.validate(); err != nil {
@@ -94,14 +112,14 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	stored, err := s.cfg.Ledger.StoreWebhook(ctx, ledger.WebhookEvent{
-		Provider: provider, EventID: req.EventID, Type: req.Type, Reference: req.Reference,
+		Provider: name, EventID: req.EventID, Type: req.Type, Reference: req.Reference,
 		ProviderReference: req.ProviderReference, Status: req.Status, Payload: body,
 	})
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	s.log.InfoContext(ctx, "webhook received", "provider", provider, "event_id", req.EventID,
+	s.log.InfoContext(ctx, "webhook received", "provider", name, "event_id", req.EventID,
 		"reference", req.Reference, "status", req.Status, "stored", stored)
 	if !stored {
 		writeJSON(w, http.StatusOK, map[string]bool{"stored": false, "duplicate": true})
@@ -110,12 +128,36 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]bool{"stored": true})
 }
 
+// signatureHeaders names the headers of scheme for an error: "the X
+// header is" or "the X, Y and Z headers are".
+func signatureHeaders(scheme webhook.Scheme) string {
+	names := scheme.Headers()
+	switch len(names) {
+	case 0:
+		return "signature is"
+	case 1:
+		return names[0] + " header is"
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1] + " headers are"
+}
+
+// evidenceStatus is the inbox's word for a webhook's outcome.
+func evidenceStatus(o provider.WebhookOutcome) ledger.EvidenceStatus {
+	switch o {
+	case provider.WebhookSucceeded:
+		return ledger.EvidenceSucceeded
+	case provider.WebhookFailed:
+		return ledger.EvidenceFailed
+	}
+	return ledger.EvidenceIgnored
+}
+
 // signatureFailure names why a signature was refused, for the log.
-func signatureFailure(r *http.Request, err error) string {
+func signatureFailure(err error) string {
 	switch {
 	case errors.Is(err, webhook.ErrNoSecret):
 		return "no_secret_configured"
-	case r.Header.Get(webhook.Header) == "":
+	case errors.Is(err, webhook.ErrMissing):
 		return "missing_header"
 	case errors.Is(err, webhook.ErrMalformed):
 		return "malformed_header"
@@ -151,7 +193,7 @@ func (req webhookRequest) validate() error {
 		return fieldError("event_id", "is required")
 	case len(req.EventID) > maxEventIDLength || strings.ContainsRune(req.EventID, 0):
 		return fieldError("event_id", "must be 1 to 1024 bytes of text")
-	case req.Reference == "":
+	case req.Reference == "" && req.Status != ledger.EvidenceIgnored:
 		return fieldError("reference", "is required")
 	}
 	for _, f := range []struct {
@@ -167,6 +209,7 @@ func (req webhookRequest) validate() error {
 		}
 	}
 	switch {
+	case req.Status == ledger.EvidenceIgnored:
 	case req.Status != ledger.EvidenceSucceeded && req.Status != ledger.EvidenceFailed:
 		return fieldError("status", `must be "succeeded" or "failed"`)
 	case req.Status == ledger.EvidenceSucceeded && req.ProviderReference == "":

@@ -25,7 +25,7 @@ const (
 
 // evidenceKinds are the events that say what the provider's side showed.
 var evidenceKinds = []ledger.EventKind{
-	ledger.EventEvidence, ledger.EventStaleResult, ledger.EventLookupFound, ledger.EventLookupAbsentConfirmed,
+	ledger.EventEvidence, ledger.EventStaleResult, ledger.EventLookupFound, ledger.EventLookupDuplicate, ledger.EventLookupAbsentConfirmed,
 	ledger.EventReplayLookupAbsent, ledger.EventLookupAbsentTooEarly, ledger.EventLookupFailed,
 }
 

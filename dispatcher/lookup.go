@@ -56,6 +56,9 @@ func lookupEvidence(r provider.LookupResult) map[string]any {
 	if r.ProviderReference != "" {
 		e["provider_reference"] = r.ProviderReference
 	}
+	if len(r.References) > 0 {
+		e["references"] = r.References
+	}
 	if r.Error != "" {
 		e["error"] = r.Error
 	}

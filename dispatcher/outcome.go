@@ -34,6 +34,10 @@ type answered struct {
 	class      provider.Class
 	retryAfter time.Duration
 	reference  string // the provider's reference of a success
+	// review, when set, hands the answer to a person for this reason
+	// (provider.Result.Review): the request could not be built, the
+	// effect exists but cannot be named, or a rule of the provider said so.
+	review ledger.ReviewReason
 	// sentFrom and sentAt bound when the request may have been at the
 	// provider (ledger.Change.SentFrom, SentAt); zero when nothing was
 	// sent.
@@ -221,6 +225,15 @@ func (p policy) answered(r answered) decision {
 	attempt := p.op.Attempts + 1
 	evidence := evidenceOf(r.evidence)
 	c := ledger.Change{Kind: ledger.EventAttempt, Detail: evidence, Attempted: true, SentFrom: r.sentFrom, SentAt: r.sentAt}
+	if r.review != "" {
+		// The answer itself says a person must look: the attempt's class
+		// stays in its event (a reference_missing success is an effect
+		// that exists, and is never resent).
+		c.To, c.Review = ledger.StatusReview, p.review(r.review)
+		d := moves(c)
+		d.log = &logLine{slog.LevelWarn, "provider answer handed to a person", []any{"attempt", attempt, "reason", r.review, "class", r.class}}
+		return d
+	}
 	switch r.class {
 	case provider.ClassSucceeded:
 		c.To, c.ProviderReference = ledger.StatusSucceeded, r.reference
@@ -320,6 +333,11 @@ func (p policy) lookedUp(r lookedUp) decision {
 		return d
 	case ledger.LookupFound:
 		return moves(ledger.Change{To: ledger.StatusSucceeded, Kind: ledger.EventLookupFound, ProviderReference: r.reference, Detail: evidence})
+	case ledger.LookupDuplicate:
+		evidence["why"] = "the provider holds two or more effects for the operation's key"
+		d := moves(ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupDuplicate, Review: p.review(ledger.ReasonDuplicateEffect), Detail: evidence})
+		d.log = &logLine{slog.LevelWarn, "lookup found more than one effect for one operation", []any{"references", evidence["references"]}}
+		return d
 	case ledger.LookupAbsentTooEarly:
 		believable := absenceBelievableAt(p.op, p.pc)
 		evidence["believable_at"] = believable

@@ -109,7 +109,8 @@ func (w *work) create(ctx context.Context) error {
 	}
 	w.callReturned(res)
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
-	r := answered{class: res.Class, retryAfter: res.RetryAfter, reference: res.ProviderReference, evidence: attemptEvidence(attempt, res)}
+	r := answered{class: res.Class, retryAfter: res.RetryAfter, reference: res.ProviderReference, review: ledger.ReviewReason(res.Review),
+		evidence: attemptEvidence(attempt, res)}
 	if res.Sent {
 		r.sentFrom, r.sentAt = w.sentWindow(slot, start, res.Class)
 	}
@@ -219,6 +220,12 @@ func attemptEvidence(attempt int, r provider.Result) map[string]any {
 	}
 	if r.ProviderReference != "" {
 		e["provider_reference"] = r.ProviderReference
+	}
+	if r.Reason != "" {
+		e["reason"] = r.Reason
+	}
+	if r.Review != "" {
+		e["review"] = r.Review
 	}
 	if r.RetryAfter > 0 {
 		e["retry_after_seconds"] = r.RetryAfter.Seconds()

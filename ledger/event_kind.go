@@ -25,6 +25,9 @@ const (
 	EventLeaseExpired EventKind = "lease_expired"
 	// EventLookupFound: a lookup found the effect.
 	EventLookupFound EventKind = "lookup_found"
+	// EventLookupDuplicate: a lookup found two or more effects for the
+	// operation's key.
+	EventLookupDuplicate EventKind = "lookup_duplicate"
 	// EventLookupAbsentConfirmed: a believable lookup found nothing after
 	// the last send.
 	EventLookupAbsentConfirmed EventKind = "lookup_absent_confirmed"

@@ -26,6 +26,11 @@ const (
 	EvidenceSucceeded EvidenceStatus = "succeeded"
 	// EvidenceFailed: the provider refused or undid it.
 	EvidenceFailed EvidenceStatus = "failed"
+	// EvidenceIgnored: a webhook that says nothing actledger acts on (its
+	// provider's outcome expression gave "ignore"). Stored, so a
+	// redelivery is recognised, and applied as it is stored: it changes
+	// nothing.
+	EvidenceIgnored EvidenceStatus = "ignored"
 )
 
 // EvidenceOutcome says what applying a piece of evidence did. The

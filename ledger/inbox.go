@@ -154,8 +154,8 @@ type WebhookEvent struct {
 	Type              string `db:"type"`
 	Reference         string `db:"reference"`
 	ProviderReference string `db:"provider_reference"`
-	// Status is EvidenceSucceeded or EvidenceFailed (a CHECK constraint
-	// enforces it).
+	// Status is EvidenceSucceeded, EvidenceFailed or EvidenceIgnored (a
+	// CHECK constraint enforces it).
 	Status EvidenceStatus `db:"status"`
 	// Payload is the verified body as the supplier sent it, kept whole so
 	// that fields this code does not read yet remain available as evidence.
@@ -181,9 +181,13 @@ const (
 	// webhookEventInsert does nothing for a (provider, event_id) already
 	// stored; it then returns no row. A concurrent identical insert waits
 	// for the first to commit or roll back, so exactly one of them stores.
+	// webhookEventInsert stores a verified webhook; an ignored one is
+	// applied as it is stored.
 	webhookEventInsert = `INSERT INTO webhook_events (provider, event_id, type, reference, provider_reference,
-    status, payload, received_at)
-VALUES (@provider, @event_id, @type, @reference, @provider_reference, @status, @payload, coalesce(@now::timestamptz, now()))
+    status, payload, received_at, applied_at, outcome)
+VALUES (@provider, @event_id, @type, @reference, @provider_reference, @status, @payload, coalesce(@now::timestamptz, now()),
+    CASE WHEN @status = 'ignored' THEN coalesce(@now::timestamptz, now()) END,
+    CASE WHEN @status = 'ignored' THEN 'ignored' END)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id`
 
@@ -226,6 +230,10 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent) (stored bool,
 		if err != nil {
 			return fmt.Errorf("insert webhook %s/%s: %w", ev.Provider, ev.EventID, err)
 		}
+		stored = true
+		if ev.Status == EvidenceIgnored {
+			return nil // applied as it was stored: nothing to reconcile
+		}
 		payload, err := json.Marshal(EvidenceMessage{Kind: EvidenceWebhook, WebhookEventID: id})
 		if err != nil {
 			return fmt.Errorf("encode evidence message: %w", err)
@@ -235,7 +243,6 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent) (stored bool,
 		}); err != nil {
 			return err
 		}
-		stored = true
 		return nil
 	})
 	if err != nil {

@@ -64,7 +64,7 @@ func Judge(events []Event) Judgement {
 			j.EffectConfirmed = j.EffectConfirmed || detail["would_be"] == string(StatusSucceeded)
 		case EventLeaseExpired:
 			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
-		case EventLookupFound:
+		case EventLookupFound, EventLookupDuplicate:
 			j.LastLookup = detail
 			j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
 		case EventLookupAbsentConfirmed, EventReplayLookupAbsent:

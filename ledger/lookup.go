@@ -13,6 +13,9 @@ const (
 	LookupAnswerFound  LookupAnswer = "found"
 	LookupAnswerAbsent LookupAnswer = "absent"
 	LookupAnswerError  LookupAnswer = "error"
+	// LookupAnswerDuplicate: the provider holds two or more effects for
+	// the key.
+	LookupAnswerDuplicate LookupAnswer = "duplicate"
 )
 
 // LookupVerdict is what a lookup establishes about an operation whose
@@ -37,6 +40,9 @@ const (
 	LookupAbsentConfirmed LookupVerdict = "absent_confirmed"
 	// LookupFailed: the lookup told nothing.
 	LookupFailed LookupVerdict = "failed"
+	// LookupDuplicate: the provider holds two or more effects for the
+	// operation's key: a person settles which counts; never found.
+	LookupDuplicate LookupVerdict = "duplicate"
 )
 
 // Lookup is what a lookup's verdict rests on besides the answer.
@@ -72,6 +78,10 @@ func JudgeLookup(l Lookup, ask func() (LookupAnswer, time.Time, error)) (LookupV
 	switch answer {
 	case LookupAnswerFound:
 		return LookupFound, nil
+	case LookupAnswerDuplicate:
+		// Two effects exist whenever they were seen: no lag makes one go
+		// away.
+		return LookupDuplicate, nil
 	case LookupAnswerAbsent:
 		if asked.Before(l.BelievableAt) {
 			return LookupAbsentTooEarly, nil

@@ -34,6 +34,7 @@ func TestLookupVerdicts(t *testing.T) {
 		{"absent once the lag has passed is believed", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerAbsent, believable, ledger.LookupAbsentConfirmed, true},
 		{"absent long after the lag is believed", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerAbsent, believable.Add(time.Hour), ledger.LookupAbsentConfirmed, true},
 		{"absent of an operation never sent is believed at once", ledger.Lookup{}, ledger.LookupAnswerAbsent, lastSent, ledger.LookupAbsentConfirmed, true},
+		{"two effects before the lag are a duplicate", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerDuplicate, lastSent, ledger.LookupDuplicate, true},
 		{"a failed lookup settles nothing", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerError, believable.Add(time.Hour), ledger.LookupFailed, true},
 		{"an answer the ledger does not know settles nothing", ledger.Lookup{BelievableAt: believable}, "maybe", believable.Add(time.Hour), ledger.LookupFailed, true},
 		{"sent to another account: untrusted, and the provider is not asked", ledger.Lookup{SentElsewhere: elsewhere, BelievableAt: believable}, ledger.LookupAnswerAbsent, believable.Add(time.Hour), ledger.LookupUntrusted, false},
@@ -82,6 +83,7 @@ func TestLookupAnswersAreProviderLookupStatuses(t *testing.T) {
 		{ledger.LookupAnswerFound, provider.LookupFound},
 		{ledger.LookupAnswerAbsent, provider.LookupAbsent},
 		{ledger.LookupAnswerError, provider.LookupError},
+		{ledger.LookupAnswerDuplicate, provider.LookupDuplicate},
 	}
 	for _, tt := range tests {
 		if string(tt.got) != string(tt.want) {

@@ -32,6 +32,17 @@ const (
 	// has excluded its effect; the refusal says nothing about it (the
 	// resend may have been refused before its key was looked at).
 	ReasonRejectedAfterUnknown ReviewReason = "rejected_after_unknown"
+	// ReasonProviderConfigError: the create request cannot be built for
+	// the operation's params (an expression of the providers file fails on
+	// them); nothing was sent.
+	ReasonProviderConfigError ReviewReason = "provider_config_error"
+	// ReasonProviderOutcome: one of the provider's own error meanings
+	// (outcomes, outcome review) hands the answer to a person.
+	ReasonProviderOutcome ReviewReason = "provider_outcome"
+	// ReasonReferenceMissing: the provider confirmed the effect (2xx) but
+	// its reference cannot be read from the answer: the effect exists and
+	// is never resent; a person names it.
+	ReasonReferenceMissing ReviewReason = "reference_missing"
 
 	// ReasonDuplicateEffect: one operation matched two provider effects.
 	ReasonDuplicateEffect ReviewReason = "duplicate_effect"
@@ -51,6 +62,7 @@ const (
 var ReviewReasons = []ReviewReason{
 	ReasonRetriesExhausted, ReasonOutcomeUnknown, ReasonLookupFailing, ReasonLapsedUnknown,
 	ReasonLookupUntrusted, ReasonRejectedAfterUnknown,
+	ReasonProviderConfigError, ReasonProviderOutcome, ReasonReferenceMissing,
 	ReasonDuplicateEffect, ReasonEvidenceMismatch, ReasonConflictingEvidence,
 	ReasonUnmatchedEvidence,
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
 // TestREADMEListsEveryReviewReason keeps the operators' list of review
@@ -24,6 +25,25 @@ func TestREADMEListsEveryReviewReason(t *testing.T) {
 	for _, r := range ledger.ReviewReasons {
 		if !strings.Contains(list, "`"+string(r)+"`") {
 			t.Errorf("README.md's review reasons do not list %s", r)
+		}
+	}
+}
+
+// TestProviderReviewCodesAreReviewReasons holds the review reasons a
+// provider gives with a result (provider.Result.Review) to the ledger's,
+// which the dispatcher converts one to the other.
+func TestProviderReviewCodesAreReviewReasons(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		got  string
+		want ledger.ReviewReason
+	}{
+		{provider.ReviewProviderConfigError, ledger.ReasonProviderConfigError},
+		{provider.ReviewProviderOutcome, ledger.ReasonProviderOutcome},
+		{provider.ReviewReferenceMissing, ledger.ReasonReferenceMissing},
+	} {
+		if tt.got != string(tt.want) {
+			t.Errorf("provider review %q, ledger reason %q; want the same word", tt.got, tt.want)
 		}
 	}
 }

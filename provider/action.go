@@ -154,30 +154,6 @@ func (a *Action) AutoApprove(ctx context.Context, params []byte, tenant string) 
 	return approved, nil
 }
 
-// celValue turns json.Numbers into int64 where they are integers and
-// float64 otherwise, so "params.qty <= 10" compares integers as written.
-func celValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = celValue(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = celValue(e)
-		}
-		return v
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n
-		}
-		f, _ := v.Float64()
-		return f
-	}
-	return v
-}
-
 // policyEnv is the CEL environment of every auto_approve expression.
 func policyEnv() (*cel.Env, error) {
 	return cel.NewEnv(

@@ -3,9 +3,11 @@ package provider
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,6 +62,10 @@ type File struct {
 	// Actions by name (yaml "actions"), each naming its provider and its
 	// contract (see Action).
 	Actions map[string]Action
+	// Getenv reads the environment variables the providers name
+	// (credentials, webhook secrets) when the registry is built; nil is
+	// os.Getenv.
+	Getenv func(string) string
 }
 
 // Config describes one supplier: where it is, how to create an effect there, what it promises
@@ -83,6 +89,13 @@ type Config struct {
 	// does not fit its lease while refusing an explicit timeout that does
 	// not.
 	timeoutDefaulted bool
+	// Auth is how the supplier authenticates calls (yaml "auth"); nil sends
+	// no credential. Its values come from environment variables, read once
+	// when the registry is built.
+	Auth *Auth
+	// Headers are fixed, non-secret headers sent with every call (yaml
+	// "headers"), e.g. an API version.
+	Headers map[string]string
 	// Create is the request that creates the effect (yaml "create").
 	Create Endpoint
 	// ReferenceParam is the body field the external key is written to (yaml "reference_param");
@@ -100,6 +113,14 @@ type Config struct {
 	// WebhookSecretEnv names the environment variable holding the webhook signing secret(s)
 	// (yaml "webhook_secret_env"); the secret itself never appears in the file.
 	WebhookSecretEnv string
+	// Outcomes are the supplier's own error meanings (yaml "outcomes"),
+	// tried in order on every answer with a status before the default
+	// table of [Classify]; the first whose When holds decides.
+	Outcomes []OutcomeRule
+	// Webhook is how the supplier signs and shapes its webhooks (yaml
+	// "webhook"). Nil with WebhookSecretEnv set is v1's shape: actledger's
+	// own signature and body.
+	Webhook *Webhook
 	// Tenant names the tenant that owns this provider account (yaml
 	// "tenant", an extension of the contract): evidence that matches no
 	// operation becomes that tenant's review item, seen and closed by that
@@ -112,15 +133,59 @@ type Config struct {
 	Retry RetryPolicy
 	// Review is who owns this provider's review items and how fast (yaml "review").
 	Review ReviewPolicy
+
+	// compiled holds the file's expressions, compiled when the registry
+	// is built; credential is the resolved Auth. A Config built in code
+	// and never passed through a registry has neither, and sends v1's
+	// body.
+	compiled   programs
+	credential *credential
 }
 
-// Endpoint is a method and path relative to the base URL.
+// programs are a provider's compiled expressions; nil where the file
+// leaves the expression out (v1's rule applies).
+type programs struct {
+	body, reference                    *expr
+	matches, matchReference            *expr
+	outcomes                           []*expr
+	eventID, webhookReference          *expr
+	webhookOutcome, webhookProviderRef *expr
+}
+
+// Endpoint is the create request: a method and path relative to the base
+// URL, and how its body is built and its answer read.
 type Endpoint struct {
 	// Method is the HTTP method (yaml "method"): POST (default), PUT or PATCH.
 	Method string
-	// Path starts with "/" (yaml "path").
+	// Path starts with "/" (yaml "path"). It may hold {reference} (the
+	// external key) and {params.NAME} (a top-level param), path-escaped
+	// before a "?" and query-escaped after it.
 	Path string
+	// Encoding is the body's encoding (yaml "encoding"): "json" (default)
+	// or "form" (application/x-www-form-urlencoded with nested keys as
+	// Stripe writes them).
+	Encoding Encoding
+	// Body is a CEL expression over params, reference, account and
+	// environment that gives the body as a map (yaml "body"). Empty: the
+	// params with ReferenceParam set to the external key (v1).
+	Body string
+	// Reference is a CEL expression over response, status and headers that
+	// gives the supplier's reference of a 2xx answer, a string or an
+	// integer (yaml "reference"). Empty: the answer's ReferenceField.
+	Reference string
 }
+
+// Encoding is how a create body is written.
+type Encoding string
+
+// The encodings of a create body.
+const (
+	// EncodingJSON is application/json, the default.
+	EncodingJSON Encoding = "json"
+	// EncodingForm is application/x-www-form-urlencoded, nested keys as
+	// Stripe writes them: metadata[reference]=…, items[0][price]=….
+	EncodingForm Encoding = "form"
+)
 
 // Idempotency is a supplier's promise that a repeated request with the same key header returns the
 // stored result of the first instead of creating a second effect — for Retention after first use.
@@ -135,6 +200,16 @@ type Idempotency struct {
 type Lookup struct {
 	// Path is relative to the base URL and contains "{reference}" (yaml "path").
 	Path string
+	// Matches is a CEL expression over response, status and headers that
+	// gives the supplier's records for the reference, a list (yaml
+	// "matches"): none is absent, one is found, two or more are a
+	// duplicate effect. Empty: v1's rule (an object is one record, an
+	// array its elements).
+	Matches string
+	// Reference is a CEL expression over match, one element of Matches,
+	// that gives the supplier's reference of that record (yaml
+	// "reference"). Empty: the record's ReferenceField.
+	Reference string
 	// VisibilityLag is how long after a send an effect may still be invisible to the lookup (yaml
 	// "visibility_lag"); an "absent" answer is believed only after it.
 	VisibilityLag Duration
@@ -239,7 +314,7 @@ func (c *Config) DispatchTimeout(lease time.Duration) (time.Duration, error) {
 }
 
 // WebhookSecrets returns the webhook signing secrets from the environment variable named by
-// WebhookSecretEnv. The variable may hold several comma-separated secrets so that a secret can be
+// webhook.secret_env or v1's WebhookSecretEnv. The variable may hold several comma-separated secrets so that a secret can be
 // rotated without rejecting webhooks signed with the old one; blanks are trimmed and empty entries
 // ignored. It returns nil when no variable is configured or it is empty, and then every webhook
 // must be rejected.
@@ -250,11 +325,15 @@ func (c *Config) WebhookSecrets() [][]byte {
 // WebhookSecretsFrom is WebhookSecrets with an injected environment lookup (for tests and for
 // callers that read their environment once at start).
 func (c *Config) WebhookSecretsFrom(getenv func(string) string) [][]byte {
-	if c.WebhookSecretEnv == "" {
+	name := c.WebhookSecretEnv
+	if c.Webhook != nil {
+		name = c.Webhook.SecretEnv
+	}
+	if name == "" {
 		return nil
 	}
 	var secrets [][]byte
-	for s := range strings.SplitSeq(getenv(c.WebhookSecretEnv), ",") {
+	for s := range strings.SplitSeq(getenv(name), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			secrets = append(secrets, []byte(s))
 		}
@@ -278,6 +357,17 @@ func (c Config) withDefaults() Config {
 		lookup := *c.Lookup
 		c.Lookup = &lookup
 	}
+	if c.Auth != nil {
+		auth := *c.Auth
+		c.Auth = &auth
+	}
+	if c.Webhook != nil {
+		w := *c.Webhook
+		w.Signature = cmp.Or(w.Signature, DefaultSignature)
+		c.Webhook = &w
+	}
+	c.Headers = maps.Clone(c.Headers)
+	c.Outcomes = slices.Clone(c.Outcomes)
 	c.Retry.MaxAttempts = cmp.Or(c.Retry.MaxAttempts, DefaultMaxAttempts)
 	c.Retry.Initial = orDuration(c.Retry.Initial, DefaultRetryInitial)
 	c.Retry.Max = orDuration(c.Retry.Max, DefaultRetryMax)

@@ -2,7 +2,6 @@ package provider
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -113,8 +112,11 @@ func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
 	if req.ExternalKey == "" {
 		return notSent("not sent: empty external key (the supplier could not deduplicate)")
 	}
-	body, err := createBody(req.Params, cfg.ReferenceParam, req.ExternalKey)
+	built, err := cfg.createRequest(ctx, req)
 	if err != nil {
+		// The request cannot be built for these params: it never will be,
+		// so no retry; a person fixes the file or the operation.
+		res.Review = ReviewProviderConfigError
 		return notSent("not sent: %v", err)
 	}
 
@@ -122,20 +124,16 @@ func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
 	defer cancel()
 	trace := &callTrace{}
 	ctx = httptrace.WithClientTrace(ctx, trace.clientTrace())
-	method := cmp.Or(cfg.Create.Method, DefaultMethod)
-	hreq, err := http.NewRequestWithContext(ctx, method, joinURL(cfg.BaseURL, cfg.Create.Path), bytes.NewReader(body))
+	hreq, err := http.NewRequestWithContext(ctx, built.Method, built.URL, bytes.NewReader(built.Body))
 	if err != nil {
+		res.Review = ReviewProviderConfigError
 		return notSent("not sent: build request: %v", unwrapURLError(err))
 	}
 	// No silent resend (see the doc comment): without GetBody the transport cannot rewind the
 	// body, so Request.isReplayable is false and a failed reused connection is reported to us
 	// instead of being retried behind our back. ContentLength stays set.
 	hreq.GetBody = nil
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "application/json")
-	if cfg.Idempotency != nil {
-		hreq.Header.Set(cfg.Idempotency.Header, req.ExternalKey)
-	}
+	hreq.Header = built.Header
 
 	resp, err := p.client.Do(hreq)
 	if err != nil {
@@ -154,27 +152,48 @@ func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
 	res.HTTPStatus = resp.StatusCode
 	raw, readErr := readBody(resp.Body)
 	res.Body = evidence(raw)
-	var reason string
-	res.Class, res.RetryAfter, reason = Classify(resp.StatusCode, cfg.Idempotency != nil, resp.Header, p.now())
-	res.Error = reason
+	response, _ := jsonValue(raw)
+	if readErr != nil {
+		response = nil
+	}
+	res.Class, res.RetryAfter, res.Error, res.Review, res.Reason = cfg.classify(ctx, resp.StatusCode, resp.Header, response, p.now())
 	if res.Class == ClassSucceeded {
-		ref, err := referenceFrom(raw, readErr, cfg.ReferenceField)
+		ref, err := cfg.createReference(ctx, resp, raw, readErr, response)
 		if err != nil {
-			// The status confirmed the effect; only its name is missing. Still succeeded: a
-			// resend could create a second effect, which is worse than a missing reference.
+			// The status confirmed the effect; only its name is missing. Never resent (a
+			// second effect is worse than a missing name): a person matches it.
 			res.Error = fmt.Sprintf("HTTP %d confirmed the effect but the provider reference is unknown: %v", resp.StatusCode, err)
+			res.Review = ReviewReferenceMissing
 		}
 		res.ProviderReference = ref
 	}
 	return done()
 }
 
+// createReference reads the supplier's reference of a 2xx create answer:
+// create.reference, or v1's reference_field.
+func (c *Config) createReference(ctx context.Context, resp *http.Response, raw []byte, readErr error, response any) (string, error) {
+	if readErr != nil {
+		return "", readErr
+	}
+	if p := c.compiled.reference; p != nil {
+		ref, err := p.evalID(ctx, map[string]any{"response": response, "status": int64(resp.StatusCode), "headers": headerValues(resp.Header)})
+		if err != nil {
+			return "", fmt.Errorf("create.reference: %w", err)
+		}
+		return ref, nil
+	}
+	return referenceFrom(raw, nil, c.ReferenceField)
+}
+
 // Lookup asks the supplier whether an effect tagged with externalKey exists: GET base_url +
-// lookup path with {reference} replaced by the escaped key. A 200 whose body holds
-// reference_field (an object, or the first element of an array) is found; 404 or an empty array
-// is absent; anything else is an error. If the answer also carries reference_param and it names a
-// different key, the lookup is an error rather than "found": a supplier that ignored the filter
-// must not make someone else's effect count as ours.
+// lookup path with {reference} replaced by the escaped key, with the provider's headers and
+// credential. A 404 is absent. A 200 answer holds the supplier's records for the key:
+// lookup.matches of it, or by v1's rule the object itself or the elements of an array. No
+// record is absent, one is found (its reference read by lookup.reference, or reference_field),
+// two or more are a duplicate effect, never "found". Anything else is an error. By v1's rule a
+// record that carries reference_param naming a different key makes the lookup an error: a
+// supplier that ignored the filter must not make someone else's effect count as ours.
 func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
 	cfg := p.cfg
 	res := LookupResult{Account: cfg.Account, Environment: cfg.Environment}
@@ -195,6 +214,10 @@ func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
 		return fail("build lookup request: %v", unwrapURLError(err))
 	}
 	hreq.Header.Set("Accept", "application/json")
+	for name, value := range cfg.Headers {
+		hreq.Header.Set(name, value)
+	}
+	cfg.credential.set(hreq.Header)
 	resp, err := p.client.Do(hreq)
 	if err != nil {
 		return fail("lookup failed: %s", describeError(ctx, err, timeoutOf(cfg)))
@@ -212,42 +235,89 @@ func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
 	case readErr != nil:
 		return fail("read lookup body: %v", readErr)
 	}
-	found, ref, err := lookupAnswer(raw, cfg.ReferenceField, cfg.ReferenceParam, externalKey)
+	refs, err := cfg.lookupMatches(ctx, resp, raw, externalKey)
 	if err != nil {
 		return fail("lookup answered HTTP 200 but %v", err)
 	}
 	res.At = p.now()
-	if !found {
+	switch len(refs) {
+	case 0:
 		res.Status = LookupAbsent
-		return res
+	case 1:
+		res.Status, res.ProviderReference = LookupFound, refs[0]
+	default:
+		res.Status, res.References = LookupDuplicate, refs
 	}
-	res.Status, res.ProviderReference = LookupFound, ref
 	return res
 }
 
-// createBody returns params with param set to key. Params must be a JSON object (or empty/null,
-// meaning {}); numbers and nested values pass through untouched.
-func createBody(params json.RawMessage, param, key string) ([]byte, error) {
-	fields := map[string]json.RawMessage{}
-	trimmed := bytes.TrimSpace(params)
-	if len(trimmed) > 0 && !bytes.Equal(trimmed, []byte("null")) {
-		if trimmed[0] != '{' {
-			return nil, errors.New("params must be a JSON object")
+// lookupMatches reads the references of the supplier's records for key
+// from a 200 lookup answer.
+func (c *Config) lookupMatches(ctx context.Context, resp *http.Response, raw []byte, key string) ([]string, error) {
+	response, ok := jsonValue(raw)
+	if !ok {
+		return nil, errors.New("the body is not valid JSON")
+	}
+	var records []any
+	if p := c.compiled.matches; p != nil {
+		v, err := p.evalNative(ctx, map[string]any{"response": response, "status": int64(resp.StatusCode), "headers": headerValues(resp.Header)})
+		if err != nil {
+			return nil, fmt.Errorf("lookup.matches: %w", err)
 		}
-		if err := json.Unmarshal(trimmed, &fields); err != nil {
-			return nil, fmt.Errorf("params are not a valid JSON object: %w", err)
+		list, isList := v.([]any)
+		if !isList {
+			return nil, fmt.Errorf("lookup.matches: is a %T, not a list", v)
+		}
+		records = list
+	} else {
+		switch v := response.(type) {
+		case []any:
+			records = v
+		case map[string]any:
+			records = []any{v}
+		default:
+			return nil, errors.New("the body is not a JSON object or array")
 		}
 	}
-	keyJSON, err := json.Marshal(key)
-	if err != nil {
-		return nil, fmt.Errorf("encode external key: %w", err)
+	refs := make([]string, 0, len(records))
+	for i, record := range records {
+		ref, err := c.matchReference(ctx, record, key)
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+		refs = append(refs, ref)
 	}
-	fields[cmp.Or(param, DefaultReferenceParam)] = keyJSON
-	body, err := json.Marshal(fields)
-	if err != nil {
-		return nil, fmt.Errorf("encode request body: %w", err)
+	return refs, nil
+}
+
+// matchReference reads one lookup record's reference: lookup.reference,
+// or v1's reference_field (after checking the record's reference_param).
+func (c *Config) matchReference(ctx context.Context, record any, key string) (string, error) {
+	if p := c.compiled.matchReference; p != nil {
+		ref, err := p.evalID(ctx, map[string]any{"match": record})
+		if err != nil {
+			return "", fmt.Errorf("lookup.reference: %w", err)
+		}
+		return ref, nil
 	}
-	return body, nil
+	obj, ok := record.(map[string]any)
+	if !ok {
+		return "", errors.New("is not a JSON object")
+	}
+	if c.compiled.matches == nil {
+		if other, present := obj[c.ReferenceParam]; present && other != key {
+			return "", fmt.Errorf("the result's %q is %s, not the looked-up key", c.ReferenceParam, truncate(fmt.Sprintf("%q", fmt.Sprint(other)), 80))
+		}
+	}
+	v, present := obj[c.ReferenceField]
+	if !present {
+		return "", fmt.Errorf("body has no %q field", c.ReferenceField)
+	}
+	ref, err := idText(v)
+	if err != nil {
+		return "", fmt.Errorf("field %q %w", c.ReferenceField, err)
+	}
+	return ref, nil
 }
 
 // callTrace records, from httptrace callbacks that may run on transport goroutines, how far a
@@ -364,38 +434,6 @@ func referenceFrom(raw []byte, readErr error, field string) (string, error) {
 		return "", err
 	}
 	return stringField(obj, field)
-}
-
-// lookupAnswer interprets a 200 lookup body: an object, or an array whose first element is used
-// (an empty array is absence).
-func lookupAnswer(raw []byte, field, param, key string) (found bool, ref string, err error) {
-	trimmed := bytes.TrimSpace(raw)
-	var obj map[string]json.RawMessage
-	if len(trimmed) > 0 && trimmed[0] == '[' {
-		var items []json.RawMessage
-		if err := json.Unmarshal(trimmed, &items); err != nil {
-			return false, "", fmt.Errorf("body is not valid JSON: %w", err)
-		}
-		if len(items) == 0 {
-			return false, "", nil
-		}
-		if obj, err = decodeObject(items[0]); err != nil {
-			return false, "", fmt.Errorf("first array element: %w", err)
-		}
-	} else if obj, err = decodeObject(trimmed); err != nil {
-		return false, "", err
-	}
-	if other, present := obj[param]; present {
-		var got string
-		if json.Unmarshal(other, &got) != nil || got != key {
-			return false, "", fmt.Errorf("the result's %q is %s, not the looked-up key", param, truncate(string(other), 80))
-		}
-	}
-	ref, err = stringField(obj, field)
-	if err != nil {
-		return false, "", err
-	}
-	return true, ref, nil
 }
 
 func decodeObject(raw []byte) (map[string]json.RawMessage, error) {

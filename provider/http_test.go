@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -252,7 +253,7 @@ func TestCreateRecordsAccountEnvironmentTimesAndEvidence(t *testing.T) {
 	}
 }
 
-func TestSucceededWithUnusableBodyStaysSucceededWithoutReference(t *testing.T) {
+func TestSuccessWithUnreadableReferenceIsAConfirmedEffectForAPerson(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name, body, wantErr string
@@ -270,8 +271,8 @@ func TestSucceededWithUnusableBodyStaysSucceededWithoutReference(t *testing.T) {
 			t.Parallel()
 			p, _ := setup(t, respond(201, tt.body), nil)
 			res := p.Create(t.Context(), CreateRequest{ExternalKey: "op_1"})
-			if res.Class != ClassSucceeded {
-				t.Errorf("class = %q, want succeeded: a 2xx confirms the effect whatever the body", res.Class)
+			if res.Class != ClassSucceeded || res.Review != ReviewReferenceMissing {
+				t.Errorf("class, review = %q, %q; want succeeded, reference_missing: a 2xx confirms the effect whatever the body", res.Class, res.Review)
 			}
 			if res.ProviderReference != "" {
 				t.Errorf("ProviderReference = %q, want empty", res.ProviderReference)
@@ -488,23 +489,25 @@ func TestStdlibTransportSilentlyResendsIdempotencyKeyedPost(t *testing.T) {
 func TestLookupReportsFoundAbsentOrError(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name    string
-		h       handlerFunc
-		mod     func(*Config)
-		want    LookupStatus
-		wantRef string
-		wantErr string
+		name     string
+		h        handlerFunc
+		mod      func(*Config)
+		want     LookupStatus
+		wantRef  string
+		wantRefs []string
+		wantErr  string
 	}{
 		{name: "object found", h: respond(200, `{"id":"ord_1","client_reference":"op 1/a"}`), want: LookupFound, wantRef: "ord_1"},
-		{name: "array first element found", h: respond(200, `[{"id":"ord_1"},{"id":"ord_2"}]`), want: LookupFound, wantRef: "ord_1"},
+		{name: "array of one found", h: respond(200, `[{"id":"ord_1"}]`), want: LookupFound, wantRef: "ord_1"},
+		{name: "array of two duplicate", h: respond(200, `[{"id":"ord_1"},{"id":"ord_2"}]`), want: LookupDuplicate, wantRefs: []string{"ord_1", "ord_2"}},
 		{name: "numeric reference found", h: respond(200, `{"id":1234}`), want: LookupFound, wantRef: "1234"},
 		{name: "404 absent", h: respond(404, `{"error":"not found"}`), want: LookupAbsent},
 		{name: "empty array absent", h: respond(200, ` [ ] `), want: LookupAbsent},
 		{name: "500 error", h: respond(500, ``), want: LookupError, wantErr: "HTTP 500"},
 		{name: "503 error", h: respond(503, ``), want: LookupError, wantErr: "HTTP 503"},
-		{name: "garbage error", h: respond(200, `<html>`), want: LookupError, wantErr: "not a JSON object"},
+		{name: "garbage error", h: respond(200, `<html>`), want: LookupError, wantErr: "not valid JSON"},
 		{name: "object without reference field error", h: respond(200, `{"orders":[]}`), want: LookupError, wantErr: `no "id" field`},
-		{name: "array of non-objects error", h: respond(200, `["ord_1"]`), want: LookupError, wantErr: "first array element"},
+		{name: "array of non-objects error", h: respond(200, `["ord_1"]`), want: LookupError, wantErr: "record 0: is not a JSON object"},
 		{name: "someone else's order error", h: respond(200, `[{"id":"ord_9","client_reference":"op_other"}]`), want: LookupError, wantErr: "not the looked-up key"},
 		{name: "redirect error", h: func(w http.ResponseWriter, r *http.Request, _ int) {
 			http.Redirect(w, r, "/elsewhere", http.StatusFound)
@@ -516,8 +519,8 @@ func TestLookupReportsFoundAbsentOrError(t *testing.T) {
 			t.Parallel()
 			p, s := setup(t, tt.h, tt.mod)
 			res := p.Lookup(t.Context(), "op 1/a")
-			if res.Status != tt.want || res.ProviderReference != tt.wantRef {
-				t.Errorf("lookup = %+v, want %s %q", res, tt.want, tt.wantRef)
+			if res.Status != tt.want || res.ProviderReference != tt.wantRef || !slices.Equal(res.References, tt.wantRefs) {
+				t.Errorf("lookup = %+v, want %s %q %q", res, tt.want, tt.wantRef, tt.wantRefs)
 			}
 			if !strings.Contains(res.Error, tt.wantErr) {
 				t.Errorf("Error = %q, want it to contain %q", res.Error, tt.wantErr)

@@ -77,6 +77,15 @@ type Result struct {
 	// Body is the start of the response body (at most 2 KiB, valid UTF-8, no NUL bytes) kept as
 	// evidence.
 	Body string
+	// Review, when set, hands the attempt to a person, for this reason:
+	// ReviewProviderConfigError (the request could not be built; nothing
+	// was sent), ReviewReferenceMissing (Class is ClassSucceeded: the
+	// effect exists but its reference cannot be read; never resent) or
+	// ReviewProviderOutcome (an outcomes rule said so).
+	Review string
+	// Reason is the reason of the outcomes rule that classified the
+	// answer; empty when the default table did.
+	Reason string
 	// Sent reports whether any request bytes may have left this process. It is conservative:
 	// true as soon as a connection was handed to the request. False means the supplier cannot
 	// have seen this attempt.
@@ -99,6 +108,20 @@ const (
 	LookupAbsent LookupStatus = "absent"
 	// LookupError: the lookup told us nothing (5xx, timeout, garbage, no lookup configured).
 	LookupError LookupStatus = "error"
+	// LookupDuplicate: the supplier holds two or more effects for the key; References names
+	// them. Never "found": a person settles which one counts.
+	LookupDuplicate LookupStatus = "duplicate"
+)
+
+// The review reasons a provider gives with a Result (Result.Review), in the ledger's words
+// (ledger.ReviewReason; a test holds the two together).
+const (
+	// ReviewProviderConfigError: the create request cannot be built for the operation's params.
+	ReviewProviderConfigError = "provider_config_error"
+	// ReviewReferenceMissing: a 2xx confirmed the effect but its reference cannot be read.
+	ReviewReferenceMissing = "reference_missing"
+	// ReviewProviderOutcome: one of the provider's outcomes rules hands the answer to a person.
+	ReviewProviderOutcome = "provider_outcome"
 )
 
 // LookupResult is the record of one lookup, kept as evidence for the reconciler.
@@ -107,6 +130,9 @@ type LookupResult struct {
 	Status LookupStatus
 	// ProviderReference is the supplier's reference when Status is LookupFound.
 	ProviderReference string
+	// References are the supplier's references of every effect when Status is
+	// LookupDuplicate.
+	References []string
 	// HTTPStatus is the supplier's status code; 0 when no response was received.
 	HTTPStatus int
 	// Error explains a LookupError (or notes something odd about another answer).

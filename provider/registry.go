@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/actledger/actledger/webhook"
 )
 
 // Registry is the validated providers configuration: the lookup from an action to the provider
@@ -22,13 +24,17 @@ type Registry struct {
 }
 
 // Load reads and validates the providers config file at path (YAML, or JSON since YAML is a
-// superset of it).
-func Load(path string) (*Registry, error) {
+// superset of it), with the credentials and webhook secrets it names read from the process's
+// environment.
+func Load(path string) (*Registry, error) { return LoadEnv(path, os.Getenv) }
+
+// LoadEnv is Load with the environment read through getenv.
+func LoadEnv(path string, getenv func(string) string) (*Registry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read providers config: %w", err)
 	}
-	reg, err := Parse(data)
+	reg, err := ParseEnv(data, getenv)
 	if err != nil {
 		return nil, fmt.Errorf("providers config %s: %w", path, err)
 	}
@@ -38,7 +44,12 @@ func Load(path string) (*Registry, error) {
 // Parse decodes and validates a providers config document. Decoding is strict: an unknown key
 // (a typo such as "idempotency_key") is an error rather than a silently ignored promise. All
 // problems are reported together (errors.Join), each naming its provider, action and field.
-func Parse(data []byte) (*Registry, error) {
+// The credentials and webhook secrets the document names are read from the process's
+// environment.
+func Parse(data []byte) (*Registry, error) { return ParseEnv(data, os.Getenv) }
+
+// ParseEnv is Parse with the environment read through getenv.
+func ParseEnv(data []byte, getenv func(string) string) (*Registry, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var doc fileYAML
@@ -53,6 +64,7 @@ func Parse(data []byte) (*Registry, error) {
 		return nil, errors.New("parse providers config: more than one YAML document")
 	}
 	f, convErrs := doc.file()
+	f.Getenv = getenv
 	reg, valErrs := newRegistry(f)
 	// A value that could not be converted was left zero; validation would report the same field
 	// again (e.g. "is required"), so keep only the first, more precise report.
@@ -95,6 +107,10 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 		contracts: make(map[string]*Action, len(f.Actions)),
 	}
 	var errs []*FieldError
+	getenv := f.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
 	env, err := policyEnv()
 	if err != nil {
 		// The environment is fixed in code: failing to build it is a bug.
@@ -105,6 +121,7 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 		cfg.Name = name
 		cfg = cfg.withDefaults()
 		errs = append(errs, cfg.validate()...)
+		errs = append(errs, cfg.compile(getenv)...)
 		reg.providers[name] = &cfg
 	}
 	// tools maps each MCP tool name (the action with "." → "_", as
@@ -214,24 +231,58 @@ type approvalYAML struct {
 }
 
 type providerYAML struct {
-	BaseURL          string           `yaml:"base_url"`
-	Account          string           `yaml:"account"`
-	Environment      string           `yaml:"environment"`
-	Timeout          *string          `yaml:"timeout"`
-	Create           endpointYAML     `yaml:"create"`
-	ReferenceParam   string           `yaml:"reference_param"`
-	ReferenceField   string           `yaml:"reference_field"`
-	Idempotency      *idempotencyYAML `yaml:"idempotency"`
-	Lookup           *lookupYAML      `yaml:"lookup"`
-	WebhookSecretEnv string           `yaml:"webhook_secret_env"`
-	Tenant           string           `yaml:"tenant"`
-	Retry            retryYAML        `yaml:"retry"`
-	Review           reviewYAML       `yaml:"review"`
+	BaseURL          string            `yaml:"base_url"`
+	Account          string            `yaml:"account"`
+	Environment      string            `yaml:"environment"`
+	Timeout          *string           `yaml:"timeout"`
+	Auth             *authYAML         `yaml:"auth"`
+	Headers          map[string]string `yaml:"headers"`
+	Create           endpointYAML      `yaml:"create"`
+	ReferenceParam   string            `yaml:"reference_param"`
+	ReferenceField   string            `yaml:"reference_field"`
+	Idempotency      *idempotencyYAML  `yaml:"idempotency"`
+	Lookup           *lookupYAML       `yaml:"lookup"`
+	Outcomes         []outcomeYAML     `yaml:"outcomes"`
+	Webhook          *webhookYAML      `yaml:"webhook"`
+	WebhookSecretEnv string            `yaml:"webhook_secret_env"`
+	Tenant           string            `yaml:"tenant"`
+	Retry            retryYAML         `yaml:"retry"`
+	Review           reviewYAML        `yaml:"review"`
 }
 
 type endpointYAML struct {
-	Method string `yaml:"method"`
-	Path   string `yaml:"path"`
+	Method    string `yaml:"method"`
+	Path      string `yaml:"path"`
+	Encoding  string `yaml:"encoding"`
+	Body      string `yaml:"body"`
+	Reference string `yaml:"reference"`
+}
+
+type authYAML struct {
+	BearerEnv string `yaml:"bearer_env"`
+	Basic     *struct {
+		UsernameEnv string `yaml:"username_env"`
+		PasswordEnv string `yaml:"password_env"`
+	} `yaml:"basic"`
+	Header *struct {
+		Name     string `yaml:"name"`
+		ValueEnv string `yaml:"value_env"`
+	} `yaml:"header"`
+}
+
+type outcomeYAML struct {
+	When    string `yaml:"when"`
+	Outcome string `yaml:"outcome"`
+	Reason  string `yaml:"reason"`
+}
+
+type webhookYAML struct {
+	SecretEnv         string `yaml:"secret_env"`
+	Signature         string `yaml:"signature"`
+	EventID           string `yaml:"event_id"`
+	Reference         string `yaml:"reference"`
+	Outcome           string `yaml:"outcome"`
+	ProviderReference string `yaml:"provider_reference"`
 }
 
 type idempotencyYAML struct {
@@ -241,6 +292,8 @@ type idempotencyYAML struct {
 
 type lookupYAML struct {
 	Path          string  `yaml:"path"`
+	Matches       string  `yaml:"matches"`
+	Reference     string  `yaml:"reference"`
 	VisibilityLag *string `yaml:"visibility_lag"`
 }
 
@@ -288,12 +341,14 @@ func (doc fileYAML) file() (File, []*FieldError) {
 			return Duration{}
 		}
 		cfg := Config{
-			Name:             name,
-			BaseURL:          p.BaseURL,
-			Account:          p.Account,
-			Environment:      p.Environment,
-			Timeout:          duration("timeout", p.Timeout, true),
-			Create:           Endpoint{Method: p.Create.Method, Path: p.Create.Path},
+			Name:        name,
+			BaseURL:     p.BaseURL,
+			Account:     p.Account,
+			Environment: p.Environment,
+			Timeout:     duration("timeout", p.Timeout, true),
+			Headers:     p.Headers,
+			Create: Endpoint{Method: p.Create.Method, Path: p.Create.Path, Encoding: Encoding(strings.TrimSpace(p.Create.Encoding)),
+				Body: strings.TrimSpace(p.Create.Body), Reference: strings.TrimSpace(p.Create.Reference)},
 			ReferenceParam:   strings.TrimSpace(p.ReferenceParam),
 			ReferenceField:   strings.TrimSpace(p.ReferenceField),
 			WebhookSecretEnv: p.WebhookSecretEnv,
@@ -320,9 +375,30 @@ func (doc fileYAML) file() (File, []*FieldError) {
 				Retention: duration("idempotency.retention", p.Idempotency.Retention, true),
 			}
 		}
+		if p.Auth != nil {
+			cfg.Auth = &Auth{BearerEnv: strings.TrimSpace(p.Auth.BearerEnv)}
+			if b := p.Auth.Basic; b != nil {
+				cfg.Auth.Basic = &BasicAuth{UsernameEnv: strings.TrimSpace(b.UsernameEnv), PasswordEnv: strings.TrimSpace(b.PasswordEnv)}
+			}
+			if h := p.Auth.Header; h != nil {
+				cfg.Auth.Header = &HeaderAuth{Name: strings.TrimSpace(h.Name), ValueEnv: strings.TrimSpace(h.ValueEnv)}
+			}
+		}
+		for _, o := range p.Outcomes {
+			cfg.Outcomes = append(cfg.Outcomes, OutcomeRule{When: strings.TrimSpace(o.When), Outcome: Outcome(strings.TrimSpace(o.Outcome)), Reason: strings.TrimSpace(o.Reason)})
+		}
+		if w := p.Webhook; w != nil {
+			cfg.Webhook = &Webhook{
+				SecretEnv: strings.TrimSpace(w.SecretEnv), Signature: webhook.Scheme(strings.TrimSpace(w.Signature)),
+				EventID: strings.TrimSpace(w.EventID), Reference: strings.TrimSpace(w.Reference),
+				Outcome: strings.TrimSpace(w.Outcome), ProviderReference: strings.TrimSpace(w.ProviderReference),
+			}
+		}
 		if p.Lookup != nil {
 			cfg.Lookup = &Lookup{
 				Path:          p.Lookup.Path,
+				Matches:       strings.TrimSpace(p.Lookup.Matches),
+				Reference:     strings.TrimSpace(p.Lookup.Reference),
 				VisibilityLag: duration("lookup.visibility_lag", p.Lookup.VisibilityLag, false),
 			}
 		}

@@ -407,7 +407,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 	case ledger.StatusSucceeded:
 		return review(ledger.ReasonConflictingEvidence)
 	case ledger.StatusReview, ledger.StatusUnknown, ledger.StatusDispatching:
-		if op.ProviderReference != nil {
+		if op.ProviderReference != nil || reviewedFor(op, ledger.ReasonReferenceMissing) {
 			// An effect was confirmed: a failure contradicts it.
 			return review(ledger.ReasonConflictingEvidence)
 		}
@@ -419,6 +419,11 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 	default:
 		return record()
 	}
+}
+
+// reviewedFor reports whether op is in review for reason.
+func reviewedFor(op ledger.Operation, reason ledger.ReviewReason) bool {
+	return op.Status == ledger.StatusReview && op.ReviewReason != nil && *op.ReviewReason == reason
 }
 
 // contested reports whether op is in review because pieces of evidence

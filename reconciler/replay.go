@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +65,10 @@ const (
 	ReplayAbsenceConfirmed ReplayResult = "absence_confirmed"
 	// ReplayLookupFailed: the lookup itself failed.
 	ReplayLookupFailed ReplayResult = "lookup_failed"
+	// ReplayDuplicateEffect: the lookup found two or more effects for the
+	// operation's key; the item stays with a person, who now has every
+	// reference (Detail).
+	ReplayDuplicateEffect ReplayResult = "duplicate_effect"
 )
 
 // ReplayApplied is the result of a lookup's evidence that replay applied.
@@ -241,6 +246,9 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.R
 			return item, err
 		}
 		item.Result, item.Detail, item.Changed = ReplayApplied(outcome), lr.ProviderReference, outcome != ledger.OutcomeNoChange
+		return item, nil
+	case ledger.LookupDuplicate:
+		item.Result, item.Detail = ReplayDuplicateEffect, strings.Join(lr.References, ", ")
 		return item, nil
 	case ledger.LookupAbsentTooEarly:
 		item.Result = ReplayAbsentNotYetBelievable

@@ -38,6 +38,9 @@ Usage:
   actledger approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]
   actledger approvals deny ID --reason R
   actledger mcp                           MCP tools for an agent on stdin/stdout (agent token)
+  actledger providers check [FILE]        validate a providers file; what happens after a lost response
+  actledger providers check [FILE] --render ACTION --params JSON [--key K]
+                                          the create request it would send, credential masked
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX (see README.md); ops commands use
@@ -97,7 +100,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	env, err := loadEnv(getenv)
-	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN
+	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" && args[0] != "providers" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN, or PROVIDERS_FILE
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
@@ -119,6 +122,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return approvals(ctx, getenv, args[1:], stdout)
 	case "mcp":
 		return serveMCP(ctx, getenv, args[1:], os.Stdin, stdout, logger)
+	case "providers":
+		return providersCmd(ctx, getenv, args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}

@@ -41,7 +41,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if *providersFlag == "" {
 		return errors.New("no providers config: set PROVIDERS_FILE or --providers (`make run` uses demo/providers.yaml)")
 	}
-	registry, err := provider.Load(*providersFlag)
+	registry, err := provider.LoadEnv(*providersFlag, e.Getenv)
 	if err != nil {
 		return err
 	}

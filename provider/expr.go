@@ -1,0 +1,277 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
+)
+
+// ExprCostLimit bounds the work of one evaluation of a providers-file
+// expression (CEL's cost units, roughly one per operation and per element
+// visited). A body built from large params, or a lookup answer with many
+// records, can never stall a worker: an evaluation that runs over is an
+// error, handled as that expression's failure.
+const ExprCostLimit = 100_000
+
+// The CEL environments of the providers file, one per kind of expression:
+// what each may read is fixed here, and every expression is compiled and
+// type-checked against its environment when the file loads.
+type exprEnvs struct {
+	// body: create.body, over the operation's params and its key.
+	body *cel.Env
+	// answer: create.reference, lookup.matches and outcomes[].when, over a
+	// supplier's answer.
+	answer *cel.Env
+	// match: lookup.reference, over one element of lookup.matches.
+	match *cel.Env
+	// webhook: webhook.*, over a webhook's parsed body and its headers.
+	webhook *cel.Env
+}
+
+var envs = sync.OnceValue(func() exprEnvs {
+	mustEnv := func(opts ...cel.EnvOption) *cel.Env {
+		// JSON has one number type: 10 and 10.0 must compare equal.
+		env, err := cel.NewEnv(append(opts, cel.CrossTypeNumericComparisons(true))...)
+		if err != nil {
+			// The environments are fixed in code: failing to build one is a bug.
+			panic(fmt.Sprintf("provider: CEL environment: %v", err))
+		}
+		return env
+	}
+	headers := cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType))
+	return exprEnvs{
+		body: mustEnv(
+			cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
+			cel.Variable("reference", cel.StringType),
+			cel.Variable("account", cel.StringType),
+			cel.Variable("environment", cel.StringType),
+		),
+		answer:  mustEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers),
+		match:   mustEnv(cel.Variable("match", cel.DynType)),
+		webhook: mustEnv(cel.Variable("body", cel.DynType), headers),
+	}
+})
+
+// result kinds an expression may be checked for at load; an expression
+// whose type is only known at run time (dyn) passes and is checked when it
+// runs.
+var (
+	kindsMap    = []types.Kind{types.MapKind}
+	kindsList   = []types.Kind{types.ListKind}
+	kindsBool   = []types.Kind{types.BoolKind}
+	kindsString = []types.Kind{types.StringKind}
+	kindsID     = []types.Kind{types.StringKind, types.IntKind, types.UintKind}
+)
+
+// expr is one compiled expression of the providers file.
+type expr struct {
+	src string
+	prg cel.Program
+	// usesReference: the expression reads the variable reference (the
+	// operation's external key).
+	usesReference bool
+}
+
+// compileExpr compiles src in env and checks that its type is one of
+// kinds (or dyn). The error says what is wrong in words for the file's
+// author.
+func compileExpr(env *cel.Env, src string, what string, kinds []types.Kind) (*expr, error) {
+	ast, iss := env.Compile(src)
+	if iss.Err() != nil {
+		return nil, fmt.Errorf("does not compile: %w", iss.Err())
+	}
+	out := ast.OutputType()
+	ok := out.Kind() == types.DynKind || out.Kind() == types.AnyKind
+	for _, k := range kinds {
+		ok = ok || out.Kind() == k
+	}
+	if !ok {
+		return nil, fmt.Errorf("must be %s, is %s", what, out)
+	}
+	prg, err := env.Program(ast, cel.CostLimit(ExprCostLimit), cel.InterruptCheckFrequency(100))
+	if err != nil {
+		return nil, err
+	}
+	e := &expr{src: src, prg: prg}
+	for _, r := range ast.NativeRep().ReferenceMap() {
+		if r.Name == "reference" && r.Value == nil {
+			e.usesReference = true
+		}
+	}
+	return e, nil
+}
+
+// eval runs the expression over vars.
+func (e *expr) eval(ctx context.Context, vars map[string]any) (ref.Val, error) {
+	out, _, err := e.prg.ContextEval(ctx, vars)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// evalNative runs the expression and returns its value as plain Go values
+// (map[string]any, []any, string, int64, uint64, float64, bool, nil).
+func (e *expr) evalNative(ctx context.Context, vars map[string]any) (any, error) {
+	out, err := e.eval(ctx, vars)
+	if err != nil {
+		return nil, err
+	}
+	return native(out)
+}
+
+// evalBool runs a condition. Anything but a bool is an error.
+func (e *expr) evalBool(ctx context.Context, vars map[string]any) (bool, error) {
+	out, err := e.eval(ctx, vars)
+	if err != nil {
+		return false, err
+	}
+	b, ok := out.Value().(bool)
+	if !ok {
+		return false, fmt.Errorf("is %s, not a bool", out.Type().TypeName())
+	}
+	return b, nil
+}
+
+// evalID runs an expression that names something (a reference, an event
+// id): a non-empty string, or an integer written in decimal.
+func (e *expr) evalID(ctx context.Context, vars map[string]any) (string, error) {
+	v, err := e.evalNative(ctx, vars)
+	if err != nil {
+		return "", err
+	}
+	return idText(v)
+}
+
+// idText is v as an identifier: suppliers use strings and integers for ids.
+func idText(v any) (string, error) {
+	switch v := v.(type) {
+	case string:
+		if v == "" {
+			return "", errors.New("is an empty string")
+		}
+		return v, nil
+	case int64:
+		return strconv.FormatInt(v, 10), nil
+	case uint64:
+		return strconv.FormatUint(v, 10), nil
+	case float64:
+		if v == math.Trunc(v) && math.Abs(v) < 1<<53 {
+			return strconv.FormatInt(int64(v), 10), nil
+		}
+		return "", fmt.Errorf("is the number %v, not an id", v)
+	case nil:
+		return "", errors.New("is null")
+	}
+	return "", fmt.Errorf("is a %T, not a string or an integer", v)
+}
+
+// native converts a CEL value into plain Go values, keeping integers
+// integers (a JSON round trip through float64 would round large ones).
+func native(v ref.Val) (any, error) {
+	switch v := v.(type) {
+	case types.Null:
+		return nil, nil
+	case types.Bool:
+		return bool(v), nil
+	case types.Int:
+		return int64(v), nil
+	case types.Uint:
+		return uint64(v), nil
+	case types.Double:
+		return float64(v), nil
+	case types.String:
+		return string(v), nil
+	case traits.Mapper:
+		out := map[string]any{}
+		it := v.Iterator()
+		for it.HasNext() == types.True {
+			k := it.Next()
+			key, ok := k.(types.String)
+			if !ok {
+				return nil, fmt.Errorf("map key %v is not a string", k)
+			}
+			val, err := native(v.Get(k))
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", key, err)
+			}
+			out[string(key)] = val
+		}
+		return out, nil
+	case traits.Lister:
+		n, _ := v.Size().(types.Int)
+		out := make([]any, 0, int(n))
+		for i := types.Int(0); i < n; i++ {
+			val, err := native(v.Get(i))
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out = append(out, val)
+		}
+		return out, nil
+	case *types.Err:
+		return nil, v
+	}
+	return nil, fmt.Errorf("a %s cannot be sent as JSON", v.Type().TypeName())
+}
+
+// jsonValue parses raw as JSON into the values CEL reads (numbers as int64
+// where they are integers, float64 otherwise); ok is false when raw is not
+// one JSON value.
+func jsonValue(raw []byte) (v any, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err == nil {
+		return nil, false
+	}
+	return celValue(v), true
+}
+
+// celValue turns json.Numbers into int64 where they are integers and
+// float64 otherwise, so "params.qty <= 10" compares integers as written.
+func celValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, e := range v {
+			v[k] = celValue(e)
+		}
+		return v
+	case []any:
+		for i, e := range v {
+			v[i] = celValue(e)
+		}
+		return v
+	case json.Number:
+		if n, err := v.Int64(); err == nil {
+			return n
+		}
+		f, _ := v.Float64()
+		return f
+	}
+	return v
+}
+
+// headerValues is an answer's or a webhook's headers as expressions read
+// them: lower-case names, repeated fields joined with ", " (RFC 9110 §5.3).
+func headerValues(h http.Header) map[string]string {
+	out := make(map[string]string, len(h))
+	for name, values := range h {
+		out[strings.ToLower(name)] = strings.Join(values, ", ")
+	}
+	return out
+}
