@@ -215,9 +215,16 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 
 // applyWebhook applies a stored webhook event and marks it applied.
 func (r *Reconciler) applyWebhook(ctx context.Context, ev ledger.WebhookEvent) (ledger.EvidenceOutcome, error) {
+	var data json.RawMessage
+	if pc, ok := r.cfg.Registry.Provider(ev.Provider); ok && !pc.HasWebhookExpressions() {
+		// v1's body carries the effect's fields under "data", in the
+		// params' own names; a supplier's own body (a webhook block) has
+		// its own shape, which cannot be held against the params.
+		data = webhookData(ev.Payload)
+	}
 	outcome, err := r.Apply(ctx, Evidence{
 		Source: "webhook:" + ev.EventID, Provider: ev.Provider, Reference: ev.Reference,
-		ProviderReference: ev.ProviderReference, Status: ev.Status, Final: true, Data: webhookData(ev.Payload),
+		ProviderReference: ev.ProviderReference, Status: ev.Status, Final: true, Data: data,
 	})
 	if err != nil {
 		return "", err

@@ -77,6 +77,16 @@ type Options struct {
 	// file, as YAML flow-mapping entries (e.g. `params_schema: {...},
 	// approval: {auto_approve: "params.qty <= 10", policy_version: p1}`).
 	ActionContract string
+	// Create, when set, replaces the flow mapping of acme's create
+	// request (default `method: POST, path: /v1/orders`), e.g. to add a
+	// v3 body or reference expression.
+	Create string
+	// ProviderExtra are YAML lines added to acme's provider block (each
+	// indented four spaces), e.g. v3 outcomes rules.
+	ProviderExtra string
+	// Env is the environment the providers file's credentials and
+	// webhook secrets are read from (a v3 webhook block's secret_env).
+	Env map[string]string
 	// TokenCacheTTL is the API process's auth.Config.CacheTTL; default
 	// auth.DefaultCacheTTL.
 	TokenCacheTTL time.Duration
@@ -208,6 +218,9 @@ func (p *Pipeline) build() {
 			if name != "acme" {
 				return nil, false
 			}
+			if pc, _ := p.Registry.Provider(name); pc.Webhook != nil {
+				return pc.WebhookSecretsFrom(p.getenv), true
+			}
 			return [][]byte{[]byte(WebhookSecret)}, true
 		}},
 		Logger: quiet(),
@@ -240,7 +253,7 @@ func (p *Pipeline) registry() *provider.Registry {
 		contract = ", " + p.Opts.ActionContract
 	}
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme%s}\n  %s: {provider: beta}\n", Action, contract, OtherAction)
-	reg, err := provider.Parse([]byte(y.String()))
+	reg, err := provider.ParseEnv([]byte(y.String()), p.getenv)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -253,7 +266,14 @@ func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
 		t = DefaultTarget
 	}
 	fmt.Fprintf(y, "  %s:\n    base_url: %s\n    account: %s\n    environment: %s\n    timeout: %s\n", name, baseURL, t.Account, t.Environment, p.Opts.Timeout)
-	y.WriteString("    create: {method: POST, path: /v1/orders}\n    reference_param: client_reference\n    reference_field: id\n")
+	create := "method: POST, path: /v1/orders"
+	if name == "acme" && p.Opts.Create != "" {
+		create = p.Opts.Create
+	}
+	fmt.Fprintf(y, "    create: {%s}\n    reference_param: client_reference\n    reference_field: id\n", create)
+	if name == "acme" {
+		y.WriteString(p.Opts.ProviderExtra)
+	}
 	if p.Opts.Idempotency {
 		fmt.Fprintf(y, "    idempotency: {header: Idempotency-Key, retention: %s}\n", cmp.Or(p.Opts.Retention, 24*time.Hour))
 	}
@@ -264,6 +284,9 @@ func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
 	fmt.Fprintf(y, "    tenant: %q\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
 	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
 }
+
+// getenv reads Options.Env.
+func (p *Pipeline) getenv(name string) string { return p.Opts.Env[name] }
 
 func firstNonEmpty(a, b string) string {
 	if a != "" {
