@@ -54,6 +54,11 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 			bad("headers."+name, fmt.Errorf("%s is set by actledger from auth or idempotency", canonical))
 		}
 	}
+	for i, name := range c.Evidence.Keep {
+		if name == "" || (name == KeepAll && len(c.Evidence.Keep) > 1) {
+			bad(fmt.Sprintf("evidence.keep[%d]", i), fmt.Errorf("must be a field name, or %q alone", KeepAll))
+		}
+	}
 	switch c.Create.Encoding {
 	case "", EncodingJSON, EncodingForm:
 	default:
@@ -158,7 +163,7 @@ func (c *Config) carriesReference() bool {
 // a v1 provider keeps v1's rules exactly (plain http to any host among
 // them).
 func (c *Config) usesV3() bool {
-	return c.Auth != nil || len(c.Headers) > 0 || c.Create.Encoding != "" || c.Create.Body != "" ||
+	return c.Auth != nil || len(c.Headers) > 0 || len(c.Evidence.Keep) > 0 || c.Create.Encoding != "" || c.Create.Body != "" ||
 		c.Create.Reference != "" || len(c.Outcomes) > 0 || c.Webhook != nil ||
 		(c.Lookup != nil && (c.Lookup.Matches != "" || c.Lookup.Reference != ""))
 }

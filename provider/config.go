@@ -121,6 +121,9 @@ type Config struct {
 	// "webhook"). Nil with WebhookSecretEnv set is v1's shape: actledger's
 	// own signature and body.
 	Webhook *Webhook
+	// Evidence says which fields of the supplier's answers are kept
+	// (yaml "evidence").
+	Evidence Evidence
 	// Tenant names the tenant that owns this provider account (yaml
 	// "tenant", an extension of the contract): evidence that matches no
 	// operation becomes that tenant's review item, seen and closed by that
@@ -367,6 +370,7 @@ func (c Config) withDefaults() Config {
 		c.Webhook = &w
 	}
 	c.Headers = maps.Clone(c.Headers)
+	c.Evidence.Keep = slices.Clone(c.Evidence.Keep)
 	c.Outcomes = slices.Clone(c.Outcomes)
 	c.Retry.MaxAttempts = cmp.Or(c.Retry.MaxAttempts, DefaultMaxAttempts)
 	c.Retry.Initial = orDuration(c.Retry.Initial, DefaultRetryInitial)

@@ -16,6 +16,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/common/types/traits"
+	"cel.dev/cel-go/ext"
 )
 
 // ExprCostLimit bounds the work of one evaluation of a providers-file
@@ -42,8 +43,10 @@ type exprEnvs struct {
 
 var envs = sync.OnceValue(func() exprEnvs {
 	mustEnv := func(opts ...cel.EnvOption) *cel.Env {
-		// JSON has one number type: 10 and 10.0 must compare equal.
-		env, err := cel.NewEnv(append(opts, cel.CrossTypeNumericComparisons(true))...)
+		// JSON has one number type: 10 and 10.0 must compare equal. The
+		// strings extension (indexOf, substring, split, trim, lowerAscii,
+		// …) reads references out of text a supplier echoes.
+		env, err := cel.NewEnv(append(opts, cel.CrossTypeNumericComparisons(true), ext.Strings())...)
 		if err != nil {
 			// The environments are fixed in code: failing to build one is a bug.
 			panic(fmt.Sprintf("provider: CEL environment: %v", err))

@@ -151,7 +151,7 @@ func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
 	res.Sent = true
 	res.HTTPStatus = resp.StatusCode
 	raw, readErr := readBody(resp.Body)
-	res.Body = evidence(raw)
+	res.Body = cfg.evidenceOf(raw)
 	response, _ := jsonValue(raw)
 	if readErr != nil {
 		response = nil
@@ -225,7 +225,7 @@ func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
 	defer resp.Body.Close()
 	res.HTTPStatus = resp.StatusCode
 	raw, readErr := readBody(resp.Body)
-	res.Body = evidence(raw)
+	res.Body = cfg.evidenceOf(raw)
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		res.Status, res.At = LookupAbsent, p.now()

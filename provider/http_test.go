@@ -232,7 +232,7 @@ func TestCreateClassifiesEachContractRowFromALiveSupplier(t *testing.T) {
 
 func TestCreateRecordsAccountEnvironmentTimesAndEvidence(t *testing.T) {
 	t.Parallel()
-	p, _ := setup(t, respond(422, `{"error":"qty must be positive"}`), nil)
+	p, _ := setup(t, respond(422, `{"error":"qty must be positive","customer":"ann@example.com"}`), func(c *Config) { c.Evidence.Keep = []string{"error"} })
 	base := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 	var tick atomic.Int64
 	p.now = func() time.Time { return base.Add(time.Duration(tick.Add(1)) * time.Second) }
@@ -299,7 +299,7 @@ func TestHugeBodyIsReadOnlyUpToTheCapAndKeptAt2KiB(t *testing.T) {
 			}
 			chunk = bytes.Repeat([]byte("x"), 64<<10)
 		}
-	}, nil)
+	}, func(c *Config) { c.Evidence.Keep = []string{KeepAll} })
 
 	res := p.Create(t.Context(), CreateRequest{ExternalKey: "op_1"})
 
@@ -314,6 +314,35 @@ func TestHugeBodyIsReadOnlyUpToTheCapAndKeptAt2KiB(t *testing.T) {
 	}
 	if !strings.HasPrefix(res.Body, `{"id":"ord_1"`) || strings.Contains(res.Body, "\uFFFD") {
 		t.Errorf("kept body does not start the real body cleanly (cut on a rune boundary): %.60q…", res.Body)
+	}
+}
+
+func TestEvidenceKeepsOnlyTheFieldsRecoveryNeeds(t *testing.T) {
+	t.Parallel()
+	const answer = `{"id":"ord_1","status":"created","client_reference":"op_1","customer":{"email":"ann@example.com"},"card_last4":"4242"}`
+	tests := []struct {
+		name string
+		keep []string
+		body string
+		want string
+	}{
+		{"default: id, status, reference field and param", nil, answer, `{"client_reference":"op_1","id":"ord_1","status":"created"}`},
+		{"named fields", []string{"id", "card_last4"}, answer, `{"card_last4":"4242","id":"ord_1"}`},
+		{"all", []string{KeepAll}, answer, answer},
+		{"an answer that is not an object keeps nothing", nil, `<html>Internal Server Error</html>`, ``},
+		{"no named field present keeps nothing", []string{"order"}, answer, ``},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := setup(t, respond(201, tt.body), func(c *Config) { c.Evidence.Keep = tt.keep })
+			if res := p.Create(t.Context(), CreateRequest{ExternalKey: "op_1"}); res.Body != tt.want {
+				t.Errorf("create evidence = %q, want %q", res.Body, tt.want)
+			}
+			if res := p.Lookup(t.Context(), "op_1"); res.Body != tt.want {
+				t.Errorf("lookup evidence = %q, want %q", res.Body, tt.want)
+			}
+		})
 	}
 }
 

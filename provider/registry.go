@@ -244,6 +244,7 @@ type providerYAML struct {
 	Lookup           *lookupYAML       `yaml:"lookup"`
 	Outcomes         []outcomeYAML     `yaml:"outcomes"`
 	Webhook          *webhookYAML      `yaml:"webhook"`
+	Evidence         *evidenceYAML     `yaml:"evidence"`
 	WebhookSecretEnv string            `yaml:"webhook_secret_env"`
 	Tenant           string            `yaml:"tenant"`
 	Retry            retryYAML         `yaml:"retry"`
@@ -268,6 +269,10 @@ type authYAML struct {
 		Name     string `yaml:"name"`
 		ValueEnv string `yaml:"value_env"`
 	} `yaml:"header"`
+}
+
+type evidenceYAML struct {
+	Keep []string `yaml:"keep"`
 }
 
 type outcomeYAML struct {
@@ -383,6 +388,9 @@ func (doc fileYAML) file() (File, []*FieldError) {
 			if h := p.Auth.Header; h != nil {
 				cfg.Auth.Header = &HeaderAuth{Name: strings.TrimSpace(h.Name), ValueEnv: strings.TrimSpace(h.ValueEnv)}
 			}
+		}
+		if p.Evidence != nil {
+			cfg.Evidence.Keep = p.Evidence.Keep
 		}
 		for _, o := range p.Outcomes {
 			cfg.Outcomes = append(cfg.Outcomes, OutcomeRule{When: strings.TrimSpace(o.When), Outcome: Outcome(strings.TrimSpace(o.Outcome)), Reason: strings.TrimSpace(o.Reason)})
