@@ -1,0 +1,215 @@
+package github_test
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/mocksupplier/github"
+)
+
+// received is one request a test receiver got.
+type received struct {
+	header http.Header
+	body   []byte
+}
+
+// receiver starts a webhook endpoint answering statuses in turn (the last one from then on;
+// 204 when none are given) and returns its URL and the requests it gets.
+func receiver(t *testing.T, statuses ...int) (string, <-chan received) {
+	t.Helper()
+	got := make(chan received, 16)
+	n := 0
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- received{header: r.Header.Clone(), body: b}
+		status := http.StatusNoContent
+		if len(statuses) > 0 {
+			status = statuses[min(n, len(statuses)-1)]
+		}
+		n++
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL, got
+}
+
+func next(t *testing.T, got <-chan received) received {
+	t.Helper()
+	select {
+	case r := <-got:
+		return r
+	case <-time.After(5 * time.Second):
+		t.Fatal("no webhook arrived")
+		return received{}
+	}
+}
+
+// checkFor polls cond until it holds or the deadline passes.
+func checkFor(t *testing.T, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met in time")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// expectedSignature computes X-Hub-Signature-256 independently of the fake.
+func expectedSignature(secret string, body []byte) string {
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+func TestWebhookIsTheIssuesEventSignedAsGitHubSigns(t *testing.T) {
+	t.Parallel()
+	url, got := receiver(t)
+	f := setup(t, github.Config{Webhook: &github.WebhookConfig{URL: url, Secret: "It's a Secret to Everybody"}})
+	is := f.create(t, issueBody("al_hook"))
+
+	hook := next(t, got)
+	if sig := hook.header.Get("X-Hub-Signature-256"); !hmac.Equal([]byte(sig), []byte(expectedSignature("It's a Secret to Everybody", hook.body))) {
+		t.Errorf("X-Hub-Signature-256 = %q does not verify against the body", sig)
+	}
+	if !strings.HasPrefix(hook.header.Get("X-Hub-Signature"), "sha1=") {
+		t.Errorf("X-Hub-Signature = %q, want sha1=…", hook.header.Get("X-Hub-Signature"))
+	}
+	for name, want := range map[string]string{
+		"X-GitHub-Event": "issues",
+		"Content-Type":   "application/json",
+	} {
+		if got := hook.header.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+	if hook.header.Get("X-GitHub-Delivery") == "" || !strings.HasPrefix(hook.header.Get("User-Agent"), "GitHub-Hookshot/") {
+		t.Errorf("headers %v lack X-GitHub-Delivery or the GitHub-Hookshot user agent", hook.header)
+	}
+
+	var ev struct {
+		Action string `json:"action"`
+		Issue  issue  `json:"issue"`
+		Repo   struct {
+			FullName string `json:"full_name"`
+		} `json:"repository"`
+		Sender struct {
+			Login string `json:"login"`
+		} `json:"sender"`
+	}
+	if err := json.Unmarshal(hook.body, &ev); err != nil {
+		t.Fatalf("decoding %s: %v", hook.body, err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"action", ev.Action, "opened"},
+		{"issue.number", ev.Issue.Number, is.Number},
+		{"issue.html_url", ev.Issue.HTMLURL, is.HTMLURL},
+		{"issue.body", ev.Issue.Body, is.Body},
+		{"repository.full_name", ev.Repo.FullName, "acme/support"},
+		{"sender.login", ev.Sender.Login, github.DefaultLogin},
+	}
+	for _, c := range checks {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+
+	checkFor(t, 5*time.Second, func() bool { return len(f.gh.Deliveries()) == 1 })
+	d := f.gh.Deliveries()[0]
+	if d.GUID != hook.header.Get("X-GitHub-Delivery") || d.Status != http.StatusNoContent || d.IssueNumber != is.Number || string(d.Body) != string(hook.body) {
+		t.Errorf("delivery = %+v, want the request sent, answered 204", d)
+	}
+}
+
+func TestWebhookWithoutSecretIsUnsigned(t *testing.T) {
+	t.Parallel()
+	url, got := receiver(t)
+	f := setup(t, github.Config{})
+	f.gh.SetWebhook(&github.WebhookConfig{URL: url})
+	f.create(t, issueBody("al_1"))
+
+	hook := next(t, got)
+	if hook.header.Get("X-Hub-Signature-256") != "" || hook.header.Get("X-Hub-Signature") != "" {
+		t.Errorf("a webhook without a secret was signed: %v", hook.header)
+	}
+}
+
+func TestWebhookIsSentOnceUnlessRedeliveriesAreAskedFor(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name       string
+		attempts   int
+		statuses   []int
+		wantStatus []int
+	}{
+		{"GitHub does not redeliver by itself", 0, []int{500}, []int{500}},
+		{"redelivered until acknowledged", 5, []int{500, 503, 200}, []int{500, 503, 200}},
+		{"redeliveries run out", 2, []int{500}, []int{500, 500}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			url, got := receiver(t, tc.statuses...)
+			f := setup(t, github.Config{Webhook: &github.WebhookConfig{URL: url, Secret: "s", Attempts: tc.attempts}})
+			f.create(t, issueBody("al_1"))
+
+			var bodies []string
+			for range tc.wantStatus {
+				bodies = append(bodies, string(next(t, got).body))
+			}
+			checkFor(t, 5*time.Second, func() bool { return len(f.gh.Deliveries()) == len(tc.wantStatus) })
+			ds := f.gh.Deliveries()
+			guids := map[string]bool{}
+			for i, d := range ds {
+				if d.Attempt != i+1 || d.Status != tc.wantStatus[i] || bodies[i] != bodies[0] {
+					t.Errorf("delivery %d = attempt %d answered %d; want attempt %d answered %d with the same body", i, d.Attempt, d.Status, i+1, tc.wantStatus[i])
+				}
+				guids[d.GUID] = true
+			}
+			if len(guids) != len(ds) {
+				t.Errorf("attempts share an X-GitHub-Delivery: %v", guids)
+			}
+			select {
+			case extra := <-got:
+				t.Errorf("webhook sent again: %s", extra.body)
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+	}
+}
+
+func TestCloseStopsPendingWebhooks(t *testing.T) {
+	t.Parallel()
+	url, got := receiver(t)
+	f := setup(t, github.Config{Webhook: &github.WebhookConfig{URL: url, Delay: time.Hour}})
+	f.create(t, issueBody("al_1"))
+
+	closed := make(chan struct{})
+	go func() {
+		f.gh.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return while a webhook was pending")
+	}
+	f.gh.Close() // idempotent
+	select {
+	case r := <-got:
+		t.Errorf("webhook sent after Close: %s", r.body)
+	default:
+	}
+}
