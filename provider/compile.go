@@ -148,7 +148,7 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 
 // reservedHeaders are set by actledger on every call; a file may not set
 // them under headers.
-var reservedHeaders = []string{"Authorization", "Content-Type", "Content-Length", "Host", "Accept", "Transfer-Encoding", "Connection"}
+var reservedHeaders = []string{"Authorization", "Content-Type", "Content-Length", "Host", "Transfer-Encoding", "Connection"}
 
 // carriesReference reports whether every create request carries the
 // operation's external key somewhere a lookup or a webhook can find it.

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.yaml.in/yaml/v3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/api"
@@ -84,6 +85,21 @@ type Options struct {
 	// ProviderExtra are YAML lines added to acme's provider block (each
 	// indented four spaces), e.g. v3 outcomes rules.
 	ProviderExtra string
+	// ProvidersFile, when set, is the providers file instead of the one
+	// built from the options above (a recipe's, loaded unchanged), with
+	// the base_url of each provider named in BaseURLs replaced by its
+	// value (a fake of the supplier). The mock suppliers still run, for
+	// the providers of the built file.
+	ProvidersFile string
+	BaseURLs      map[string]string
+	// Tenant names the pipeline's tenant; default "Acme Corp.". A
+	// recipe's providers name the tenant that owns their unmatched
+	// evidence.
+	Tenant string
+	// Logger receives the process's logs; nil discards them.
+	Logger *slog.Logger
+	// Metrics serves /metrics beside the API.
+	Metrics bool
 	// Env is the environment the providers file's credentials and
 	// webhook secrets are read from (a v3 webhook block's secret_env).
 	Env map[string]string
@@ -158,7 +174,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
-	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: "Acme Corp."}
+	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: cmp.Or(opts.Tenant, "Acme Corp.")}
 	if p.Pool == nil {
 		p.Pool = testdb.New(t)
 	}
@@ -215,15 +231,19 @@ func (p *Pipeline) build() {
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
 		Auth:       auth.Config{CacheTTL: opts.TokenCacheTTL},
 		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
-			if name != "acme" {
+			pc, ok := p.Registry.Provider(name)
+			switch {
+			case !ok:
 				return nil, false
-			}
-			if pc, _ := p.Registry.Provider(name); pc.Webhook != nil {
-				return pc.WebhookSecretsFrom(p.getenv), true
+			case pc.Webhook != nil || p.Opts.ProvidersFile != "":
+				return pc.WebhookSecretsFrom(p.getenv), pc.Webhook != nil || pc.WebhookSecretEnv != ""
+			case name != "acme":
+				return nil, false
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
 		}},
-		Logger: quiet(),
+		Logger:  cmp.Or(opts.Logger, quiet()),
+		Metrics: opts.Metrics,
 	})
 	if err != nil {
 		p.t.Fatal(err)
@@ -243,6 +263,13 @@ func (p *Pipeline) Retarget(providerName string, t ledger.Target) {
 }
 
 func (p *Pipeline) registry() *provider.Registry {
+	if p.Opts.ProvidersFile != "" {
+		reg, err := provider.ParseEnv(withBaseURLs(p.t, p.Opts.ProvidersFile, p.Opts.BaseURLs), p.getenv)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		return reg
+	}
 	var y strings.Builder
 	y.WriteString("providers:\n")
 	for name, url := range p.urls {
@@ -283,6 +310,46 @@ func (p *Pipeline) providerYAML(y *strings.Builder, name, baseURL string) {
 	fmt.Fprintf(y, "    retry: {max_attempts: %d, initial: 50ms, max: 200ms, max_elapsed: %s}\n", p.Opts.MaxAttempts, p.Opts.MaxElapsed)
 	fmt.Fprintf(y, "    tenant: %q\n", firstNonEmpty(p.Opts.ProviderTenant, p.Tenant))
 	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
+}
+
+// withBaseURLs is the providers file doc with the base_url of each
+// provider in urls replaced, and nothing else changed.
+func withBaseURLs(t *testing.T, doc string, urls map[string]string) []byte {
+	t.Helper()
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(doc), &root); err != nil {
+		t.Fatalf("providers file: %v", err)
+	}
+	replaced := 0
+	if top := root.Content[0]; top.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(top.Content); i += 2 {
+			if top.Content[i].Value != "providers" {
+				continue
+			}
+			providers := top.Content[i+1]
+			for j := 0; j+1 < len(providers.Content); j += 2 {
+				url, ok := urls[providers.Content[j].Value]
+				if !ok {
+					continue
+				}
+				fields := providers.Content[j+1]
+				for k := 0; k+1 < len(fields.Content); k += 2 {
+					if fields.Content[k].Value == "base_url" {
+						fields.Content[k+1].Value = url
+						replaced++
+					}
+				}
+			}
+		}
+	}
+	if replaced != len(urls) {
+		t.Fatalf("providers file: replaced %d base_url, want %d (%v)", replaced, len(urls), urls)
+	}
+	out, err := yaml.Marshal(&root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // getenv reads Options.Env.
