@@ -47,7 +47,11 @@ type Config struct {
 	// Retention is how long published rows are kept before they are
 	// deleted (DefaultRetention).
 	Retention time.Duration
-	Logger    *slog.Logger
+	// Now is the clock rows scheduled for later (a retry, a lookup after
+	// a supplier's visibility lag) are due by; nil is the database's
+	// now(). The ledger that schedules them must use the same clock.
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
 // withDefaults returns cfg with its zero values replaced by the defaults.
@@ -138,7 +142,7 @@ const (
 	outboxBegin = `BEGIN; SET LOCAL synchronous_commit TO off`
 
 	outboxClaim = `SELECT id, subject, msg_id, payload FROM outbox
-WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())
+WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= coalesce($2::timestamptz, now()))
 ORDER BY id
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
@@ -148,7 +152,7 @@ FOR UPDATE SKIP LOCKED`
 	outboxDeletePublished = `DELETE FROM outbox WHERE published_at < now() - $1::interval`
 
 	outboxNextDue = `SELECT min(deliver_after) FROM outbox
-WHERE published_at IS NULL AND deliver_after > now()`
+WHERE published_at IS NULL AND deliver_after > coalesce($1::timestamptz, now())`
 )
 
 // Start runs the relay in the background until Stop or ctx ends. It
@@ -262,14 +266,28 @@ func (r *Relay) run(ctx context.Context) {
 	}
 }
 
+// nowArg is the clock as a query argument: nil, the database's now(),
+// without Config.Now.
+func (r *Relay) nowArg() *time.Time {
+	if r.cfg.Now == nil {
+		return nil
+	}
+	now := r.cfg.Now()
+	return &now
+}
+
 // nextDue returns a channel that fires when the earliest scheduled row is
 // due (nil, which never fires, when none is scheduled before the next poll).
 func (r *Relay) nextDue(ctx context.Context) <-chan time.Time {
 	var at *time.Time
-	if err := r.pool.QueryRow(ctx, outboxNextDue).Scan(&at); err != nil || at == nil {
+	if err := r.pool.QueryRow(ctx, outboxNextDue, r.nowArg()).Scan(&at); err != nil || at == nil {
 		return nil
 	}
-	wait := time.Until(*at)
+	now := time.Now()
+	if r.cfg.Now != nil {
+		now = r.cfg.Now()
+	}
+	wait := at.Sub(now)
 	if wait >= r.cfg.PollInterval {
 		return nil
 	}
@@ -304,7 +322,7 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 
-	rows, _ := tx.Query(ctx, outboxClaim, r.cfg.BatchSize)
+	rows, _ := tx.Query(ctx, outboxClaim, r.cfg.BatchSize, r.nowArg())
 	batch, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
 	if err != nil {
 		return 0, fmt.Errorf("relay: claim: %w", err)

@@ -233,7 +233,7 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if cfg.Roles.Relay {
 		rl := cfg.Relay
-		rl.Logger = cfg.Logger
+		rl.Logger, rl.Now = cfg.Logger, cfg.Now
 		if a.Relay, err = relay.New(cfg.Pool, a.Broker.JetStream(), rl); err != nil {
 			return nil, err
 		}

@@ -96,6 +96,9 @@ type Options struct {
 	// recipe's providers name the tenant that owns their unmatched
 	// evidence.
 	Tenant string
+	// Clock is the ledger's and the API's clock; nil is a fresh one. A
+	// test gives its own when a fake supplier must share it.
+	Clock *Clock
 	// Logger receives the process's logs; nil discards them.
 	Logger *slog.Logger
 	// Metrics serves /metrics beside the API.
@@ -174,7 +177,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 	if opts.Timeout == 0 {
 		opts.Timeout = time.Second
 	}
-	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: &Clock{}, Tenant: cmp.Or(opts.Tenant, "Acme Corp.")}
+	p := &Pipeline{t: t, Opts: opts, Pool: opts.Pool, Broker: opts.Broker, Clock: cmp.Or(opts.Clock, &Clock{}), Tenant: cmp.Or(opts.Tenant, "Acme Corp.")}
 	if p.Pool == nil {
 		p.Pool = testdb.New(t)
 	}
