@@ -106,7 +106,7 @@ func run(t *testing.T, r recipe, viaWebhook bool) {
 		ProvidersFile: providersFile(t, r.page), BaseURLs: map[string]string{r.provider: f.url},
 		Tenant: "acme-corp", Env: r.env, Clock: clock, Metrics: true,
 		// The pages give real suppliers' timeouts (15s); a lease must outlast a call.
-		Lease: time.Minute,
+		Lease:  time.Minute,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if viaWebhook {

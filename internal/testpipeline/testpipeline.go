@@ -22,8 +22,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.yaml.in/yaml/v3"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/api/openapitest"
