@@ -19,8 +19,8 @@ import (
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/api/openapitest"
+	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"

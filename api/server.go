@@ -179,7 +179,7 @@ type route struct {
 	off bool
 	// undocumented says why the route is not in openapi.yaml (an HTML
 	// page on the API's mux; none today: the console is mounted beside the
-	// API by internal/app); empty for every API route.
+	// API by package app); empty for every API route.
 	undocumented string
 }
 

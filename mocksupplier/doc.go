@@ -3,7 +3,7 @@
 // actledger may import it. The actledger binary does link it, for one command only: `actledger
 // demo` tells the lost-response story against a supplier in its own process, which commits an
 // order and then drops the connection, so that the story needs nothing but the binary. `serve`
-// never reaches it: the process it runs is wired by internal/app, which imports no test double
+// never reaches it: the process it runs is wired by package app, which imports no test double
 // (TestServeWiringDoesNotLinkTheMockSupplier checks the import graph).
 //
 // It behaves like a real order API with Stripe-like idempotency keys, so that actledger can be

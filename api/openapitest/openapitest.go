@@ -128,7 +128,7 @@ func bearerPresent(_ context.Context, in *openapi3filter.AuthenticationInput) er
 // Handler returns next checked against the document: a request or an
 // answer that does not conform fails t (see the package comment). outside
 // are ServeMux patterns next serves beside the API that the document does
-// not describe (the web console's "/console/", which internal/app mounts
+// not describe (the web console's "/console/", which app mounts
 // on the API's listener); their traffic passes unchecked.
 func Handler(t testing.TB, next http.Handler, outside ...string) http.Handler {
 	router, err := loadRouter()

@@ -12,9 +12,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
-	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"

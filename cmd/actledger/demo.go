@@ -18,11 +18,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/client"
 	"github.com/actledger/actledger/dispatcher"
-	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/api"
+	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
-	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )

@@ -55,6 +55,10 @@ type fake struct {
 	credential string
 	// webhooks, when set, points the fake's signed webhooks at url.
 	webhooks func(url string)
+	// refuseResends, when set, makes the next creates be refused before
+	// any effect (a rate limit), so that a webhook, not a resend under
+	// the key, settles the lost response.
+	refuseResends func()
 	// setup, when set, prepares the fake for the operation (e.g. the
 	// payment a refund refunds) and may rewrite its params.
 	setup func(t *testing.T, params string) string
@@ -112,11 +116,15 @@ func run(t *testing.T, r recipe, viaWebhook bool) {
 	if viaWebhook {
 		f.webhooks(p.API.URL + "/v1/webhooks/" + r.provider)
 	}
+
 	params := r.params
 	if f.setup != nil {
 		params = f.setup(t, params)
 	}
 	f.loseNext()
+	if viaWebhook && f.refuseResends != nil {
+		f.refuseResends()
+	}
 	op := p.EnqueueAction(r.action, "k-1", params)
 	p.Start(1)
 	p.Eventually(settle, "the lost response to be seen", func() bool {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,10 +28,10 @@ import (
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/api/openapitest"
+	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
-	"github.com/actledger/actledger/internal/app"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testfactory"
@@ -92,6 +93,9 @@ type Options struct {
 	// the providers of the built file.
 	ProvidersFile string
 	BaseURLs      map[string]string
+	// Implementations give provider implementations by name, as a
+	// program that embeds actledger does (app.Config.Providers).
+	Implementations map[string]provider.Provider
 	// Tenant names the pipeline's tenant; default "Acme Corp.". A
 	// recipe's providers name the tenant that owns their unmatched
 	// evidence.
@@ -218,7 +222,7 @@ func (p *Pipeline) build() {
 	p.t.Helper()
 	opts := p.Opts
 	p.Registry = p.registry()
-	var providers map[string]provider.Provider
+	providers := maps.Clone(opts.Implementations)
 	if opts.Providers != nil {
 		acme, _ := p.Registry.Provider("acme")
 		providers = map[string]provider.Provider{"acme": opts.Providers(provider.NewHTTP(acme, provider.HTTPOptions{}))}

@@ -3,7 +3,10 @@
 // outbox relay, dispatchers, lease sweeper, reconciler, metrics). `actledger
 // serve`, `actledger demo`, actbench and the test pipeline all build their
 // process with Build, so a component added or rewired here is added or
-// rewired everywhere.
+// rewired everywhere. A Go program that embeds actledger builds it too,
+// and may give its own provider.Provider for a provider name
+// (Config.Providers: a supplier reached by SMTP, gRPC or a database): the
+// same claims, leases, unknown-outcome rules and review apply to it.
 //
 // It never opens the database (callers differ: localpg, a benchmark's fresh
 // database, a test's template copy) and never serves HTTP (callers choose
@@ -103,8 +106,11 @@ type Config struct {
 	NATS   broker.Config
 	// Registry holds the provider contracts.
 	Registry *provider.Registry
-	// Providers overrides provider implementations by name (tests); the
-	// others get a provider.HTTP from their config.
+	// Providers gives provider implementations by name: a program's own
+	// supplier adapter, or a test's fake; the others get a provider.HTTP
+	// from their config. The providers file still names each one (its
+	// account, environment, retry and review policy, idempotency and
+	// lookup promises, which decide what follows a lost response).
 	Providers map[string]provider.Provider
 	Roles     Roles
 	// Now is the ledger's clock; nil is the database's and time.Now.
