@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -121,13 +122,13 @@ func describe(pc *provider.Config, getenv func(string) string) []string {
 	switch {
 	case idem != nil && lookup != nil:
 		lost = fmt.Sprintf("resends with the same key (header %s) until the key's retention of %s ends; after that looks the effect up (GET %s) once %s have passed since the last send: one record settles it succeeded, none lets it be resent with the same key, two or more go to a person (duplicate_effect)",
-			idem.Header, idem.Retention, lookup.Path, lookup.VisibilityLag)
+			idem.Header, short(idem.Retention.Duration), lookup.Path, short(lookup.VisibilityLag.Duration))
 	case idem != nil:
 		lost = fmt.Sprintf("resends with the same key (header %s) until the key's retention of %s ends; after that it holds the operation for a person (review), since the supplier has no lookup",
-			idem.Header, idem.Retention)
+			idem.Header, short(idem.Retention.Duration))
 	case lookup != nil:
 		lost = fmt.Sprintf("never resends blindly (the supplier takes no idempotency key): looks the effect up (GET %s) once %s have passed since the last send: one record settles it succeeded, none lets it be resent, two or more go to a person (duplicate_effect)",
-			lookup.Path, lookup.VisibilityLag)
+			lookup.Path, short(lookup.VisibilityLag.Duration))
 	default:
 		lost = "holds the operation for a person (review outcome_unknown): the supplier takes no idempotency key and has no lookup"
 	}
@@ -144,10 +145,10 @@ func describe(pc *provider.Config, getenv func(string) string) []string {
 		}
 	}
 	for i, r := range pc.Outcomes {
-		lines = append(lines, fmt.Sprintf("outcomes[%d]: when %s → %s (%s)", i, r.When, r.Outcome, r.Reason))
+		lines = append(lines, fmt.Sprintf("outcomes[%d]: when %s → %s (%s)", i, strings.Join(strings.Fields(r.When), " "), r.Outcome, r.Reason))
 	}
 	lines = append(lines, fmt.Sprintf("retries of answers that prove nothing was done (429, 503 with Retry-After): %d attempts within %s, then a person (retries_exhausted)",
-		pc.Retry.MaxAttempts, pc.Retry.MaxElapsed))
+		pc.Retry.MaxAttempts, short(pc.Retry.MaxElapsed.Duration)))
 	return lines
 }
 
@@ -160,6 +161,18 @@ func authWords(a *provider.Auth) string {
 	default:
 		return a.Header.Name + " from " + a.Header.ValueEnv
 	}
+}
+
+// short writes d as a person would: 24h, 1m30s, 2m.
+func short(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 func count(n int, what string) string {
