@@ -766,3 +766,24 @@ func TestLongPollThatMissedAChangeAnswersItNotAStale304(t *testing.T) {
 		t.Errorf("poll = %d ETag %s status %q after %s, want 200 ETag \"2\" queued", got.code, got.etag, got.status, got.took)
 	}
 }
+
+// A number the ledger would keep as another value (1e-400 is stored as 0)
+// is judged as it is kept: the schema and the policy see the canonical
+// value, so exclusiveMinimum 0 refuses it, and qty 1e-400 is not an
+// approvable "small order" of 0.
+func TestSchemaAndPolicyJudgeTheNumberTheLedgerKeeps(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{ActionContract: `params_schema: {type: object, properties: {amount: {type: number, exclusiveMinimum: 0}}}, ` +
+		`approval: {policy_version: p1, auto_approve: "params.amount > 0.5"}`})
+	for i, params := range []string{`{"amount":1e-400}`, `{"amount":-1e-400}`, `{"amount":0}`} {
+		status, out := p.Propose(fmt.Sprintf("po-%d", i), params)
+		if status != http.StatusUnprocessableEntity || errCode(out) != "invalid_params" {
+			t.Errorf("proposal of %s = %d %v, want 422 invalid_params", params, status, out)
+		}
+	}
+	// 0.50000000000000000001 is the double 0.5: the policy sees 0.5, not
+	// more, and leaves the proposal to a person.
+	if status, out := p.Propose("po-9", `{"amount":0.50000000000000000001}`); status != http.StatusAccepted {
+		t.Errorf("proposal of 0.5 written long = %d %v, want 202 awaiting a person", status, out)
+	}
+}

@@ -39,6 +39,7 @@ func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, err)
 		return
 	}
+	req.Params = canonicalParams(req.Params)
 	target, ok := s.actionTarget(req.Action)
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/actledger/actledger/ledger"
 )
 
 // DefaultMaxBody is the default request body limit (1 MiB).
@@ -121,27 +123,58 @@ func fieldError(field, problem string) *Error {
 // noNUL is the problem named when a field holds U+0000.
 const noNUL = `must not contain \u0000 (U+0000 cannot be stored)`
 
-// hasNULEscape reports whether the JSON text body holds the escape \u0000
-// (as opposed to an escaped backslash followed by "u0000"). Postgres cannot
-// store U+0000 in jsonb or text, so such input is refused as a 400 naming
-// its field instead of failing the insert with a 500 on every retry.
-func hasNULEscape(body []byte) bool {
-	const esc = `\u0000`
-	for i := 0; ; {
-		j := bytes.Index(body[i:], []byte(esc))
-		if j < 0 {
-			return false
-		}
-		at := i + j
-		backslashes := 0
-		for k := at; k >= 0 && body[k] == '\\'; k-- {
-			backslashes++
-		}
-		if backslashes%2 == 1 {
-			return true
-		}
-		i = at + len(esc)
+// jsonbProblem says why Postgres would refuse the JSON text body as jsonb,
+// or "" when it would store it: U+0000 (\u0000), a lone UTF-16 surrogate
+// escape (\ud800 with no low half, or a low half alone), or bytes that are
+// not UTF-8. Such input is refused as a 400 naming its field instead of
+// failing the insert with a 500 on every retry (a supplier would redeliver
+// a well-signed webhook for ever). Malformed JSON passes: the decoder
+// reports it.
+func jsonbProblem(body []byte) string {
+	if !utf8.Valid(body) {
+		return "must be UTF-8 (Postgres cannot store other bytes)"
 	}
+	inString := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c == '\\' && i+1 < len(body) && body[i+1] == 'u':
+			r, ok := hex4(body[i+2:])
+			if !ok {
+				return ""
+			}
+			i += 5 // the last hex digit
+			switch {
+			case r == 0:
+				return noNUL
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return fmt.Sprintf(`must not contain the lone surrogate \u%04x (it cannot be stored)`, r)
+			case r >= 0xD800 && r <= 0xDBFF:
+				if len(body) > i+2 && body[i+1] == '\\' && body[i+2] == 'u' {
+					if low, ok := hex4(body[i+3:]); ok && low >= 0xDC00 && low <= 0xDFFF {
+						i += 6
+						continue
+					}
+				}
+				return fmt.Sprintf(`must not contain the lone surrogate \u%04x (it cannot be stored)`, r)
+			}
+		case c == '\\':
+			i++ // an escaped character: \" does not end the string
+		}
+	}
+	return ""
+}
+
+// hex4 reads four hex digits.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 32)
+	return rune(n), err == nil
 }
 
 // maxExactInteger is 2^53, the largest integer magnitude below which
@@ -345,14 +378,27 @@ func checkText(field, value string, max int) error {
 	return nil
 }
 
+// canonicalParams is params in the canonical form the ledger stores (RFC
+// 8785), so that what the action's schema and policy judge is what is kept,
+// shown and sent: a literal 1e-400 is the 0 the ledger would store.
+// Params that cannot be canonicalised are returned as they are, for the
+// ledger to refuse.
+func canonicalParams(params json.RawMessage) json.RawMessage {
+	canonical, _, err := ledger.Canonicalize(params)
+	if err != nil {
+		return params
+	}
+	return canonical
+}
+
 // checkParams checks a params object as every route that accepts one
-// does: a JSON object, no U+0000, every integer exact.
+// does: a JSON object Postgres can store, every integer exact.
 func checkParams(field string, params json.RawMessage) error {
 	if len(params) == 0 || params[0] != '{' {
 		return fieldError(field, "must be a JSON object")
 	}
-	if hasNULEscape(params) {
-		return fieldError(field, noNUL)
+	if problem := jsonbProblem(params); problem != "" {
+		return fieldError(field, problem)
 	}
 	return checkExactNumbers(field, params)
 }

@@ -55,6 +55,7 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, err)
 		return
 	}
+	req.Params = canonicalParams(req.Params)
 	key := ""
 	if req.Key != nil {
 		key = *req.Key

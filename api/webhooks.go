@@ -105,10 +105,10 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if hasNULEscape(body) {
-		// Postgres cannot store U+0000 in jsonb: refuse it as bad input
-		// rather than fail the insert with a 500 on every redelivery.
-		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_body", `the body must not contain \u0000`))
+	if problem := jsonbProblem(body); problem != "" {
+		// Well signed, but not storable: a 400 says so, where the insert
+		// would fail with a 500 on every redelivery.
+		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_body", "the body "+problem))
 		return
 	}
 	stored, err := s.cfg.Ledger.StoreWebhook(ctx, ledger.WebhookEvent{

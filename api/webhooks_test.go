@@ -346,3 +346,25 @@ func TestAnyEventIDTextIsStoredOnceUnderAHeaderSafeMsgID(t *testing.T) {
 		t.Errorf("%d outbox rows (%d with an unsafe msg id), want 4 and 0", rows, unsafe)
 	}
 }
+
+// A well-signed webhook whose body Postgres cannot store as jsonb (a lone
+// surrogate escape, bytes that are not UTF-8) is answered 400 naming why,
+// never a 500 that the supplier would redeliver for ever; nothing is
+// stored.
+func TestSignedWebhookPostgresCannotStoreIsRefusedNot500(t *testing.T) {
+	t.Parallel()
+	f := setup(t, withWebhooks(webhookSecret))
+	for i, body := range []string{
+		`{"event_id":"e1","type":"t","reference":"r","provider_reference":"p","status":"succeeded","data":{"note":"\ud800"}}`,
+		`{"event_id":"e2","type":"t","reference":"r","provider_reference":"p","status":"succeeded","data":{"note":"\udfff!"}}`,
+		"{\"event_id\":\"e3\",\"type\":\"t\",\"reference\":\"r\",\"provider_reference\":\"p\",\"status\":\"succeeded\",\"data\":{\"note\":\"\xff\"}}",
+	} {
+		r := f.postWebhook(t, "acme", webhook.Sign(webhookSecret, f.clock.Now(), []byte(body)), []byte(body))
+		if r.status != 400 || r.errorCode() != "invalid_body" {
+			t.Errorf("body %d: got %d %s, want 400 invalid_body", i, r.status, r.raw)
+		}
+	}
+	if n := f.count(t, "webhook_events"); n != 0 {
+		t.Errorf("webhook_events: %d, want 0", n)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -162,10 +163,7 @@ func (e *expr) evalID(ctx context.Context, vars map[string]any) (string, error) 
 func idText(v any) (string, error) {
 	switch v := v.(type) {
 	case string:
-		if v == "" {
-			return "", errors.New("is an empty string")
-		}
-		return v, nil
+		return textID(v)
 	case int64:
 		return strconv.FormatInt(v, 10), nil
 	case uint64:
@@ -180,6 +178,26 @@ func idText(v any) (string, error) {
 	}
 	return "", fmt.Errorf("is a %T, not a string or an integer", v)
 }
+
+// textID checks a supplier's id given as text: Postgres stores neither
+// U+0000 nor bytes that are not UTF-8, and an id that cannot be stored
+// cannot name the effect (the success is kept, for a person to name).
+func textID(s string) (string, error) {
+	switch {
+	case s == "":
+		return "", errors.New("is an empty string")
+	case strings.ContainsRune(s, 0):
+		return "", errors.New("holds U+0000, which cannot be stored")
+	case !utf8.ValidString(s):
+		return "", errors.New("is not UTF-8, which cannot be stored")
+	case len(s) > maxIDLength:
+		return "", fmt.Errorf("is longer than %d bytes", maxIDLength)
+	}
+	return s, nil
+}
+
+// maxIDLength bounds a supplier's id as the API bounds references.
+const maxIDLength = 1024
 
 // native converts a CEL value into plain Go values, keeping integers
 // integers (a JSON round trip through float64 would round large ones).

@@ -462,6 +462,9 @@ func stringField(obj map[string]json.RawMessage, field string) (string, error) {
 		if s == "" {
 			return "", fmt.Errorf("field %q is empty", field)
 		}
+		if _, err := textID(s); err != nil {
+			return "", fmt.Errorf("field %q %w", field, err)
+		}
 		return s, nil
 	}
 	var n json.Number

@@ -264,6 +264,7 @@ func TestSuccessWithUnreadableReferenceIsAConfirmedEffectForAPerson(t *testing.T
 		{"missing reference field", `{"order":"ord_1"}`, `no "id" field`},
 		{"empty reference", `{"id":""}`, `"id" is empty`},
 		{"reference is an object", `{"id":{"v":1}}`, "neither a string nor a number"},
+		{"reference holds U+0000", `{"id":"ord_\u0000"}`, "U+0000"},
 		{"array body", `[{"id":"ord_1"}]`, "not a JSON object"},
 	}
 	for _, tt := range tests {
