@@ -173,11 +173,38 @@ func (s *Server) writeDispatchPage(w http.ResponseWriter, r *http.Request, p aut
 	for i, pz := range pauses {
 		pauseViews[i] = map[string]string{"provider": pz.Provider, "action": pz.Action, "paused_by": pz.PausedBy, "paused_at": rfc3339(pz.PausedAt)}
 	}
-	out := map[string]any{"paused": pauseViews, "in_flight": inFlight}
+	circuits, err := s.Circuits(r.Context())
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	circuitViews := make([]map[string]any, len(circuits))
+	for i, c := range circuits {
+		circuitViews[i] = map[string]any{"provider": c.Provider, "open": c.Open(), "failures": c.Failures,
+			"opened_at": rfc3339Ptr(c.OpenedAt), "probe_at": rfc3339Ptr(c.ProbeAt)}
+	}
+	out := map[string]any{"paused": pauseViews, "in_flight": inFlight, "circuits": circuitViews}
 	for k, v := range extra {
 		out[k] = v
 	}
 	writeJSON(w, http.StatusOK, pageOut(out, next))
+}
+
+// Circuits returns the circuit breakers of the configured providers that
+// have failures (open, or counting toward opening). A circuit is a
+// provider's, not a tenant's: every operator sees that a supplier is out.
+func (s *Server) Circuits(ctx context.Context) ([]ledger.Circuit, error) {
+	all, err := s.cfg.Ledger.Circuits(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var configured []ledger.Circuit
+	for _, c := range all {
+		if _, ok := s.cfg.Registry.Provider(c.Provider); ok {
+			configured = append(configured, c)
+		}
+	}
+	return configured, nil
 }
 
 // DispatchState returns the principal's tenant's active pauses and a page

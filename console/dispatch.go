@@ -25,6 +25,7 @@ type pauseRow struct {
 }
 
 type dispatchData struct {
+	Circuits           []ledger.Circuit
 	Pauses             []pauseRow
 	InFlight           []inFlightRow
 	Actions, Providers []string
@@ -65,8 +66,13 @@ func (c *Console) showDispatch(w http.ResponseWriter, r *http.Request, p auth.Pr
 		c.fail(w, r, &p, err)
 		return
 	}
+	circuits, err := c.cfg.API.Circuits(r.Context())
+	if err != nil {
+		c.fail(w, r, &p, err)
+		return
+	}
 	now := c.cfg.Ledger.Now()
-	d := dispatchData{}
+	d := dispatchData{Circuits: circuits}
 	d.Actions, d.Providers = c.cfg.API.Scopes()
 	for _, pz := range pauses {
 		d.Pauses = append(d.Pauses, pauseRow{Pause: pz, Age: now.Sub(pz.PausedAt)})

@@ -30,6 +30,10 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 		return fmt.Errorf("dispatch message from provider %q, which is not configured", providerName)
 	}
 	if m.Version == 1 {
+		probe, err := d.breakers.gate(ctx, pc)
+		if err != nil {
+			return err
+		}
 		// Every operation is created queued at version 1, so the message
 		// of a new operation can be claimed without reading it first: the
 		// claim's conditions say whether it is still so, and whether it
@@ -40,6 +44,7 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 		// only a pointer: the row says whose the operation is).
 		c, err := d.claim(ctx, pc, m.OperationID, ledger.StatusQueued, 1)
 		if err == nil {
+			c.probe = probe
 			return d.run(ctx, c, ledger.StatusQueued, callsDone)
 		}
 		if !errors.Is(err, ledger.ErrStale) {
@@ -70,7 +75,16 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 			"operation_id", op.ID, "provider", op.Provider, "subject_provider", pc.Name)
 		return nil
 	}
+	// A new attempt waits while the provider's circuit is open; settling
+	// an unknown outcome does not.
+	var probe bool
+	if op.Status != ledger.StatusUnknown {
+		if probe, err = d.breakers.gate(ctx, pc); err != nil {
+			return err
+		}
+	}
 	c, err := d.claim(ctx, pc, op.ID, op.Status, op.Version)
+	c.probe = probe
 	if errors.Is(err, ledger.ErrStale) {
 		// Another worker has it, it moved on, or its dispatch is paused
 		// (a resume re-publishes it).
@@ -86,6 +100,8 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 type claimed struct {
 	op    ledger.Operation // status dispatching; LeaseExpiresAt is on the database's clock
 	lapse ledger.Lapse
+	// probe: the claim is its provider's open circuit's one probe.
+	probe bool
 	// slot is the claim's own room for a first call: the claiming
 	// statement is a conditional write on the version that also read the
 	// approval, so right after it no confirmation is needed if the call

@@ -115,6 +115,9 @@ type Dispatcher struct {
 	// get (see provider.Config.DispatchTimeout).
 	configs map[string]*provider.Config
 
+	// breakers is the view of the providers' circuits.
+	breakers *breakers
+
 	// calls holds each provider's call slots (Concurrency of them): a
 	// worker takes one right before a create or a lookup and hands it on
 	// when the call returns.
@@ -137,6 +140,7 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		configs:   make(map[string]*provider.Config),
 		calls:     make(map[string]chan struct{}),
 	}
+	d.breakers = newBreakers(store, d.log)
 	for _, pc := range cfg.Registry.Providers() {
 		// A call must end within its lease: an explicit timeout that does
 		// not is refused, a default one is min(10s, lease/2). The worker
@@ -292,7 +296,11 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		return
 	}
 	err := d.execute(ctx, providerName, m, callsDone)
+	var open *circuitOpenError
 	switch {
+	case errors.As(err, &open):
+		// Nothing was claimed: the message comes back when a probe may go.
+		_ = msg.NakWithDelay(min(max(open.wait, 100*time.Millisecond), provider.MaxBreakerCooldown))
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing
 	case errors.Is(err, ledger.ErrNotFound):

@@ -39,6 +39,10 @@ type work struct {
 	// settling: the claim was taken from unknown, so an earlier attempt
 	// may have had an effect.
 	settling bool
+	// breakers hears of every create's answer; probe: this claim is its
+	// provider's open circuit's probe.
+	breakers *breakers
+	probe    bool
 	// fresh, until the first call, is the claim's own slot (see claimed).
 	fresh *callSlot
 	// calls are the provider's call slots (Dispatcher.calls): one is held
@@ -71,7 +75,7 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status, cal
 		store: d.store, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
-		calls: d.calls[claimed.Provider], callsDone: callsDone,
+		calls: d.calls[claimed.Provider], callsDone: callsDone, breakers: d.breakers, probe: c.probe,
 	}
 	if from == ledger.StatusUnknown {
 		return w.follow(ctx, w.decide(claimedUnknown{}, w.history(), w.store.Now()))
@@ -101,6 +105,14 @@ func (w *work) create(ctx context.Context) error {
 	if w.lapse != ledger.LapseNone {
 		return w.lapsed(ctx)
 	}
+	if w.breakers != nil && !w.settling {
+		if until, hold := w.breakers.holds(ctx, w.pc, w.probe); hold {
+			// Claimed before the circuit opened: not sent, no attempt
+			// spent; the probe decides when it goes.
+			return w.move(ctx, ledger.Change{To: ledger.StatusRetryWait, Kind: ledger.EventCircuitWait, NextAttemptAt: until,
+				Detail: map[string]any{"why": "the provider's circuit is open: new attempts wait for a probe", "sent": false}})
+		}
+	}
 	attempt := w.op.Attempts + 1
 	start := time.Now()
 	res := w.p.Create(ctx, provider.CreateRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
@@ -108,6 +120,9 @@ func (w *work) create(ctx context.Context) error {
 		return errCrashed
 	}
 	w.callReturned(res)
+	if w.breakers != nil {
+		w.breakers.record(ctx, w.pc, res, w.probe)
+	}
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
 	r := answered{class: res.Class, retryAfter: res.RetryAfter, reference: res.ProviderReference, review: ledger.ReviewReason(res.Review),
 		evidence: attemptEvidence(attempt, res)}

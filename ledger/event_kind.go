@@ -25,6 +25,10 @@ const (
 	EventLeaseExpired EventKind = "lease_expired"
 	// EventLookupFound: a lookup found the effect.
 	EventLookupFound EventKind = "lookup_found"
+	// EventCircuitWait: a claimed operation was not sent because its
+	// provider's circuit opened meanwhile; it waits for the probe in
+	// retry_wait, no attempt spent.
+	EventCircuitWait EventKind = "circuit_wait"
 	// EventLookupDuplicate: a lookup found two or more effects for the
 	// operation's key.
 	EventLookupDuplicate EventKind = "lookup_duplicate"

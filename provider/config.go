@@ -34,6 +34,14 @@ const (
 	// DefaultRetryMaxElapsed caps the time from the first attempt after which no new attempt
 	// starts.
 	DefaultRetryMaxElapsed = 60 * time.Second
+	// DefaultBreakerFailures opens a provider's circuit after that many
+	// consecutive attempts it refused or left unanswered.
+	DefaultBreakerFailures = 5
+	// DefaultBreakerCooldown is the first wait before an open circuit's
+	// probe; it doubles while probes fail, up to MaxBreakerCooldown.
+	DefaultBreakerCooldown = 10 * time.Second
+	// MaxBreakerCooldown caps the wait between probes.
+	MaxBreakerCooldown = 5 * time.Minute
 	// DefaultReviewOwner owns review items of a provider that names no owner.
 	DefaultReviewOwner = "operations"
 	// DefaultReviewDeadline is how long a review item may stay open before it is overdue.
@@ -136,6 +144,10 @@ type Config struct {
 	Retry RetryPolicy
 	// Review is who owns this provider's review items and how fast (yaml "review").
 	Review ReviewPolicy
+	// Breaker is when the provider's circuit opens and how it is probed
+	// (yaml "breaker"): an outage there stops new attempts instead of
+	// spending every operation's retries and filling the review queue.
+	Breaker BreakerPolicy
 
 	// compiled holds the file's expressions, compiled when the registry
 	// is built; credential is the resolved Auth. A Config built in code
@@ -229,6 +241,17 @@ type RetryPolicy struct {
 	// MaxElapsed is how long after the first attempt new attempts may start (yaml
 	// "max_elapsed"); default 60s.
 	MaxElapsed Duration
+}
+
+// BreakerPolicy is a provider's circuit breaker.
+type BreakerPolicy struct {
+	// Failures is how many consecutive attempts refused or left
+	// unanswered (no answer, 429, 5xx) open the circuit (yaml
+	// "failures"); default 5.
+	Failures int
+	// Cooldown is the wait before the first probe of an open circuit
+	// (yaml "cooldown"); default 10s, doubling to 5m while probes fail.
+	Cooldown Duration
 }
 
 // ReviewPolicy says who handles a provider's review items and by when.
@@ -376,6 +399,8 @@ func (c Config) withDefaults() Config {
 	c.Retry.Initial = orDuration(c.Retry.Initial, DefaultRetryInitial)
 	c.Retry.Max = orDuration(c.Retry.Max, DefaultRetryMax)
 	c.Retry.MaxElapsed = orDuration(c.Retry.MaxElapsed, DefaultRetryMaxElapsed)
+	c.Breaker.Failures = cmp.Or(c.Breaker.Failures, DefaultBreakerFailures)
+	c.Breaker.Cooldown = orDuration(c.Breaker.Cooldown, DefaultBreakerCooldown)
 	c.Review.Owner = cmp.Or(c.Review.Owner, DefaultReviewOwner)
 	c.Review.Deadline = orDuration(c.Review.Deadline, DefaultReviewDeadline)
 	return c
@@ -453,6 +478,12 @@ func (c *Config) validate() []*FieldError {
 	if c.Retry.MaxAttempts < 1 {
 		bad("retry.max_attempts", "must be at least 1, got %d", c.Retry.MaxAttempts)
 	}
+	if c.Breaker.Failures < 1 {
+		bad("breaker.failures", "must be at least 1, got %d", c.Breaker.Failures)
+	}
+	if c.Breaker.Cooldown.Duration > MaxBreakerCooldown {
+		bad("breaker.cooldown", "must be at most %s, got %s", MaxBreakerCooldown, c.Breaker.Cooldown)
+	}
 	for _, d := range []struct {
 		field string
 		value Duration
@@ -461,6 +492,7 @@ func (c *Config) validate() []*FieldError {
 		{"retry.max", c.Retry.Max},
 		{"retry.max_elapsed", c.Retry.MaxElapsed},
 		{"review.deadline", c.Review.Deadline},
+		{"breaker.cooldown", c.Breaker.Cooldown},
 	} {
 		if d.value.Duration < 0 {
 			bad(d.field, "must not be negative")

@@ -67,6 +67,7 @@ func TestParseAcceptsTheProductContractExample(t *testing.T) {
 		Tenant:           "acme-corp",
 		Retry:            RetryPolicy{MaxAttempts: 5, Initial: d(100 * time.Millisecond), Max: d(5 * time.Second), MaxElapsed: d(60 * time.Second)},
 		Review:           ReviewPolicy{Owner: "supply-ops", Deadline: d(4 * time.Hour)},
+		Breaker:          BreakerPolicy{Failures: 5, Cooldown: d(10 * time.Second)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("config mismatch\n got: %+v\nwant: %+v", got, want)
@@ -130,6 +131,7 @@ actions: {a: {provider: acme}}
 		ReferenceField:   "id",
 		Retry:            RetryPolicy{MaxAttempts: 5, Initial: d(100 * time.Millisecond), Max: d(5 * time.Second), MaxElapsed: d(60 * time.Second)},
 		Review:           ReviewPolicy{Owner: "operations", Deadline: d(4 * time.Hour)},
+		Breaker:          BreakerPolicy{Failures: DefaultBreakerFailures, Cooldown: d(DefaultBreakerCooldown)},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("defaults mismatch\n got: %+v\nwant: %+v", got, want)

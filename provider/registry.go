@@ -249,6 +249,7 @@ type providerYAML struct {
 	Tenant           string            `yaml:"tenant"`
 	Retry            retryYAML         `yaml:"retry"`
 	Review           reviewYAML        `yaml:"review"`
+	Breaker          breakerYAML       `yaml:"breaker"`
 }
 
 type endpointYAML struct {
@@ -309,6 +310,11 @@ type retryYAML struct {
 	MaxElapsed  *string `yaml:"max_elapsed"`
 }
 
+type breakerYAML struct {
+	Failures *int    `yaml:"failures"`
+	Cooldown *string `yaml:"cooldown"`
+}
+
 type reviewYAML struct {
 	Owner    string  `yaml:"owner"`
 	Deadline *string `yaml:"deadline"`
@@ -367,6 +373,13 @@ func (doc fileYAML) file() (File, []*FieldError) {
 				Owner:    strings.TrimSpace(p.Review.Owner),
 				Deadline: duration("review.deadline", p.Review.Deadline, true),
 			},
+		}
+		cfg.Breaker.Cooldown = duration("breaker.cooldown", p.Breaker.Cooldown, true)
+		if p.Breaker.Failures != nil {
+			if *p.Breaker.Failures < 1 {
+				bad("breaker.failures", fmt.Errorf("must be at least 1, got %d", *p.Breaker.Failures))
+			}
+			cfg.Breaker.Failures = *p.Breaker.Failures
 		}
 		if p.Retry.MaxAttempts != nil {
 			if *p.Retry.MaxAttempts < 1 {
