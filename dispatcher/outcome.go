@@ -252,7 +252,7 @@ func (p policy) answered(r answered) decision {
 				[]any{"attempt", attempt, "http_status", evidence["http_status"]}}
 			return d
 		}
-		c.To = ledger.StatusFailed
+		c.To, c.CompensationReview = ledger.StatusFailed, p.review(ledger.ReasonCompensationFailed)
 		return moves(c)
 	case provider.ClassNotExecuted:
 		// A resend refused before any effect says nothing about an
@@ -270,6 +270,7 @@ func (p policy) answered(r answered) decision {
 		next := p.now.Add(max(p.backoff(p.pc.Retry, attempt), r.retryAfter))
 		if p.exhausted(attempt, c.SentAt, next) {
 			c.To, c.Review = ledger.StatusReview, p.review(ledger.ReasonRetriesExhausted)
+			c.CompensationReview = p.review(ledger.ReasonCompensationFailed)
 			return moves(c)
 		}
 		c.To, c.NextAttemptAt = ledger.StatusRetryWait, next
@@ -350,7 +351,8 @@ func (p policy) lookedUp(r lookedUp) decision {
 			return moves(ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupAbsentConfirmed, Review: p.review(ledger.ReasonLapsedUnknown), Detail: evidence})
 		}
 		if p.exhausted(p.op.Attempts, time.Time{}, p.now) {
-			return moves(ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupAbsentConfirmed, Review: p.review(ledger.ReasonRetriesExhausted), Detail: evidence})
+			return moves(ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupAbsentConfirmed, Review: p.review(ledger.ReasonRetriesExhausted),
+				CompensationReview: p.review(ledger.ReasonCompensationFailed), Detail: evidence})
 		}
 		return decision{note: &note{kind: ledger.EventLookupAbsentConfirmed, detail: evidence}, next: stepResend,
 			log: &logLine{slog.LevelInfo, "absence confirmed after the visibility lag; resending with the same key", nil}}

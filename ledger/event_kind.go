@@ -81,4 +81,7 @@ const (
 	// EventCompensationFor: the operation was created to compensate
 	// another (detail: operation_id).
 	EventCompensationFor EventKind = "compensation_for"
+	// EventCompensationFailed: the compensation of the operation failed
+	// (rejected, or its retries exhausted); its detail names it.
+	EventCompensationFailed EventKind = "compensation_failed"
 )

@@ -43,6 +43,10 @@ const (
 	// its reference cannot be read from the answer: the effect exists and
 	// is never resent; a person names it.
 	ReasonReferenceMissing ReviewReason = "reference_missing"
+	// ReasonCompensationFailed: the operation created to undo or correct
+	// this one failed (rejected, or its retries exhausted), so the effect
+	// it meant to correct stands.
+	ReasonCompensationFailed ReviewReason = "compensation_failed"
 
 	// ReasonDuplicateEffect: one operation matched two provider effects.
 	ReasonDuplicateEffect ReviewReason = "duplicate_effect"
@@ -62,7 +66,7 @@ const (
 var ReviewReasons = []ReviewReason{
 	ReasonRetriesExhausted, ReasonOutcomeUnknown, ReasonLookupFailing, ReasonLapsedUnknown,
 	ReasonLookupUntrusted, ReasonRejectedAfterUnknown,
-	ReasonProviderConfigError, ReasonProviderOutcome, ReasonReferenceMissing,
+	ReasonProviderConfigError, ReasonProviderOutcome, ReasonReferenceMissing, ReasonCompensationFailed,
 	ReasonDuplicateEffect, ReasonEvidenceMismatch, ReasonConflictingEvidence,
 	ReasonUnmatchedEvidence,
 }

@@ -66,6 +66,15 @@ type Change struct {
 	ProviderReference string
 	// Review is required when To is review.
 	Review *Review
+	// CompensationReview, when set, is the review a compensation's
+	// failure opens on the operation it compensates: if the changed
+	// operation was created by a resolution's compensation
+	// (EventCompensationFor), that operation goes to review
+	// compensation_failed with this owner and deadline, linking both, in
+	// the same transaction. The caller sets it on the changes that make a
+	// compensation fail (rejected, retries exhausted); the ledger finds
+	// the link.
+	CompensationReview *Review
 	// ResetRetryBudget starts a fresh retry budget (an operator's retry):
 	// the provider's max_attempts and max_elapsed count from now.
 	ResetRetryBudget bool
@@ -236,7 +245,7 @@ func collectTransitions(rows pgx.Rows, ts []*transition) error {
 // that leaves the operation waiting for a dispatch message (queued, or a
 // retry or lookup scheduled) gets it in the same transaction.
 func (s *Store) Transition(ctx context.Context, c Change) (Operation, error) {
-	if !needsDispatch(c) {
+	if !needsTx(c) {
 		return s.transitionOne(ctx, s.pool, c)
 	}
 	var op Operation
@@ -273,6 +282,14 @@ func (s *Store) transitionsTx(ctx context.Context, tx *Tx, c Change, then []Chan
 	if waitsForDispatch(op) {
 		if err := s.dispatchAfter(ctx, tx, op); err != nil {
 			return Operation{}, err
+		}
+	}
+	for _, ch := range append([]Change{c}, then...) {
+		if ch.CompensationReview != nil {
+			if err := s.compensationFailed(ctx, tx, op, *ch.CompensationReview); err != nil {
+				return Operation{}, err
+			}
+			break
 		}
 	}
 	return op, nil
@@ -325,7 +342,7 @@ func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Laps
 // calls: each returns once its change is committed, and a change that fails
 // never makes another fail. It returns the operation after the last change.
 func (s *Store) Record(ctx context.Context, c Change, then ...Change) (Operation, error) {
-	if len(then) > 0 || needsDispatch(c) {
+	if len(then) > 0 || needsTx(c) {
 		var op Operation
 		err := s.InTx(ctx, func(tx *Tx) error {
 			var err error

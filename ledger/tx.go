@@ -160,6 +160,11 @@ func waitsForDispatch(op Operation) bool {
 // own.
 func needsDispatch(c Change) bool { return waitsIn(c.To, !c.NextAttemptAt.IsZero()) }
 
+// needsTx reports whether c is written in a transaction of its own rather
+// than a shared batch: it writes a dispatch message, or may open a review
+// on the operation it compensates.
+func needsTx(c Change) bool { return needsDispatch(c) || c.CompensationReview != nil }
+
 // waitsIn reports whether status, with a next attempt scheduled or not,
 // waits for a dispatch message.
 func waitsIn(status Status, scheduled bool) bool {

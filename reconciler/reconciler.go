@@ -419,6 +419,7 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 			return review(ledger.ReasonConflictingEvidence)
 		}
 		change.To = ledger.StatusFailed
+		change.CompensationReview = &ledger.Review{Reason: ledger.ReasonCompensationFailed, Owner: pc.Review.Owner, Deadline: r.store.Now().Add(pc.Review.Deadline.Duration)}
 		_, err := r.store.Transition(ctx, change)
 		return ledger.OutcomeSettledFailed, err
 	case ledger.StatusFailed:

@@ -428,6 +428,13 @@ func (p *Pipeline) Approve(params string, ttl time.Duration) ledger.Approval {
 	return p.approve(Action, params, ttl)
 }
 
+// ApproveAction grants an approval of params for action, as an approver
+// does.
+func (p *Pipeline) ApproveAction(action, params string, ttl time.Duration) ledger.Approval {
+	p.t.Helper()
+	return p.approve(action, params, ttl)
+}
+
 // approve grants an approval bound to the account and environment action
 // points at now.
 func (p *Pipeline) approve(action, params string, ttl time.Duration) ledger.Approval {
