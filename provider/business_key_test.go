@@ -86,9 +86,9 @@ func TestOperationKeyIsTheBusinessKeyAndKeepsTheCallersAsClientKey(t *testing.T)
 	keyed := keyedAction(t, `'"po-" + string(params.po)'`)
 	plain := &Action{Name: "supplier.create_order"}
 	for _, tc := range []struct {
-		name                 string
-		action               *Action
-		callerKey            string
+		name                string
+		action              *Action
+		callerKey           string
 		wantKey, wantClient string
 	}{
 		{"declared, caller key given", keyed, "tool-call-1", "po-37", "tool-call-1"},
