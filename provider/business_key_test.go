@@ -165,3 +165,31 @@ func TestRecipesBusinessKeysLoadAndDeriveTheirKeys(t *testing.T) {
 		}
 	}
 }
+
+// The business key example of docs/contract.md ("Providers file") is a
+// valid action contract and keys purchase order 37 as po-37.
+func TestContractDocBusinessKeyExampleParses(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example string
+	for _, block := range strings.Split(string(doc), "```yaml\n")[1:] {
+		if block, _, _ = strings.Cut(block, "```"); strings.HasPrefix(block, "actions:\n") && strings.Contains(block, "    key: ") {
+			example = block
+		}
+	}
+	if example == "" {
+		t.Fatal("docs/contract.md holds no ```yaml block of actions with a key")
+	}
+	reg := mustParse(t, "providers:\n  acme: {base_url: \"http://127.0.0.1:9100\", account: a, environment: test, create: {path: /v1/orders}}\n"+example)
+	a, ok := reg.Action("supplier.create_order")
+	if !ok {
+		t.Fatal("the example has no supplier.create_order")
+	}
+	params := []byte(`{"purchase_order":37,"sku":"A-1","qty":3}`)
+	if key, _, err := a.BusinessKey(context.Background(), params, "acme"); key != "po-37" || err != nil || a.CheckParams(params) != nil {
+		t.Errorf("key %q, %v; schema %v; want po-37 for params the schema accepts", key, err, a.CheckParams(params))
+	}
+}
