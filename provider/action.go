@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -406,14 +407,26 @@ func paramPaths(e celast.Expr) [][]string {
 		}
 		return nil, false
 	}
-	var paths [][]string
+	var all [][]string
 	seen := map[string]bool{}
 	celast.PreOrderVisit(e, celast.NewExprVisitor(func(e celast.Expr) {
 		if p, ok := path(e); ok && len(p) > 0 && !seen[jsonPointer(p)] {
 			seen[jsonPointer(p)] = true
-			paths = append(paths, p)
+			all = append(all, p)
 		}
 	}))
+	// params.a is read on the way to params.a.b: only the whole path is a
+	// param the expression reads.
+	var paths [][]string
+	for _, p := range all {
+		within := false
+		for _, q := range all {
+			within = within || (len(q) > len(p) && slices.Equal(q[:len(p)], p))
+		}
+		if !within {
+			paths = append(paths, p)
+		}
+	}
 	return paths
 }
 

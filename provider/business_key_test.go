@@ -62,6 +62,7 @@ func TestBusinessKeyRefusesParamsThatGiveNoKeyNamingTheParam(t *testing.T) {
 		{"the missing one of two", `'params.a + "-" + params.b'`, `{"a":"x"}`, "/b", "no such key: b"},
 		{"wrong type", `'"order-" + params.order_id'`, `{"order_id":7}`, "/order_id", "no such overload"},
 		{"not a string", `'params.order_id'`, `{"order_id":7}`, "/order_id", "must be a string"},
+		{"nested, not a string", `'params.case.id'`, `{"case":{"id":7}}`, "/case/id", "must be a string"},
 		{"empty", `'params.order_id'`, `{"order_id":""}`, "/order_id", "must not be empty"},
 		{"too long", `'params.order_id'`, `{"order_id":"` + long + `"}`, "/order_id", "at most 256 characters"},
 		{"over the cost limit", `'params.items.map(a, params.items.map(b, params.items.map(c, a + b + c))).size() > 0 ? "k" : "j"'`,
