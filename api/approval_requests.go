@@ -44,7 +44,11 @@ func (s *Server) decided(outcome metrics.ApprovalOutcome) {
 // yes approves the proposal in the transaction that stores it (201
 // queued), anything else leaves it to a person (202 awaiting_approval). An
 // evaluation error never approves.
-func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.Principal, req createOperationRequest, providerName string, contract *provider.Action) {
+//
+// key is the proposal's key (the caller's, or the action's business key)
+// and clientKey the caller's when the key is the business key.
+func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.Principal, req createOperationRequest, providerName string,
+	contract *provider.Action, key, clientKey string) {
 	ctx := r.Context()
 	var auto *ledger.Decision
 	if contract.HasPolicy() {
@@ -52,7 +56,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 		switch {
 		case err != nil:
 			s.log.WarnContext(ctx, "auto_approve policy failed; the proposal waits for a person",
-				"tenant", p.Tenant, "action", req.Action, "key", *req.Key, "err", err)
+				"tenant", p.Tenant, "action", req.Action, "key", key, "err", err)
 		case approved:
 			target := s.targets[providerName]
 			auto = &ledger.Decision{
@@ -66,13 +70,14 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 		reason = *req.Reason
 	}
 	op, replayed, err := s.cfg.Ledger.Propose(ctx, ledger.ProposeRequest{
-		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: *req.Key,
+		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
 		Provider: providerName, Params: req.Params, Reason: reason,
 		RequestTTL: contract.Approval.RequestTTL.Duration, AutoApproval: auto,
 	})
 	if err != nil {
 		if errors.Is(err, ledger.ErrKeyConflict) {
-			s.log.InfoContext(ctx, "proposal refused", "tenant", p.Tenant, "action", req.Action, "key", *req.Key, "reason", err.Error())
+			s.log.InfoContext(ctx, "proposal refused", "tenant", p.Tenant, "action", req.Action, "key", key,
+				"client_key", clientKey, "reason", err.Error())
 		}
 		s.writeError(w, r, err)
 		return
@@ -102,6 +107,7 @@ type ApprovalRequest struct {
 	Action            string          `json:"action"`
 	Description       string          `json:"description,omitempty"`
 	Key               string          `json:"key"`
+	ClientKey         string          `json:"client_key,omitempty"`
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
 	Reason            string          `json:"reason"`
@@ -156,7 +162,7 @@ func (s *Server) ApprovalRequests(ctx context.Context, p auth.Principal, after *
 	items := make([]ApprovalRequest, len(reqs))
 	for i, req := range reqs {
 		v := ApprovalRequest{
-			OperationID: req.ID, Action: req.Action, Key: req.Key, Params: req.Params,
+			OperationID: req.ID, Action: req.Action, Key: req.Key, ClientKey: deref(req.ClientKey), Params: req.Params,
 			ParamsFingerprint: req.ParamsFingerprint, Reason: deref(req.RequestReason),
 			RequestedBy: req.RequestedByName, Provider: req.Provider,
 			AgeSeconds: int64(now.Sub(req.CreatedAt) / time.Second), CreatedAt: rfc3339(req.CreatedAt),

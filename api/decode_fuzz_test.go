@@ -31,8 +31,10 @@ func FuzzDecodeOperationRequest(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req createOperationRequest
 		err := decodeJSON(body, &req)
-		if err == nil {
-			_, err = req.validate()
+		for _, businessKey := range []bool{false, true} {
+			if err == nil {
+				_, err = req.validate(businessKey)
+			}
 		}
 		if err == nil {
 			return

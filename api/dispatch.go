@@ -119,6 +119,7 @@ type inFlightView struct {
 	OperationID    string  `json:"operation_id"`
 	Action         string  `json:"action"`
 	Key            string  `json:"key"`
+	ClientKey      string  `json:"client_key,omitempty"`
 	Provider       string  `json:"provider"`
 	LeaseOwner     string  `json:"lease_owner"`
 	ClaimedAt      string  `json:"claimed_at"`
@@ -163,7 +164,7 @@ func (s *Server) writeDispatchPage(w http.ResponseWriter, r *http.Request, p aut
 	inFlight := make([]inFlightView, len(ops))
 	for i, op := range ops {
 		inFlight[i] = inFlightView{
-			OperationID: op.ID.String(), Action: op.Action, Key: op.Key, Provider: op.Provider,
+			OperationID: op.ID.String(), Action: op.Action, Key: op.Key, ClientKey: deref(op.ClientKey), Provider: op.Provider,
 			LeaseOwner: deref(op.LeaseOwner), ClaimedAt: rfc3339(op.UpdatedAt),
 			AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Millisecond).Seconds(), LeaseExpiresAt: rfc3339Ptr(op.LeaseExpiresAt),
 			Attempts: op.Attempts,

@@ -2,7 +2,10 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+
+	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
@@ -15,6 +18,24 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Operation names the existing operation a refusal is about (the
+	// operation that holds a reused key), so a caller learns where that
+	// intention stands instead of routing around it.
+	Operation *OperationRef
+}
+
+// OperationRef names an operation inside an error body.
+type OperationRef struct {
+	ID      uuid.UUID     `json:"id"`
+	Status  ledger.Status `json:"status"`
+	Summary string        `json:"summary"`
+}
+
+// errorBody is the JSON of every refusal: {"error": errorBody}.
+type errorBody struct {
+	Code      string        `json:"code"`
+	Message   string        `json:"message"`
+	Operation *OperationRef `json:"operation,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
@@ -53,6 +74,7 @@ func toAPIError(err error) *Error {
 	var approvalErr *ledger.ApprovalError
 	var maxBytes *http.MaxBytesError
 	var paramsErr *provider.ParamsError
+	var conflict *ledger.KeyConflictError
 	switch {
 	case errors.As(err, &paramsErr):
 		return errorf(http.StatusUnprocessableEntity, "invalid_params", paramsErr.Error())
@@ -69,6 +91,13 @@ func toAPIError(err error) *Error {
 		return errorf(http.StatusRequestEntityTooLarge, "body_too_large", "the request body is over the size limit")
 	case errors.Is(err, ledger.ErrNotFound):
 		return errNotFound
+	case errors.As(err, &conflict):
+		op := conflict.Existing
+		e := errorf(http.StatusConflict, "key_reused_with_different_params", fmt.Sprintf(
+			"key %q of action %s is operation %s (%s), with other params; nothing was sent. %s",
+			op.Key, op.Action, op.ID, op.Status, op.Summary()))
+		e.Operation = &OperationRef{ID: op.ID, Status: op.Status, Summary: op.Summary()}
+		return e
 	case errors.Is(err, ledger.ErrKeyConflict):
 		return errorf(http.StatusConflict, "key_reused_with_different_params",
 			"this key was already used for this action with different params; nothing was sent")
@@ -96,5 +125,5 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	if e.Status >= 500 {
 		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "status", e.Status, "err", err)
 	}
-	writeJSON(w, e.Status, map[string]any{"error": map[string]string{"code": e.Code, "message": e.Message}})
+	writeJSON(w, e.Status, map[string]any{"error": errorBody{Code: e.Code, Message: e.Message, Operation: e.Operation}})
 }

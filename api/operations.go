@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -11,11 +12,13 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
-// maxKeyLength bounds a caller's business key, in characters (as the
-// OpenAPI document's maxLength counts).
-const maxKeyLength = 256
+// maxKeyLength bounds a caller's key, in characters (as the OpenAPI
+// document's maxLength counts): the same bound as a business key's, since
+// either becomes the operation's key.
+const maxKeyLength = provider.MaxKeyLength
 
 type createOperationRequest struct {
 	Action     string          `json:"action"`
@@ -31,10 +34,14 @@ type createOperationRequest struct {
 
 // createOperation is POST /v1/operations. Checks after auth run in the
 // contract's order: size (413), JSON (400), action known (422), the other
-// fields (400), existing key (200 replay / 409 conflict), params schema
-// (422), approval (403).
+// fields (400), the business key (422 when the params give none), existing
+// key (200 replay / 409 conflict), params schema (422), approval (403).
 // The action is looked up before the other fields are judged, so a client
 // of an unconfigured action learns that first, whatever else it sent.
+//
+// An action with a business key keys the operation by it, whatever key
+// the caller sent (kept as the client key), so the same intention under a
+// new key is a replay or a conflict, never a second operation.
 func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
 	var req createOperationRequest
 	if err := s.readJSON(w, r, &req, false); err != nil {
@@ -45,23 +52,31 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, fieldError("action", "is required"))
 		return
 	}
-	provider, ok := s.actions[req.Action]
+	providerName, ok := s.actions[req.Action]
 	if !ok {
 		s.writeError(w, r, errorf(http.StatusUnprocessableEntity, "unknown_action", "action "+req.Action+" is not configured"))
 		return
 	}
-	approvalID, err := req.validate()
+	contract := s.contract(req.Action)
+	approvalID, err := req.validate(contract.HasBusinessKey())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	req.Params = canonicalParams(req.Params)
-	key := ""
+	callerKey := ""
 	if req.Key != nil {
-		key = *req.Key
+		callerKey = *req.Key
 	}
-	contract := s.contract(req.Action)
-	if err := contract.CheckParams(req.Params); err != nil {
+	key, clientKey, keyErr := contract.OperationKey(r.Context(), req.Params, p.Tenant, callerKey)
+	switch schemaErr := contract.CheckParams(req.Params); {
+	case keyErr != nil:
+		// Params that give no business key can name no existing
+		// operation; the schema's word on them, when it has one, is the
+		// more precise.
+		s.writeError(w, r, cmp.Or(schemaErr, keyErr))
+		return
+	case schemaErr != nil:
 		// An existing key answers before the schema: a replay made under
 		// an earlier, looser schema gets its operation (200), other params
 		// a conflict (409); the ledger below judges which. Only a new key
@@ -72,22 +87,23 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 			return
 		}
 		if !taken {
-			s.writeError(w, r, err)
+			s.writeError(w, r, schemaErr)
 			return
 		}
 	}
 	if req.RequestApproval {
-		s.createProposal(w, r, p, req, provider, contract)
+		s.createProposal(w, r, p, req, providerName, contract, key, clientKey)
 		return
 	}
 	op, replayed, err := s.cfg.Ledger.Enqueue(r.Context(), ledger.EnqueueRequest{
-		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key,
-		Provider: provider, Params: req.Params, ApprovalID: approvalID,
+		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
+		Provider: providerName, Params: req.Params, ApprovalID: approvalID,
 	})
 	if err != nil {
 		var approvalErr *ledger.ApprovalError
 		if errors.As(err, &approvalErr) || errors.Is(err, ledger.ErrKeyConflict) {
-			s.log.InfoContext(r.Context(), "operation refused", "tenant", p.Tenant, "action", req.Action, "key", key, "reason", err.Error())
+			s.log.InfoContext(r.Context(), "operation refused", "tenant", p.Tenant, "action", req.Action, "key", key,
+				"client_key", clientKey, "reason", err.Error())
 		}
 		s.writeError(w, r, err)
 		return
@@ -122,13 +138,14 @@ func (s *Server) keyTaken(r *http.Request, p auth.Principal, action, key string,
 }
 
 // validate checks the fields other than action (the handler checks that
-// first) and returns the approval id; uuid.Nil when none was given.
-func (req createOperationRequest) validate() (uuid.UUID, error) {
+// first) and returns the approval id; uuid.Nil when none was given. A
+// proposal needs a key, unless the action derives it (businessKey).
+func (req createOperationRequest) validate(businessKey bool) (uuid.UUID, error) {
 	if req.RequestApproval {
 		switch {
 		case req.ApprovalID != "":
 			return uuid.Nil, fieldError("approval_id", "give approval_id or request_approval, not both")
-		case req.Key == nil:
+		case req.Key == nil && !businessKey:
 			return uuid.Nil, fieldError("key", "is required with request_approval: it is the proposal's identity")
 		}
 		if req.Reason != nil {

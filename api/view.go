@@ -15,6 +15,7 @@ type operationView struct {
 	Tenant            string          `json:"tenant"`
 	Action            string          `json:"action"`
 	Key               string          `json:"key"`
+	ClientKey         *string         `json:"client_key"` // the caller's key beside a business key
 	Status            ledger.Status   `json:"status"`
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
@@ -38,7 +39,7 @@ type reviewView struct {
 
 func viewOperation(op ledger.Operation) operationView {
 	v := operationView{
-		ID: op.ID, Tenant: op.Tenant, Action: op.Action, Key: op.Key, Status: op.Status,
+		ID: op.ID, Tenant: op.Tenant, Action: op.Action, Key: op.Key, ClientKey: op.ClientKey, Status: op.Status,
 		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint,
 		ExternalKey: op.ExternalKey, Provider: op.Provider, ProviderReference: op.ProviderReference,
 		Attempts: op.Attempts, CreatedAt: rfc3339(op.CreatedAt), UpdatedAt: rfc3339(op.UpdatedAt),

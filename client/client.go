@@ -39,6 +39,17 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// Operation names the operation a refusal is about: for
+	// key_reused_with_different_params, the one that holds the key (the
+	// same intention may be there, already done or under way).
+	Operation *OperationRef
+}
+
+// OperationRef names an operation in an API error.
+type OperationRef struct {
+	ID      string `json:"id"`
+	Status  Status `json:"status"`
+	Summary string `json:"summary"`
 }
 
 func (e *Error) Error() string {
@@ -185,12 +196,13 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 func decodeError(status int, raw []byte) error {
 	var e struct {
 		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
+			Code      string        `json:"code"`
+			Message   string        `json:"message"`
+			Operation *OperationRef `json:"operation"`
 		} `json:"error"`
 	}
 	_ = json.Unmarshal(raw, &e)
-	return &Error{Status: status, Code: e.Error.Code, Message: e.Error.Message}
+	return &Error{Status: status, Code: e.Error.Code, Message: e.Error.Message, Operation: e.Error.Operation}
 }
 
 // PageOptions asks for one page of a list: Limit items (0: the API's

@@ -15,13 +15,16 @@ type CreateOperationRequest struct {
 	Action string `json:"action"`
 	// Key is the caller's business key: the same key and params give the
 	// same operation (a replay), the same key with other params a 409.
+	// For an action with a business key (Action.BusinessKey) the server
+	// derives the operation's key from Params and keeps Key, which may be
+	// empty, as the operation's client key.
 	Key    string          `json:"key,omitempty"`
 	Params json.RawMessage `json:"params"`
 	// ApprovalID names a person's approval of exactly these params.
 	ApprovalID string `json:"approval_id,omitempty"`
 	// RequestApproval makes the request a proposal that waits for a
-	// decision (Key is then required); Reason is its sentence for the
-	// approver.
+	// decision (Key is then required, unless the action has a business
+	// key); Reason is its sentence for the approver.
 	RequestApproval bool   `json:"request_approval,omitempty"`
 	Reason          string `json:"reason,omitempty"`
 }

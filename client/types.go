@@ -44,10 +44,13 @@ func (s Status) InFlight() bool {
 
 // Operation is the API's view of an operation.
 type Operation struct {
-	ID                string          `json:"id"`
-	Tenant            string          `json:"tenant"`
-	Action            string          `json:"action"`
-	Key               string          `json:"key"`
+	ID     string `json:"id"`
+	Tenant string `json:"tenant"`
+	Action string `json:"action"`
+	Key    string `json:"key"`
+	// ClientKey is the key the caller sent, when Key is the action's
+	// business key (derived from the params); nil otherwise.
+	ClientKey         *string         `json:"client_key"`
 	Status            Status          `json:"status"`
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
@@ -141,6 +144,11 @@ type Action struct {
 	// ParamsSchema is the JSON Schema 2020-12 the API checks params
 	// against; null (or empty) accepts any JSON object.
 	ParamsSchema json.RawMessage `json:"params_schema"`
+	// BusinessKey is the action's business key expression, "" when it
+	// has none: with one, the server derives each operation's key from
+	// the params, and CreateOperationRequest.Key is optional (kept as the
+	// operation's client key).
+	BusinessKey string `json:"business_key"`
 }
 
 // DispatchStatus is the answer of GET /v1/dispatch and of pause/resume:

@@ -14,11 +14,14 @@ import (
 
 // EnqueueRequest is an agent's request to carry out an approved action.
 type EnqueueRequest struct {
-	TenantID   uuid.UUID
-	TokenID    uuid.UUID // the agent token that asked; revoking it holds unsent work
-	Actor      string    // names the asker in events, e.g. "agent:<token name>"
-	Action     string
-	Key        string // caller's business reference; empty means the approval's id
+	TenantID uuid.UUID
+	TokenID  uuid.UUID // the agent token that asked; revoking it holds unsent work
+	Actor    string    // names the asker in events, e.g. "agent:<token name>"
+	Action   string
+	Key      string // caller's business reference; empty means the approval's id
+	// ClientKey is the caller's key when Key is the action's business key
+	// (derived from the params); kept for tracing, it decides nothing.
+	ClientKey  string
 	Provider   string // the provider the action maps to
 	Params     []byte // any JSON object; canonicalised here
 	ApprovalID uuid.UUID
@@ -54,7 +57,7 @@ const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operat
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
-    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload)`
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key)`
 
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
@@ -65,8 +68,9 @@ const approvalRefused = "AL403"
 //
 // A request whose (tenant, action, key) exists already is a replay: with the
 // same canonical params it returns the current operation and replayed=true;
-// with other params it records a conflict event and returns ErrKeyConflict
-// (with the existing operation). Approval problems return *ApprovalError.
+// with other params it records a conflict event and returns a
+// *KeyConflictError (ErrKeyConflict, naming the existing operation, which
+// comes back too). Approval problems return *ApprovalError.
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
@@ -114,7 +118,7 @@ const operationsEnqueue = `SELECT ord, created_at, tenant FROM enqueue_operation
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
-    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload)`
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key)`
 
 var enqueuesStmt = mustNamed(operationsEnqueue)
 
@@ -138,6 +142,7 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		actions, keys, providers, fingerprints = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		externalKeys, actors, subjects, msgIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		params, payloads                       = make([][]byte, n), make([][]byte, n)
+		clientKeys                             = make([]*string, n)
 	)
 	for i, item := range items {
 		c := item.(*enqueueCall)
@@ -145,13 +150,13 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		ids[i], tenants[i], approvals[i], tokens[i] = c.id, c.req.TenantID, c.req.ApprovalID, c.req.TokenID
 		actions[i], keys[i], providers[i], fingerprints[i] = c.req.Action, c.req.Key, c.req.Provider, c.fingerprint
 		externalKeys[i], actors[i], subjects[i], msgIDs[i] = ExternalKey(c.id), c.req.Actor, c.msg.Subject, c.msg.MsgID
-		params[i], payloads[i] = c.canonical, c.msg.Payload
+		params[i], payloads[i], clientKeys[i] = c.canonical, c.msg.Payload, nullString(c.req.ClientKey)
 	}
 	args, err := enqueuesStmt.args(pgx.StrictNamedArgs{
 		"id": ids, "tenant": tenants, "action": actions, "key": keys, "provider": providers,
 		"params": params, "fingerprint": fingerprints, "approval": approvals, "token": tokens,
 		"external_key": externalKeys, "now": s.nowArg(), "actor": actors,
-		"subject": subjects, "msg_id": msgIDs, "payload": payloads,
+		"subject": subjects, "msg_id": msgIDs, "payload": payloads, "client_key": clientKeys,
 	})
 	if err != nil {
 		return err
@@ -224,7 +229,7 @@ func (c *enqueueCall) namedArgs() ([]any, error) {
 		"id": c.id, "tenant": c.req.TenantID, "action": c.req.Action, "key": c.req.Key, "provider": c.req.Provider,
 		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
 		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
-		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload,
+		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload, "client_key": nullString(c.req.ClientKey),
 	})
 }
 
@@ -252,6 +257,7 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 			Provider: req.Provider, Params: c.canonical, ParamsFingerprint: c.fingerprint,
 			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(c.id),
 			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *c.createdAt, UpdatedAt: *c.createdAt,
+			ClientKey: nullString(req.ClientKey),
 		}, false, nil
 	}
 
@@ -270,8 +276,12 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 		return op, true, nil
 	}
 	conflict := map[string]any{"params_fingerprint": c.fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
+	if req.ClientKey != "" {
+		// The attempt's own key is recorded nowhere else.
+		conflict["client_key"] = req.ClientKey
+	}
 	if err := s.appendEvent(ctx, db, op.ID, EventKeyConflict, req.Actor, conflict); err != nil {
 		return op, false, err
 	}
-	return op, false, ErrKeyConflict
+	return op, false, &KeyConflictError{Existing: op}
 }

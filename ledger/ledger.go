@@ -37,7 +37,8 @@ var (
 	// answers the same, so its existence is never revealed.
 	ErrNotFound = errors.New("ledger: not found")
 	// ErrKeyConflict: the key is already used for the same action with
-	// different params.
+	// different params. Enqueue and Propose return it as a
+	// *KeyConflictError, which names the existing operation.
 	ErrKeyConflict = errors.New("ledger: key reused with different params")
 	// ErrStale: the operation changed since it was read (its version or
 	// status no longer match), so the conditional update did nothing.
@@ -45,6 +46,21 @@ var (
 	// ErrBadTransition: the transition table does not allow the move.
 	ErrBadTransition = errors.New("ledger: transition not allowed")
 )
+
+// KeyConflictError is ErrKeyConflict with the operation that holds the
+// key: the answer names it (its id, status and summary), so an agent that
+// meant the same intention learns where it stands, and one that meant
+// another learns that this key is taken.
+type KeyConflictError struct {
+	Existing Operation
+}
+
+func (e *KeyConflictError) Error() string {
+	return fmt.Sprintf("%v: %s/%s is operation %s (%s)", ErrKeyConflict, e.Existing.Action, e.Existing.Key, e.Existing.ID, e.Existing.Status)
+}
+
+// Unwrap makes errors.Is(err, ErrKeyConflict) hold.
+func (e *KeyConflictError) Unwrap() error { return ErrKeyConflict }
 
 // Operation is one approved intention and everything the ledger knows about
 // its outcome.
@@ -78,8 +94,12 @@ type Operation struct {
 	RequestReason     *string         `db:"request_reason"`
 	RequestExpiresAt  *time.Time      `db:"request_expires_at"`
 	DecisionReason    *string         `db:"decision_reason"`
-	CreatedAt         time.Time       `db:"created_at"`
-	UpdatedAt         time.Time       `db:"updated_at"`
+	// ClientKey is the key the caller sent when the action derives Key
+	// from the params (a business key): kept for tracing, it decides
+	// nothing. Nil when the caller sent none, or Key is the caller's.
+	ClientKey *string   `db:"client_key"`
+	CreatedAt time.Time `db:"created_at"`
+	UpdatedAt time.Time `db:"updated_at"`
 }
 
 // Event is one entry of an operation's append-only history.
@@ -160,7 +180,7 @@ const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, 
     o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,
     o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
     o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
-    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason`
+    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key`
 
 const (
 	operationGet = `SELECT ` + operationColumns + `

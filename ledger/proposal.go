@@ -28,9 +28,12 @@ type ProposeRequest struct {
 	TokenID  uuid.UUID // the agent token that asked; revoking it holds the proposal
 	Actor    string    // names the asker in events, e.g. "agent:<token name>"
 	Action   string
-	Key      string // caller's business reference; required
-	Provider string // the provider the action maps to
-	Params   []byte // any JSON object; canonicalised here
+	Key      string // caller's business reference, or the action's business key; required
+	// ClientKey is the caller's key when Key is the action's business key
+	// (derived from the params); kept for tracing, it decides nothing.
+	ClientKey string
+	Provider  string // the provider the action maps to
+	Params    []byte // any JSON object; canonicalised here
 	// Reason is the agent's one sentence for the approver; may be empty.
 	Reason string
 	// RequestTTL is how long the proposal may wait for a decision before
@@ -71,11 +74,11 @@ const (
 	operationPropose = `WITH ins AS (
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
         approval_id, requested_by, external_key, status, request_reason, request_expires_at,
-        created_at, updated_at)
+        created_at, updated_at, client_key)
     VALUES (@id, @tenant, @action, @key, @provider, @params, @fingerprint,
         NULL, @token, @external_key, 'awaiting_approval', @reason,
         coalesce(@now::timestamptz, now()) + @request_ttl::bigint * interval '1 microsecond',
-        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()))
+        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()), @client_key)
     ON CONFLICT (tenant_id, action, key) DO NOTHING
     RETURNING *
 ), ev AS (
@@ -136,8 +139,9 @@ FOR UPDATE SKIP LOCKED`
 //
 // Keys behave exactly as for Enqueue: a proposal whose (tenant, action,
 // key) exists already is a replay with the same canonical params (the
-// current operation, replayed=true) or a conflict with other params
-// (ErrKeyConflict, a conflict event recorded).
+// current operation, replayed=true) or a conflict with other params (a
+// *KeyConflictError naming the existing operation, a conflict event
+// recorded).
 func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, replayed bool, err error) {
 	canonical, fingerprint, err := Canonicalize(req.Params)
 	if err != nil {
@@ -161,7 +165,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 			"id": id, "tenant": req.TenantID, "action": req.Action, "key": req.Key, "provider": req.Provider,
 			"params": canonical, "fingerprint": fingerprint, "token": req.TokenID, "external_key": ExternalKey(id),
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
-			"actor": req.Actor, "detail": detail,
+			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey),
 		})
 		var err error
 		op, err = collectOperation(rows)
@@ -185,7 +189,8 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 	}
 	// The existing key's row is committed (ON CONFLICT waited for it).
 	return s.finishEnqueue(ctx, s.pool, &enqueueCall{
-		req:         EnqueueRequest{TenantID: req.TenantID, TokenID: req.TokenID, Actor: req.Actor, Action: req.Action, Key: req.Key},
+		req: EnqueueRequest{TenantID: req.TenantID, TokenID: req.TokenID, Actor: req.Actor, Action: req.Action, Key: req.Key,
+			ClientKey: req.ClientKey},
 		fingerprint: fingerprint,
 	}, nil)
 }

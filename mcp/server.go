@@ -60,7 +60,7 @@ func NewServer(ctx context.Context, c *client.Client, cfg Config) (*sdk.Server, 
 		if err != nil {
 			return nil, err
 		}
-		s.AddTool(tool, t.callAction(a.Name))
+		s.AddTool(tool, t.callAction(a))
 	}
 	s.AddTool(getOperationTool, t.getOperation)
 	s.AddTool(listOperationsTool, t.listOperations)
@@ -70,9 +70,10 @@ func NewServer(ctx context.Context, c *client.Client, cfg Config) (*sdk.Server, 
 // instructions tells the model, once per session, how the tools behave.
 const instructions = `actledger executes external actions at most once per key. ` +
 	`Each action tool takes a key you choose for the intention (reuse it when you retry the same intention; ` +
-	`a new intention needs a new key) and the action's params. Repeating a call with the same key and params ` +
-	`returns the same operation and never acts twice. When an operation is awaiting_approval or unknown, ` +
-	`do not repeat the call: call get_operation with its id and wait_seconds to learn the outcome.`
+	`a new intention needs a new key) and the action's params; a tool whose description says the server derives ` +
+	`the key identifies the intention by its params, and your key is only your reference. Repeating a call with ` +
+	`the same key and params returns the same operation and never acts twice. When an operation is awaiting_approval ` +
+	`or unknown, do not repeat the call: call get_operation with its id and wait_seconds to learn the outcome.`
 
 // ToolName is the MCP tool name of an action: the action with "." → "_"
 // (supplier.create_order → supplier_create_order).
@@ -87,7 +88,10 @@ func actionAnnotations(title string) *sdk.ToolAnnotations {
 }
 
 // actionTool describes action a as a tool; its params schema is the
-// action's params_schema, as the API checks it.
+// action's params_schema, as the API checks it. For an action with a
+// business key, key is optional and its description says why: the server
+// derives the operation's identity from the params, so a key the model
+// invents cannot make a second operation.
 func actionTool(a client.Action) (*sdk.Tool, error) {
 	var params any = json.RawMessage(`{"type":"object","description":"The action's params (any JSON object)."}`)
 	if len(a.ParamsSchema) > 0 && string(a.ParamsSchema) != "null" {
@@ -99,13 +103,20 @@ func actionTool(a client.Action) (*sdk.Tool, error) {
 		}
 		params = rebaseRefs(schema, paramsPointer)
 	}
+	key := map[string]any{
+		"type": "string", "minLength": 1, "maxLength": 256,
+		"description": "Your business key for this intention (e.g. an order number). The same key with the same params is the same operation, never a second effect; reuse it to retry.",
+	}
+	required := []string{"key", "params"}
+	if a.BusinessKey != "" {
+		key["description"] = "Optional: your own reference for this call (e.g. a tool-call or conversation id), kept with the operation for tracing. " +
+			"It does not decide which operation this is: the server derives the operation's key from params (" + a.BusinessKey + ")."
+		required = []string{"params"}
+	}
 	schema := map[string]any{
 		"type": "object",
 		"properties": map[string]any{
-			"key": map[string]any{
-				"type": "string", "minLength": 1, "maxLength": 256,
-				"description": "Your business key for this intention (e.g. an order number). The same key with the same params is the same operation, never a second effect; reuse it to retry.",
-			},
+			"key":    key,
 			"params": params,
 			"approval_id": map[string]any{
 				"type": "string", "description": "A person's approval of exactly these params, when you were given one.",
@@ -117,14 +128,19 @@ func actionTool(a client.Action) (*sdk.Tool, error) {
 				"type": "string", "description": "With request_approval: one sentence for the approver saying why.",
 			},
 		},
-		"required":             []string{"key", "params"},
+		"required":             required,
 		"additionalProperties": false,
 	}
 	desc := a.Description
 	if desc == "" {
 		desc = "Run the action " + a.Name + "."
 	}
-	desc += " Idempotent by key: the same key and params return the same operation."
+	if a.BusinessKey != "" {
+		desc += " The server derives the operation's key from params (" + a.BusinessKey + "): the same params are the same operation, " +
+			"whatever key you send, and other params under the same business key are refused, naming the operation that holds it."
+	} else {
+		desc += " Idempotent by key: the same key and params return the same operation."
+	}
 	return &sdk.Tool{
 		Name: ToolName(a.Name), Title: a.Name, Description: desc, InputSchema: schema,
 		Annotations: actionAnnotations(a.Name),
@@ -216,23 +232,28 @@ type actionInput struct {
 	Reason          string          `json:"reason"`
 }
 
-func (t *tools) callAction(action string) sdk.ToolHandler {
+func (t *tools) callAction(a client.Action) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var in actionInput
 		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 			return toolError(err), nil
 		}
-		if in.Key == nil || *in.Key == "" {
+		key := ""
+		if in.Key != nil {
+			key = *in.Key
+		}
+		if key == "" && a.BusinessKey == "" {
 			// The tool is idempotent by key; without one a retry would be
-			// a second operation.
+			// a second operation. An action with a business key needs
+			// none: the server derives it from the params.
 			return toolError(&client.Error{Status: 400, Code: "invalid_field", Message: "key: is required: choose a key for this intention and reuse it to retry"}), nil
 		}
 		op, err := t.c.CreateOperation(ctx, client.CreateOperationRequest{
-			Action: action, Key: *in.Key, Params: in.Params, ApprovalID: in.ApprovalID,
+			Action: a.Name, Key: key, Params: in.Params, ApprovalID: in.ApprovalID,
 			RequestApproval: in.RequestApproval, Reason: in.Reason,
 		})
 		if err != nil {
-			t.log.InfoContext(ctx, "tool call refused", "tool", req.Params.Name, "key", *in.Key, "code", client.Code(err))
+			t.log.InfoContext(ctx, "tool call refused", "tool", req.Params.Name, "key", key, "code", client.Code(err))
 			return toolError(err), nil
 		}
 		return operationResult(op), nil
@@ -410,7 +431,9 @@ func operationText(op *client.Operation) string {
 
 // toolError is an API refusal as a tool error (isError: true): the first
 // text carries the API's code and message, the structured content (and the
-// second text) the same as {"error": {"status", "code", "message"}}.
+// second text) the same as {"error": {"status", "code", "message",
+// "operation"?}}, where operation names the operation that holds a reused
+// key, for the model to read (get_operation) instead of acting again.
 func toolError(err error) *sdk.CallToolResult {
 	var apiErr *client.Error
 	if !errors.As(err, &apiErr) {
@@ -420,7 +443,12 @@ func toolError(err error) *sdk.CallToolResult {
 	if apiErr.Code == "" {
 		text = err.Error()
 	}
-	res := structuredResult(text, map[string]any{"error": map[string]any{"status": apiErr.Status, "code": apiErr.Code, "message": apiErr.Message}})
+	body := map[string]any{"status": apiErr.Status, "code": apiErr.Code, "message": apiErr.Message}
+	if op := apiErr.Operation; op != nil {
+		body["operation"] = op
+		text += "\nNext: operation " + op.ID + " holds this key; call get_operation with that id to follow it instead of acting again."
+	}
+	res := structuredResult(text, map[string]any{"error": body})
 	res.IsError = true
 	return res
 }

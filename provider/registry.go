@@ -221,6 +221,7 @@ type actionYAML struct {
 	Description  string        `yaml:"description"`
 	ParamsSchema any           `yaml:"params_schema"`
 	Approval     *approvalYAML `yaml:"approval"`
+	Key          *string       `yaml:"key"`
 }
 
 type approvalYAML struct {
@@ -428,6 +429,12 @@ func (doc fileYAML) file() (File, []*FieldError) {
 	for _, name := range slices.Sorted(maps.Keys(doc.Actions)) {
 		a := doc.Actions[name]
 		action := Action{Provider: strings.TrimSpace(a.Provider), Description: strings.TrimSpace(a.Description), ParamsSchema: a.ParamsSchema}
+		if a.Key != nil {
+			// A key left empty would fall back to callers' keys silently.
+			if action.Key = strings.TrimSpace(*a.Key); action.Key == "" {
+				errs = append(errs, &FieldError{Action: name, Field: "key", Err: errors.New("must not be empty (leave it out to key operations by the caller's key)")})
+			}
+		}
 		if a.Approval != nil {
 			duration := func(field string, s *string) Duration {
 				if s == nil {

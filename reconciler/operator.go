@@ -32,6 +32,7 @@ type ReviewItem struct {
 	EvidenceID          *int64              `json:"evidence_id,omitempty"`
 	Action              string              `json:"action"`
 	Key                 string              `json:"key"`
+	ClientKey           string              `json:"client_key,omitempty"`
 	Provider            string              `json:"provider"`
 	Status              string              `json:"status"`
 	Reason              ledger.ReviewReason `json:"reason"`
@@ -176,7 +177,7 @@ func (r *Reconciler) reviewItem(op ledger.Operation, events []ledger.Event, laps
 		facts["last_lookup"] = j.LastLookup
 	}
 	item := ReviewItem{
-		OperationID: &op.ID, Action: op.Action, Key: op.Key, Provider: op.Provider, Status: string(op.Status),
+		OperationID: &op.ID, Action: op.Action, Key: op.Key, ClientKey: deref(op.ClientKey), Provider: op.Provider, Status: string(op.Status),
 		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: utc(op.ReviewDeadline),
 		AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Second).Seconds(), Attempts: op.Attempts,
 		Facts: facts, LastProviderAnswer: j.LastAnswer,
@@ -202,7 +203,11 @@ type Resolution struct {
 	Compensation *Compensation `json:"compensation"`
 }
 
-// Compensation is a new operation created alongside a resolution.
+// Compensation is a new operation created alongside a resolution. When its
+// action declares a business key, the operation's key is the one derived
+// from Params, as for an agent's request, and Key is kept as its client
+// key: an operator's refund of a refund request is the agent's refund of
+// it, never a second one.
 type Compensation struct {
 	Action     string          `json:"action"`
 	Key        string          `json:"key"`
@@ -231,11 +236,15 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 	if !slices.Contains(resolvable, op.Status) || !op.Status.CanMoveTo(to) {
 		return op, nil, fmt.Errorf("%w: it is %s", ErrNotResolvable, op.Status)
 	}
-	var pcName string
-	if res.Compensation != nil {
+	var pcName, compKey, compClientKey string
+	if c := res.Compensation; c != nil {
 		var ok bool
-		if pcName, ok = r.actionProvider(res.Compensation.Action); !ok {
-			return op, nil, fmt.Errorf("%w: compensation action %q is not configured", ErrBadResolution, res.Compensation.Action)
+		if pcName, ok = r.actionProvider(c.Action); !ok {
+			return op, nil, fmt.Errorf("%w: compensation action %q is not configured", ErrBadResolution, c.Action)
+		}
+		contract, _ := r.cfg.Registry.Action(c.Action)
+		if compKey, compClientKey, err = contract.OperationKey(ctx, c.Params, op.Tenant, c.Key); err != nil {
+			return op, nil, fmt.Errorf("compensation: %w", err)
 		}
 	}
 	// The resolution and its compensation commit together or not at all:
@@ -249,7 +258,7 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 		detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
 		if res.Compensation != nil {
 			c, _, err := r.store.EnqueueTx(ctx, tx, ledger.EnqueueRequest{
-				TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: res.Compensation.Key,
+				TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: compKey, ClientKey: compClientKey,
 				Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
 			})
 			if err != nil {

@@ -68,6 +68,9 @@ func providersCmd(ctx context.Context, getenv func(string) string, args []string
 	for _, action := range reg.Actions() {
 		pc, _ := reg.ForAction(action)
 		fmt.Fprintf(stdout, "\n%s: provider %s, %s %s%s (account %q, environment %q)\n", action, pc.Name, pc.Create.Method, pc.BaseURL, pc.Create.Path, pc.Account, pc.Environment)
+		if contract, _ := reg.Action(action); contract.HasBusinessKey() {
+			fmt.Fprintf(stdout, "  one operation per business key %s, whatever key the caller sends (kept as its client key)\n", contract.Key)
+		}
 		for _, line := range describe(pc, getenv) {
 			fmt.Fprintf(stdout, "  %s\n", line)
 		}

@@ -29,6 +29,7 @@ const checkedFile = `providers:
 actions:
   support.open_ticket:
     provider: helpdesk
+    key: '"case-" + params.case_id'
     params_schema: {type: object, required: [subject], properties: {subject: {type: string}}}
 `
 
@@ -59,6 +60,7 @@ func TestProvidersCheckSaysWhatHappensAfterALostResponse(t *testing.T) {
 		"never resends blindly (the supplier takes no idempotency key): looks the effect up",
 		"two or more go to a person (duplicate_effect)",
 		"outcomes[0]: when",
+		`one operation per business key "case-" + params.case_id, whatever key the caller sends`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

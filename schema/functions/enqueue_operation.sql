@@ -7,10 +7,14 @@
 -- operation raises SQLSTATE AL403 with the contract's code as the message
 -- and the reason as the detail, which rolls everything back. ledger.Enqueue
 -- documents the rules; this is their only implementation.
+--
+-- p_client_key is the key the caller sent when the action derives the
+-- operation's key from its params (a business key), kept for tracing; it
+-- is stored with a new operation and decides nothing.
 CREATE OR REPLACE FUNCTION enqueue_operation(
     p_id uuid, p_tenant uuid, p_action text, p_key text, p_provider text, p_params jsonb,
     p_fingerprint text, p_approval uuid, p_token uuid, p_external_key text, p_now timestamptz,
-    p_actor text, p_subject text, p_msg_id text, p_payload bytea
+    p_actor text, p_subject text, p_msg_id text, p_payload bytea, p_client_key text DEFAULT NULL
 ) RETURNS TABLE (created boolean, created_at timestamptz, tenant text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -21,9 +25,9 @@ BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, so
     -- identical concurrent requests converge on one operation.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at)
+        approval_id, requested_by, external_key, status, created_at, updated_at, client_key)
     VALUES (p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
-        p_approval, p_token, p_external_key, 'queued', v_now, v_now)
+        p_approval, p_token, p_external_key, 'queued', v_now, v_now, p_client_key)
     ON CONFLICT (tenant_id, action, key) DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN

@@ -21,10 +21,12 @@
 -- SET clauses): they touch a few rows of tables that grow without bound,
 -- by primary key. A plan cached while a table was small would otherwise
 -- stay cached while the table grows (transition_operations says more).
+--
+-- p_client_key holds each operation's client key, as enqueue_operation's.
 CREATE OR REPLACE FUNCTION enqueue_operations(
     p_id uuid[], p_tenant uuid[], p_action text[], p_key text[], p_provider text[], p_params jsonb[],
     p_fingerprint text[], p_approval uuid[], p_token uuid[], p_external_key text[], p_now timestamptz,
-    p_actor text[], p_subject text[], p_msg_id text[], p_payload bytea[]
+    p_actor text[], p_subject text[], p_msg_id text[], p_payload bytea[], p_client_key text[] DEFAULT NULL
 ) RETURNS TABLE (ord bigint, created_at timestamptz, tenant text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
@@ -62,12 +64,12 @@ BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, as
     -- enqueue_operation does; a key that exists is not clean.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at)
+        approval_id, requested_by, external_key, status, created_at, updated_at, client_key)
     SELECT r.id, r.tenant, r.action, r.key, r.provider, r.params, r.fingerprint,
-        r.approval, r.token, r.external_key, 'queued', v_now, v_now
+        r.approval, r.token, r.external_key, 'queued', v_now, v_now, r.client_key
     FROM unnest(p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
-        p_approval, p_token, p_external_key)
-        AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key)
+        p_approval, p_token, p_external_key, p_client_key)
+        AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key, client_key)
     ON CONFLICT (tenant_id, action, key) DO NOTHING;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     IF v_rows <> v_n THEN
