@@ -9,7 +9,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -17,7 +16,6 @@ import (
 	celast "cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
-	"cel.dev/cel-go/ext"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
@@ -173,17 +171,6 @@ func (a *Action) AutoApprove(ctx context.Context, params []byte, tenant string) 
 		return false, fmt.Errorf("auto_approve of %s: result %v is not a bool", a.Name, out.Value())
 	}
 	return approved, nil
-}
-
-// policyEnv is the CEL environment of every auto_approve expression.
-func policyEnv() (*cel.Env, error) {
-	return cel.NewEnv(
-		cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("tenant", cel.StringType),
-		cel.Variable("action", cel.StringType),
-		// JSON has one number type: 10 and 10.0 must compare equal.
-		cel.CrossTypeNumericComparisons(true),
-	)
 }
 
 // withDefaults fills the approval contract's defaults.
@@ -343,29 +330,12 @@ type businessKey struct {
 	paths [][]string
 }
 
-// keyEnv is the CEL environment of every business key: params and the
-// tenant, nothing that changes between two requests of one intention. The
-// strings extension lets a key normalise text (trim, lowerAscii).
-var keyEnv = sync.OnceValue(func() *cel.Env {
-	env, err := cel.NewEnv(
-		cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
-		cel.Variable("tenant", cel.StringType),
-		cel.CrossTypeNumericComparisons(true),
-		ext.Strings(),
-	)
-	if err != nil {
-		// The environment is fixed in code: failing to build it is a bug.
-		panic(fmt.Sprintf("provider: CEL environment of business keys: %v", err))
-	}
-	return env
-})
-
 // compileBusinessKey compiles and type-checks src: its type must be a
 // string, or dyn (a bare params.x), which is checked when it runs. Its
 // evaluation is cost-limited like the auto_approve policy's, since it runs
 // on every request of the action.
 func compileBusinessKey(src string) (*businessKey, error) {
-	env := keyEnv()
+	env := envs().key
 	ast, iss := env.Compile(src)
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("does not compile: %w", iss.Err())

@@ -28,9 +28,15 @@ import (
 const ExprCostLimit = 100_000
 
 // The CEL environments of the providers file, one per kind of expression:
-// what each may read is fixed here, and every expression is compiled and
-// type-checked against its environment when the file loads.
+// what each may read is fixed here, in one place for the action contracts
+// and the suppliers, and every expression is compiled and type-checked
+// against its environment when the file loads.
 type exprEnvs struct {
+	// policy: an action's auto_approve, over params, tenant and action.
+	policy *cel.Env
+	// key: an action's business key, over params and the tenant, nothing
+	// that changes between two requests of one intention.
+	key *cel.Env
 	// body: create.body, over the operation's params and its key.
 	body *cel.Env
 	// answer: create.reference, lookup.matches and outcomes[].when, over a
@@ -55,9 +61,13 @@ var envs = sync.OnceValue(func() exprEnvs {
 		return env
 	}
 	headers := cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType))
+	params := cel.Variable("params", cel.MapType(cel.StringType, cel.DynType))
+	tenant := cel.Variable("tenant", cel.StringType)
 	return exprEnvs{
+		policy: mustEnv(params, tenant, cel.Variable("action", cel.StringType)),
+		key:    mustEnv(params, tenant),
 		body: mustEnv(
-			cel.Variable("params", cel.MapType(cel.StringType, cel.DynType)),
+			params,
 			cel.Variable("reference", cel.StringType),
 			cel.Variable("account", cel.StringType),
 			cel.Variable("environment", cel.StringType),

@@ -111,11 +111,7 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	env, err := policyEnv()
-	if err != nil {
-		// The environment is fixed in code: failing to build it is a bug.
-		panic(fmt.Sprintf("provider: CEL environment: %v", err))
-	}
+	env := envs().policy
 	for _, name := range slices.Sorted(maps.Keys(f.Providers)) {
 		cfg := f.Providers[name]
 		cfg.Name = name
