@@ -229,7 +229,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request, p auth.
 	}
 	views := make([]eventView, len(events))
 	for i, e := range events {
-		views[i] = viewEvent(e)
+		views[i] = viewEvent(e, p)
 	}
 	writeJSON(w, http.StatusOK, pageOut(map[string]any{"events": views}, next))
 }

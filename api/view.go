@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -90,8 +91,48 @@ type eventView struct {
 	Detail json.RawMessage  `json:"detail"`
 }
 
-func viewEvent(e ledger.Event) eventView {
-	return eventView{Seq: e.Seq, At: rfc3339(e.At), Kind: e.Kind, From: e.From, To: e.To, Actor: e.Actor, Detail: e.Detail}
+// viewEvent is e as principal p may see it: an agent never sees a
+// supplier's raw answer (an attempt's or a lookup's body, a webhook's
+// data), which may name a customer; operators and approvers see the
+// evidence the provider's evidence.keep kept.
+func viewEvent(e ledger.Event, p auth.Principal) eventView {
+	detail := e.Detail
+	if p.Role == auth.RoleAgent {
+		detail = withoutAnswers(detail)
+	}
+	return eventView{Seq: e.Seq, At: rfc3339(e.At), Kind: e.Kind, From: e.From, To: e.To, Actor: e.Actor, Detail: detail}
+}
+
+// answerFields are the event detail fields that hold a supplier's answer
+// as it came, at the top of a detail or under its "evidence".
+var answerFields = []string{"body", "data"}
+
+// withoutAnswers is detail with the supplier's answers taken out.
+func withoutAnswers(detail json.RawMessage) json.RawMessage {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(detail, &m) != nil {
+		return detail
+	}
+	changed := false
+	for _, f := range answerFields {
+		if _, ok := m[f]; ok {
+			delete(m, f)
+			changed = true
+		}
+	}
+	if ev, ok := m["evidence"]; ok {
+		if inner := withoutAnswers(ev); string(inner) != string(ev) {
+			m["evidence"], changed = inner, true
+		}
+	}
+	if !changed {
+		return detail
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return detail
+	}
+	return out
 }
 
 // rfc3339 formats times as the contract wants them: RFC 3339 in UTC.
