@@ -104,22 +104,32 @@ func (l *load) run(perSecond int) {
 	wg.Wait()
 }
 
+// send posts one request as an agent does: a transport error (the
+// connection closed under it, no answer) is retried with the same key,
+// which the API answers with the operation, created or replayed.
 func (l *load) send(client *http.Client, body string) error {
-	req, err := http.NewRequest("POST", l.url, bytes.NewBufferString(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+l.token)
-	res, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusCreated {
+	var err error
+	for attempt := range 3 {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+		}
+		var req *http.Request
+		if req, err = http.NewRequest("POST", l.url, bytes.NewBufferString(body)); err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+l.token)
+		var res *http.Response
+		if res, err = client.Do(req); err != nil {
+			continue
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode == http.StatusCreated || (attempt > 0 && res.StatusCode == http.StatusOK) {
+			return nil
+		}
 		return fmt.Errorf("%d %s", res.StatusCode, raw)
 	}
-	return nil
+	return err
 }
 
 // start runs the load in the background; the returned wait blocks until it

@@ -47,7 +47,12 @@ type holdingGate struct {
 	supplier *mocksupplier.Server
 	mu       sync.Mutex
 	holding  bool
-	held     []string // references whose answers were withheld
+	// held are the references whose answers are being withheld from a
+	// caller still waiting: a call the process gave up on (its timeout)
+	// leaves, until freeze, so that at the kill held names the calls in
+	// flight.
+	held   []string
+	frozen bool
 }
 
 func (g *holdingGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -60,10 +65,25 @@ func (g *holdingGate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := httptest.NewRecorder()
 	g.supplier.ServeHTTP(rec, r)
+	key := r.Header.Get("Idempotency-Key")
 	g.mu.Lock()
-	g.held = append(g.held, r.Header.Get("Idempotency-Key"))
+	g.held = append(g.held, key)
 	g.mu.Unlock()
 	<-r.Context().Done()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.frozen {
+		// The caller gave up before it was killed: it recorded the
+		// outcome itself, and the call was not in flight at the kill.
+		g.held = slices.DeleteFunc(g.held, func(k string) bool { return k == key })
+	}
+}
+
+// freeze keeps held as it is from now on: call it right before the kill.
+func (g *holdingGate) freeze() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.frozen = true
 }
 
 func (g *holdingGate) heldKeys() []string {
@@ -220,6 +240,7 @@ func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	gateA.freeze()
 	a.kill()
 	held := gateA.heldKeys()
 	t.Logf("killed A with %d calls in flight (orders made, answers withheld) after %d accepted", len(held), l.accepted.Load())
