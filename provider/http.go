@@ -152,9 +152,11 @@ func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
 	res.HTTPStatus = resp.StatusCode
 	raw, readErr := readBody(resp.Body)
 	res.Body = cfg.evidenceOf(raw)
-	response, _ := jsonValue(raw)
-	if readErr != nil {
-		response = nil
+	// The answer is parsed for the expressions only: a v1 provider's
+	// classification reads the status alone.
+	var response any
+	if readErr == nil && (len(cfg.compiled.outcomes) > 0 || cfg.compiled.reference != nil) {
+		response, _ = jsonValue(raw)
 	}
 	res.Class, res.RetryAfter, res.Error, res.Review, res.Reason = cfg.classify(ctx, resp.StatusCode, resp.Header, response, p.now())
 	if res.Class == ClassSucceeded {
