@@ -558,3 +558,50 @@ func TestHostileReasonsAreShownEscaped(t *testing.T) {
 		t.Errorf("the deny reason is not shown escaped (%d):\n%s", page.status, page.body)
 	}
 }
+
+// TestCharactersThatRenderAsNothingAreShownEscaped: characters outside
+// Unicode's format category that a browser still shows as nothing (Hangul
+// fillers, the combining grapheme joiner, the blank Braille pattern,
+// variation selectors, a no-break space) are shown as their escapes in
+// the params, the key, the reason and the summary, so "A-1\u3164\u034f"
+// never reads as "A-1".
+func TestCharactersThatRenderAsNothingAreShownEscaped(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	agent, err := p.Tokens.Authenticate(context.Background(), p.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A key the API now refuses can still be in the ledger (stored before
+	// the rule): the console shows it escaped all the same.
+	hidden := "\u3164\u034f\uffa0\u115f\u1160\u2800\ufe0f\U000E0100\u00a0"
+	op, _, err := p.Store.Propose(context.Background(), ledger.ProposeRequest{
+		TenantID: p.TenantID, TokenID: agent.TokenID, Actor: agent.Actor(), Action: testpipeline.Action,
+		Key: "po-7" + hidden, Provider: "acme", Params: []byte(`{"sku":"A-1` + hidden + `","qty":1}`),
+		Reason: "restock" + hidden, RequestTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const escaped = `\u3164\u034f\uffa0\u115f\u1160\u2800\ufe0f\udb40\udd00\u00a0`
+	s := signIn(t, p, p.Approver)
+	for _, page := range []string{"/console/approvals", "/console/operations/" + op.ID.String()} {
+		res := s.get(page)
+		if res.status != http.StatusOK {
+			t.Fatalf("%s: %d", page, res.status)
+		}
+		for _, r := range hidden {
+			if strings.ContainsRune(res.body, r) {
+				t.Errorf("%s holds %U raw", page, r)
+			}
+		}
+		for _, want := range []string{`A-1` + escaped, `po-7` + escaped} {
+			if !strings.Contains(res.body, want) {
+				t.Errorf("%s does not show %s", page, want)
+			}
+		}
+	}
+	if res := s.get("/console/approvals"); !strings.Contains(res.body, `restock`+escaped) {
+		t.Errorf("the approvals page does not show the reason's invisible characters escaped")
+	}
+}

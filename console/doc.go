@@ -21,9 +21,11 @@
 //     Sec-Fetch-Site nor Origin is sent, guard every route);
 //   - another tenant's object is shown, or answered differently from one
 //     that does not exist;
-//   - a character of params, a key or a reason is hidden or reorders what
-//     is shown (a right-to-left override, a zero-width space): such
-//     characters are shown as their JSON escapes, so what an approver
+//   - a character of params, a key, a reason, a summary or a supplier's
+//     answer is hidden or reorders what is shown (a right-to-left
+//     override, a zero-width space, a Hangul filler, a variation
+//     selector): every value of text goes through package display, which
+//     shows such characters as their JSON escapes, so what an approver
 //     sees is what is approved;
 //   - a refusal looks like a success: each item of a batch shows its own
 //     result, and a proposal changed or decided elsewhere says so.
