@@ -113,6 +113,8 @@ type Options struct {
 	// TokenCacheTTL is the API process's auth.Config.CacheTTL; default
 	// auth.DefaultCacheTTL.
 	TokenCacheTTL time.Duration
+	// MCPAllowedOrigins is the API's api.Config.MCPAllowedOrigins.
+	MCPAllowedOrigins []string
 	// Pool and Broker replace the fresh database and streams (e.g. to run
 	// them behind a proxy that a test cuts).
 	Pool   *pgxpool.Pool
@@ -248,7 +250,7 @@ func (p *Pipeline) build() {
 				return nil, false
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
-		}},
+		}, MCPAllowedOrigins: opts.MCPAllowedOrigins},
 		Logger:  cmp.Or(opts.Logger, quiet()),
 		Metrics: opts.Metrics,
 	})
@@ -632,5 +634,6 @@ WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())
 	}
 	// Twice in a row: a handler between its commit and its ack would
 	// otherwise pass the first look.
+	//lint:ignore SA4000 quiet reads the database: the second call is a second look, not the same value.
 	p.Eventually(timeout, "the pipeline to settle", func() bool { return quiet() && quiet() })
 }
