@@ -278,7 +278,7 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 }
 
 // Revoke ends the token named nameOrID: from then on it authenticates
-// nothing, and the operations it requested that were never executed become
+// nothing (its console sessions are deleted with it), and the operations it requested that were never executed become
 // held in the same transaction. An approver's token takes its decisions
 // with it: every approval it granted is revoked, and the never-executed
 // operations under them are held too (ledger.RevokeApprovalsOfApprover).
@@ -306,6 +306,9 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		}
 		if _, err := tx.Exec(ctx, tokenRevokedNotify, revoked); err != nil {
 			return fmt.Errorf("auth: announce the revocation of %s: %w", nameOrID, err)
+		}
+		if _, err := tx.Exec(ctx, sessionsOfTokenDelete, id); err != nil {
+			return fmt.Errorf("auth: end the console sessions of %s: %w", nameOrID, err)
 		}
 		held, err = t.ledger.HoldUnsentByToken(ctx, tx, id, actor)
 		if err != nil {

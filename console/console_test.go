@@ -152,7 +152,11 @@ func fingerprintOn(t *testing.T, page string, op ledger.Operation) string {
 	return m[1]
 }
 
-func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
+// TestSignInKeepsASessionInAStrictHttpOnlySessionCookie: the cookie holds
+// a session's id, never the token, and has no lifetime of its own (the
+// browser forgets it when it closes; the server ends it after
+// auth.DefaultSessionLifetime).
+func TestSignInKeepsASessionInAStrictHttpOnlySessionCookie(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	s := newSession(t, p)
@@ -168,6 +172,9 @@ func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
 	}
 	if strings.Contains(ck, "Secure") {
 		t.Errorf("Set-Cookie %q is Secure over plain HTTP: the browser would never send it back", ck)
+	}
+	if strings.Contains(ck, p.Approver) || strings.Contains(ck, "Max-Age") || strings.Contains(ck, "Expires") {
+		t.Errorf("Set-Cookie %q holds the token or a lifetime; want a session cookie naming a session", ck)
 	}
 	if got := s.get("/console/approvals"); got.status != http.StatusOK {
 		t.Fatalf("approvals after sign in: %d", got.status)
@@ -232,6 +239,77 @@ func TestSignOutClearsTheSession(t *testing.T) {
 	}
 	if res := s.get("/console/approvals"); res.status != http.StatusSeeOther || res.location != "/console/signin" {
 		t.Errorf("after sign out: %d → %q, want the sign-in page", res.status, res.location)
+	}
+}
+
+// TestAnOldCookieOpensNothingAfterSignOutOrRevocation: a copy of the
+// cookie (kept by the browser, or taken from it) is worth nothing once the
+// person signs out, and nothing once the token is revoked: the session
+// ends on the server, not only in the browser. Before, the cookie was the
+// token itself and opened the approvals page after sign-out.
+func TestAnOldCookieOpensNothingAfterSignOutOrRevocation(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	withCookie := func(cookie string) response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, p.API.URL+"/console/approvals", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Cookie", cookie)
+		return newSession(t, p).do(req)
+	}
+	cookieOf := func(res response) string {
+		t.Helper()
+		ck, _, _ := strings.Cut(res.header.Get("Set-Cookie"), ";")
+		if !strings.HasPrefix(ck, "actledger_console=") || ck == "actledger_console=" {
+			t.Fatalf("no session cookie in %q", res.header.Get("Set-Cookie"))
+		}
+		return ck
+	}
+	approver := principal(t, p, p.Approver)
+	sessions := func() int {
+		t.Helper()
+		var n int
+		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM console_sessions WHERE token_id = $1`, approver.TokenID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	s := newSession(t, p)
+	old := cookieOf(s.post("/console/signin", url.Values{"token": {p.Approver}}))
+	if res := withCookie(old); res.status != http.StatusOK {
+		t.Fatalf("the cookie opens the approvals page: %d, want 200", res.status)
+	}
+	if res := s.post("/console/signout", nil); res.status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", res.status)
+	}
+	if res := withCookie(old); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+		t.Errorf("the cookie of a signed-out session: %d → %q, want the sign-in page", res.status, res.location)
+	}
+	if n := sessions(); n != 0 {
+		t.Errorf("sessions after sign-out: %d, want 0", n)
+	}
+
+	again := cookieOf(newSession(t, p).post("/console/signin", url.Values{"token": {p.Approver}}))
+	if res := withCookie(again); res.status != http.StatusOK {
+		t.Fatalf("a new sign-in's cookie: %d, want 200", res.status)
+	}
+	if _, err := p.CLITokens().Revoke(context.Background(), approver.Name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for name, cookie := range map[string]string{"signed-out": old, "live": again} {
+		if res := withCookie(cookie); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+			t.Errorf("the %s session's cookie after the token's revocation: %d → %q, want the sign-in page", name, res.status, res.location)
+		}
+	}
+	if n := sessions(); n != 0 {
+		t.Errorf("sessions after the revocation: %d, want 0 (deleted with the token)", n)
+	}
+	// The token itself as a cookie opens nothing either.
+	if res := withCookie("actledger_console=" + p.Operator); res.status != http.StatusSeeOther {
+		t.Errorf("a token as the cookie: %d, want the sign-in page", res.status)
 	}
 }
 

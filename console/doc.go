@@ -12,10 +12,12 @@
 //
 // What must never happen:
 //   - an agent token signs in: agents propose, people decide;
-//   - a token is kept anywhere but an HttpOnly, SameSite=Strict cookie
-//     (Secure over TLS, also behind a proxy that ends it), or is trusted
-//     without asking the ledger on each request: a revoked token stops
-//     working at once;
+//   - a token is kept in the browser: the cookie (HttpOnly,
+//     SameSite=Strict, Secure over TLS, also behind a proxy that ends it,
+//     a session cookie) names a server-side session, whose id is stored
+//     hashed; a session is trusted without asking the ledger on each
+//     request, or outlives its sign-out, its expiry or its token's
+//     revocation;
 //   - a POST from another origin changes anything
 //     (http.CrossOriginProtection, and the Referer when neither
 //     Sec-Fetch-Site nor Origin is sent, guard every route);
