@@ -67,7 +67,8 @@ type Config struct {
 	// changes (ledger.Watcher, started by the caller). Without one a wait
 	// is answered when it runs out.
 	Watcher OperationWatcher
-	// Metrics serves /metrics; nil serves nothing there.
+	// Metrics serves GET /metrics to tokens of role metrics; nil serves
+	// nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody.
 	MaxBody int64
@@ -178,7 +179,7 @@ type route struct {
 	// pattern is the http.ServeMux pattern: "METHOD /path".
 	pattern string
 	// roles may call the route, with their bearer token. None: the route
-	// takes no token (health, metrics, the document; webhooks are signed).
+	// takes no token (health, the document; webhooks are signed).
 	roles []auth.Role
 	// authed serves a route with roles; plain one without.
 	authed authedHandler
@@ -229,7 +230,10 @@ var (
 	agents    = []auth.Role{auth.RoleAgent}
 	approvers = []auth.Role{auth.RoleApprover}
 	operators = []auth.Role{auth.RoleOperator}
-	anyRole   = []auth.Role{auth.RoleAgent, auth.RoleOperator, auth.RoleApprover}
+	// scrapers read the metrics, which count every tenant's work: no
+	// tenant's agent, approver or operator may.
+	scrapers = []auth.Role{auth.RoleMetrics}
+	anyRole  = []auth.Role{auth.RoleAgent, auth.RoleOperator, auth.RoleApprover}
 )
 
 // routeTable is every route of the API, one line each.
@@ -238,7 +242,7 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{pattern: "GET /healthz", plain: http.HandlerFunc(healthz)},
 		{pattern: "GET /readyz", plain: http.HandlerFunc(s.readyz)},
-		{pattern: "GET /metrics", plain: s.cfg.Metrics, off: s.cfg.Metrics == nil},
+		{pattern: "GET /metrics", roles: scrapers, authed: s.serveMetrics, off: s.cfg.Metrics == nil},
 		{pattern: "GET /openapi.json", plain: http.HandlerFunc(serveOpenAPI)},
 		{pattern: "POST /v1/approvals", roles: approvers, authed: s.createApproval},
 		{pattern: "POST /v1/approvals/{id}/revoke", roles: approvers, authed: s.revokeApproval},
@@ -281,6 +285,12 @@ func (s *Server) routes() {
 	// Every other path and method: the JSON 404 (never the mux's text 404
 	// or 405), so every answer is the contract's error body.
 	s.mux.HandleFunc("/", s.notFound)
+}
+
+// serveMetrics is GET /metrics, for a metrics token: the scrape reads the
+// ledger and writes nothing (metrics.Folder folds the counts on a timer).
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	s.cfg.Metrics.ServeHTTP(w, r)
 }
 
 // healthz is GET /healthz: 200 while the process runs.

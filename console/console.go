@@ -330,8 +330,8 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn checks the pasted token with the ledger and starts a session of
-// it, whose id the cookie keeps. Agent tokens are refused: the console is
-// for people.
+// it, whose id the cookie keeps. Agent and metrics tokens are refused: the
+// console is for people.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
 	defer cancel()
@@ -348,8 +348,12 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	case p.Role != auth.RoleApprover && p.Role != auth.RoleOperator:
 		c.log.WarnContext(ctx, "console sign-in refused", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
+		who := "An agent token"
+		if p.Role == auth.RoleMetrics {
+			who = "A metrics token"
+		}
 		c.render(w, r, http.StatusForbidden, "signin", view{Title: "Sign in",
-			Error: "An agent token cannot sign in here: the console is for approvers and operators."})
+			Error: who + " cannot sign in here: the console is for approvers and operators."})
 		return
 	}
 	session, err := c.cfg.Tokens.StartSession(ctx, p, c.cfg.SessionLifetime)

@@ -210,6 +210,7 @@ func TestSignInRefusesAgentAndUnknownTokens(t *testing.T) {
 		says        string
 	}{
 		{"agent", p.Agent, http.StatusForbidden, "agent token cannot sign in"},
+		{"metrics", p.MetricsToken(), http.StatusForbidden, "metrics token cannot sign in"},
 		{"unknown", "al_nonsense", http.StatusUnauthorized, "not valid"},
 		{"empty", "", http.StatusUnauthorized, "not valid"},
 	} {

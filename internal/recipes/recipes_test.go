@@ -174,6 +174,8 @@ func secretsNowhere(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation,
 		req, _ := http.NewRequest("GET", p.API.URL+path, nil)
 		if cookie {
 			req.AddCookie(p.ConsoleCookie(p.Operator))
+		} else {
+			req.Header.Set("Authorization", "Bearer "+p.MetricsToken())
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

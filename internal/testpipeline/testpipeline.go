@@ -495,6 +495,13 @@ func (p *Pipeline) Operation(out map[string]any) ledger.Operation {
 	return op
 }
 
+// MetricsToken issues a token of role metrics, the only one GET /metrics
+// answers.
+func (p *Pipeline) MetricsToken() string {
+	p.t.Helper()
+	return p.TokenFor("monitoring", auth.RoleMetrics)
+}
+
 // ConsoleCookie signs in to the console with token, as a browser does,
 // and returns the session cookie it was given.
 func (p *Pipeline) ConsoleCookie(token string) *http.Cookie {
