@@ -65,7 +65,8 @@ const approvalRefused = "AL403"
 //
 // A request whose (tenant, action, key) exists already is a replay: with the
 // same canonical params it returns the current operation and replayed=true;
-// with other params it records a conflict event and returns ErrKeyConflict
+// with other params it records the conflict (an event the first time, a
+// count every time) and returns ErrKeyConflict
 // (with the existing operation). Approval problems return *ApprovalError.
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
@@ -270,7 +271,7 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 		return op, true, nil
 	}
 	conflict := map[string]any{"params_fingerprint": c.fingerprint, "token_id": req.TokenID, "approval_id": req.ApprovalID}
-	if err := s.appendEvent(ctx, db, op.ID, EventKeyConflict, req.Actor, conflict); err != nil {
+	if err := s.recordKeyConflict(ctx, db, op.ID, req.Actor, conflict); err != nil {
 		return op, false, err
 	}
 	return op, false, ErrKeyConflict
