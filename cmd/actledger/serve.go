@@ -45,6 +45,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if err != nil {
 		return err
 	}
+	warnPublishedWebhookSecrets(registry, e.Getenv, logger)
 
 	pool, stopDB, err := openDatabase(ctx, e, logger)
 	if err != nil {
