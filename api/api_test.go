@@ -93,8 +93,11 @@ func setupWithProviders(t *testing.T, pool *pgxpool.Pool, providers string, opts
 	f := &fixture{pool: pool, clock: &clock{}}
 	cfg := app.Config{
 		Pool: pool, Broker: testnats.New(t), Registry: reg, Roles: app.Roles{API: true}, Now: f.clock.Now,
-		API:    api.Config{RequestTimeout: 3 * time.Second},
-		Logger: slog.New(slog.DiscardHandler),
+		API: api.Config{RequestTimeout: 3 * time.Second},
+		// Every route is served, /metrics included (nothing folds: the
+		// fixture starts nothing).
+		Metrics: true,
+		Logger:  slog.New(slog.DiscardHandler),
 	}
 	for _, o := range opts {
 		o(&cfg.API)

@@ -237,7 +237,8 @@ func isRFC3339UTC(s string) bool {
 func TestEveryRouteChecksTokenThenRoleBeforeItsBody(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	tokens := map[auth.Role]string{auth.RoleAgent: f.agent, auth.RoleApprover: f.approver, auth.RoleOperator: f.operator}
+	tokens := map[auth.Role]string{auth.RoleAgent: f.agent, auth.RoleApprover: f.approver, auth.RoleOperator: f.operator,
+		auth.RoleMetrics: f.token(t, "acme-corp", auth.RoleMetrics)}
 	huge := append([]byte("{"), bytes.Repeat([]byte("x"), api.DefaultMaxBody+1)...)
 	for _, rt := range api.Routes() {
 		if len(rt.Roles) == 0 {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/internal/display"
 )
 
 // DefaultMaxBody is the default request body limit (1 MiB).
@@ -401,4 +402,27 @@ func checkParams(field string, params json.RawMessage) error {
 		return fieldError(field, problem)
 	}
 	return checkExactNumbers(field, params)
+}
+
+// checkKey is the rule for a business key (key, compensation.key): 1 to
+// maxKeyLength characters of visible text. A key names an operation to
+// people (in the console, the CLI, review messages) and to other agents
+// (an MCP tool's text), who tell keys apart by eye: a control character
+// would forge or hide lines where it is printed, and an invisible one
+// (display.Hidden: a right-to-left override, a zero-width space, a Hangul
+// filler) would make two keys look alike. Free text (a reason, a note)
+// may hold them; it is shown escaped.
+func checkKey(field, key string) error {
+	if key == "" || utf8.RuneCountInString(key) > maxKeyLength {
+		return fieldError(field, fmt.Sprintf("must be 1 to %d characters", maxKeyLength))
+	}
+	if strings.ContainsRune(key, 0) {
+		return fieldError(field, noNUL)
+	}
+	for i, r := range []rune(key) {
+		if display.Hidden(r) {
+			return fieldError(field, fmt.Sprintf("must be visible text: %U at character %d is a control, format or invisible character", r, i+1))
+		}
+	}
+	return nil
 }

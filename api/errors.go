@@ -109,7 +109,9 @@ func toAPIError(err error) *Error {
 		return errorf(http.StatusConflict, "retry_not_allowed", err.Error())
 	case errors.Is(err, reconciler.ErrBadResolution):
 		return errorf(http.StatusBadRequest, "invalid_resolution", err.Error())
-	case errors.Is(err, auth.ErrUnauthenticated):
+	case errors.Is(err, auth.ErrUnauthenticated), errors.Is(err, ledger.ErrApproverRevoked):
+		// A decision whose token was revoked while it was being made is
+		// the revoked token's request: 401, nothing granted.
 		return errUnauthenticated
 	case ledger.Unavailable(err):
 		return errUnavailable

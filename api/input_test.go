@@ -265,3 +265,41 @@ func TestTextLimitsCountCharactersAsTheDocumentDoes(t *testing.T) {
 		t.Errorf("approve with a note of 4096 characters = %d %s, want 200", r.status, r.raw)
 	}
 }
+
+// TestKeysWithControlOrInvisibleCharactersAreRefusedNamingTheField: a key
+// is compared by eye (console, CLI, another agent's tool text), so one
+// holding a control character (which forges or hides lines where it is
+// printed) or an invisible one (which makes two keys look alike) is
+// refused with 400 naming the field, for operations, proposals and
+// compensations; nothing is stored. Free text keeps them: a reason with a
+// line break is a proposal like any other, shown escaped.
+func TestKeysWithControlOrInvisibleCharactersAreRefusedNamingTheField(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	approval := f.approve(t, `{"sku":"A-1"}`, "")
+	queued := f.queuedOperation(t, "po-keys")
+	before := f.count(t, "operations")
+	for _, key := range []string{"po-1\x1b[8m", "po-1\nparams: {}", "po-1\r", "po-\u202e1", "po-1\u3164", "po-1\u200b", "po-1\u00a0", "po-1\ufe0f"} {
+		quoted, _ := json.Marshal(key) // JSON, not Go, escapes
+		r := f.do(t, "POST", "/v1/operations", f.agent, []byte(fmt.Sprintf(`{"action":%q,"key":%s,"params":{"sku":"A-1"},"approval_id":%q}`, action, quoted, approval)))
+		if r.status != 400 || r.errorCode() != "invalid_field" || !strings.HasPrefix(r.errorMessage(), "key: must be visible text") {
+			t.Errorf("key %+q: got %d %s, want 400 invalid_field naming key", key, r.status, r.raw)
+		}
+		comp := fmt.Sprintf(`{"outcome":"cancelled","note":"n","compensation":{"action":%q,"key":%s,"params":{},"approval_id":%q}}`, cancelAction, quoted, approval)
+		if r := f.do(t, "POST", "/v1/operations/"+queued+"/resolve", f.operator, []byte(comp)); r.status != 400 ||
+			!strings.HasPrefix(r.errorMessage(), "compensation.key: must be visible text") {
+			t.Errorf("compensation key %+q: got %d %s, want 400 naming compensation.key", key, r.status, r.raw)
+		}
+	}
+	if n := f.count(t, "operations"); n != before {
+		t.Errorf("operations: %d, want %d (nothing refused was stored)", n, before)
+	}
+	if op := f.getOperation(t, queued); op["status"] != "queued" {
+		t.Errorf("a refused compensation changed the operation: %v", op["status"])
+	}
+	for _, key := range []string{"po-37", "po 37", "Müller-東京-☕", `a\u202e`} {
+		if r := f.do(t, "POST", "/v1/operations", f.agent, opBody(key, `{"sku":"A-1"}`, approval)); r.status == 400 {
+			t.Errorf("visible key %+q: got %d %s, want it accepted (the approval's one use may be spent: 403)", key, r.status, r.raw)
+		}
+	}
+}

@@ -291,7 +291,7 @@ func TestDocumentedEnumsAreTheLedgersVocabulary(t *testing.T) {
 		t.Errorf("ReviewReason enum %v, ledger.ReviewReasons %v", got, reasons)
 	}
 	var roles []string
-	for _, r := range []auth.Role{auth.RoleAgent, auth.RoleApprover, auth.RoleOperator} {
+	for _, r := range auth.Roles {
 		roles = append(roles, string(r))
 	}
 	for pattern, op := range documentedOperations(t) {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strings"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -156,11 +154,10 @@ func (req createOperationRequest) validate(businessKey bool) (uuid.UUID, error) 
 	} else if req.Reason != nil {
 		return uuid.Nil, fieldError("reason", "is only for a proposal (request_approval: true)")
 	}
-	if req.Key != nil && (*req.Key == "" || utf8.RuneCountInString(*req.Key) > maxKeyLength) {
-		return uuid.Nil, fieldError("key", "must be 1 to 256 characters when given")
-	}
-	if req.Key != nil && strings.ContainsRune(*req.Key, 0) {
-		return uuid.Nil, fieldError("key", noNUL)
+	if req.Key != nil {
+		if err := checkKey("key", *req.Key); err != nil {
+			return uuid.Nil, err
+		}
 	}
 	if err := checkParams("params", req.Params); err != nil {
 		return uuid.Nil, err

@@ -95,8 +95,10 @@ func validateResolution(res reconciler.Resolution) error {
 		if err := checkText("compensation.action", c.Action, maxNameLength); err != nil {
 			return err
 		}
-		if err := checkText("compensation.key", c.Key, maxKeyLength); err != nil {
-			return err
+		if c.Key != "" {
+			if err := checkKey("compensation.key", c.Key); err != nil {
+				return err
+			}
 		}
 		if err := checkParams("compensation.params", c.Params); err != nil {
 			return err

@@ -55,11 +55,20 @@ type Config struct {
 	// the request MCPBudget beyond RequestTimeout for get_operation's
 	// waits. Nil: no /mcp.
 	MCP http.Handler
+	// MCPAllowedOrigins are the origins ("https://agents.example.com",
+	// scheme://host[:port]) whose browser pages may POST /mcp besides the
+	// server's own (an Origin naming the request's Host). A request with
+	// another Origin is refused with 403 before its token is looked at, as
+	// MCP's streamable HTTP transport requires against DNS rebinding; one
+	// without an Origin (not a browser) is let through. New refuses an
+	// entry that is not an origin.
+	MCPAllowedOrigins []string
 	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
 	// changes (ledger.Watcher, started by the caller). Without one a wait
 	// is answered when it runs out.
 	Watcher OperationWatcher
-	// Metrics serves /metrics; nil serves nothing there.
+	// Metrics serves GET /metrics to tokens of role metrics; nil serves
+	// nothing there.
 	Metrics http.Handler
 	// MaxBody is the request body limit. Default DefaultMaxBody.
 	MaxBody int64
@@ -103,6 +112,8 @@ type Server struct {
 	targets map[string]ledger.Target
 	log     *slog.Logger
 	mux     *http.ServeMux
+	// mcpOrigins judges the Origin of POST /mcp (Config.MCPAllowedOrigins).
+	mcpOrigins *http.CrossOriginProtection
 	// draining is closed by Drain: long polls stop waiting.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -125,7 +136,11 @@ func New(cfg Config) (*Server, error) {
 	if _, err := openAPIJSON(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, actions: actionsOf(cfg.Registry), targets: targetsOf(cfg.Registry),
+	origins, err := mcpOriginRule(cfg.MCPAllowedOrigins)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, actions: actionsOf(cfg.Registry), targets: targetsOf(cfg.Registry), mcpOrigins: origins,
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
@@ -164,7 +179,7 @@ type route struct {
 	// pattern is the http.ServeMux pattern: "METHOD /path".
 	pattern string
 	// roles may call the route, with their bearer token. None: the route
-	// takes no token (health, metrics, the document; webhooks are signed).
+	// takes no token (health, the document; webhooks are signed).
 	roles []auth.Role
 	// authed serves a route with roles; plain one without.
 	authed authedHandler
@@ -173,6 +188,9 @@ type route struct {
 	// Config.RequestTimeout by what it says of the request (a long poll's
 	// wait); see authed.
 	budget func(*http.Request) time.Duration
+	// before, when set, is a check of the transport that runs before the
+	// token is looked at (the Origin rule of POST /mcp).
+	before func(http.Handler) http.Handler
 	// off leaves the route off the mux, because what serves it is not
 	// configured; it answers 404 like any unknown path. The document
 	// still describes it.
@@ -212,7 +230,10 @@ var (
 	agents    = []auth.Role{auth.RoleAgent}
 	approvers = []auth.Role{auth.RoleApprover}
 	operators = []auth.Role{auth.RoleOperator}
-	anyRole   = []auth.Role{auth.RoleAgent, auth.RoleOperator, auth.RoleApprover}
+	// scrapers read the metrics, which count every tenant's work: no
+	// tenant's agent, approver or operator may.
+	scrapers = []auth.Role{auth.RoleMetrics}
+	anyRole  = []auth.Role{auth.RoleAgent, auth.RoleOperator, auth.RoleApprover}
 )
 
 // routeTable is every route of the API, one line each.
@@ -221,7 +242,7 @@ func (s *Server) routeTable() []route {
 	return []route{
 		{pattern: "GET /healthz", plain: http.HandlerFunc(healthz)},
 		{pattern: "GET /readyz", plain: http.HandlerFunc(s.readyz)},
-		{pattern: "GET /metrics", plain: s.cfg.Metrics, off: s.cfg.Metrics == nil},
+		{pattern: "GET /metrics", roles: scrapers, authed: s.serveMetrics, off: s.cfg.Metrics == nil},
 		{pattern: "GET /openapi.json", plain: http.HandlerFunc(serveOpenAPI)},
 		{pattern: "POST /v1/approvals", roles: approvers, authed: s.createApproval},
 		{pattern: "POST /v1/approvals/{id}/revoke", roles: approvers, authed: s.revokeApproval},
@@ -237,7 +258,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/dispatch/resume", roles: operators, authed: s.resumeDispatch},
 		{pattern: "GET /v1/dispatch", roles: operators, authed: s.dispatchStatus},
 		{pattern: "POST /v1/webhooks/{provider}", plain: http.HandlerFunc(s.webhook)},
-		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, off: s.cfg.MCP == nil},
+		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, before: s.mcpOrigin, off: s.cfg.MCP == nil},
 		{pattern: "GET /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},
 		{pattern: "DELETE /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},
 		{pattern: "GET /v1/review", roles: operators, authed: s.listReview, off: noReview},
@@ -253,6 +274,8 @@ func (s *Server) routes() {
 	for _, rt := range s.routeTable() {
 		switch {
 		case rt.off:
+		case len(rt.roles) > 0 && rt.before != nil:
+			s.mux.Handle(rt.pattern, rt.before(s.authed(rt.budget, rt.authed, rt.roles...)))
 		case len(rt.roles) > 0:
 			s.mux.Handle(rt.pattern, s.authed(rt.budget, rt.authed, rt.roles...))
 		default:
@@ -262,6 +285,12 @@ func (s *Server) routes() {
 	// Every other path and method: the JSON 404 (never the mux's text 404
 	// or 405), so every answer is the contract's error body.
 	s.mux.HandleFunc("/", s.notFound)
+}
+
+// serveMetrics is GET /metrics, for a metrics token: the scrape reads the
+// ledger and writes nothing (metrics.Folder folds the counts on a timer).
+func (s *Server) serveMetrics(w http.ResponseWriter, r *http.Request, _ auth.Principal) {
+	s.cfg.Metrics.ServeHTTP(w, r)
 }
 
 // healthz is GET /healthz: 200 while the process runs.

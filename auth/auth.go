@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -48,12 +49,18 @@ const (
 	RoleAgent    Role = "agent"    // proposes operations and reads them
 	RoleApprover Role = "approver" // grants and revokes approvals
 	RoleOperator Role = "operator" // works the review queue and the stop button
+	// RoleMetrics scrapes GET /metrics and does nothing else: a monitoring
+	// system's token. The metrics count every tenant's work, so they are
+	// not shown to a tenant's agents, approvers or operators.
+	RoleMetrics Role = "metrics"
 )
 
-// Valid reports whether r is one of the contract's roles.
-func (r Role) Valid() bool {
-	return r == RoleAgent || r == RoleApprover || r == RoleOperator
-}
+// Roles are every role, in the order documents list them; the schema's
+// CHECK on api_tokens.role names the same.
+var Roles = []Role{RoleAgent, RoleApprover, RoleOperator, RoleMetrics}
+
+// Valid reports whether r is one of the Roles.
+func (r Role) Valid() bool { return slices.Contains(Roles, r) }
 
 // Errors callers branch on.
 var (
@@ -205,7 +212,7 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 		return Created{}, fmt.Errorf("auth: tenant name must be 1 to 128 characters, got %q", tenant)
 	}
 	if !role.Valid() {
-		return Created{}, fmt.Errorf("auth: role %q is not one of agent, approver, operator", role)
+		return Created{}, fmt.Errorf("auth: role %q is not one of agent, approver, operator, metrics", role)
 	}
 	if len(name) > maxNameLength || strings.IndexFunc(name, unicode.IsControl) >= 0 {
 		return Created{}, fmt.Errorf("auth: token name must be at most %d bytes of printable text (no U+0000 or other control characters)", maxNameLength)
@@ -278,7 +285,7 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 }
 
 // Revoke ends the token named nameOrID: from then on it authenticates
-// nothing, and the operations it requested that were never executed become
+// nothing (its console sessions are deleted with it), and the operations it requested that were never executed become
 // held in the same transaction. An approver's token takes its decisions
 // with it: every approval it granted is revoked, and the never-executed
 // operations under them are held too (ledger.RevokeApprovalsOfApprover).
@@ -306,6 +313,9 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		}
 		if _, err := tx.Exec(ctx, tokenRevokedNotify, revoked); err != nil {
 			return fmt.Errorf("auth: announce the revocation of %s: %w", nameOrID, err)
+		}
+		if _, err := tx.Exec(ctx, sessionsOfTokenDelete, id); err != nil {
+			return fmt.Errorf("auth: end the console sessions of %s: %w", nameOrID, err)
 		}
 		held, err = t.ledger.HoldUnsentByToken(ctx, tx, id, actor)
 		if err != nil {

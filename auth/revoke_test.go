@@ -2,8 +2,10 @@ package auth_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +99,111 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	if n, total := p.Orders(op), p.Supplier.TotalOrders(); n != 0 || total != 1 {
 		t.Errorf("orders for po-revoked %d, in all %d; want 0 and 1 (the control)", n, total)
 	}
+}
+
+// TestRevokingAnApproverWhileItDecidesNeverLeavesAStandingApproval: a
+// person's decision whose request was authenticated, and the revocation of
+// that person's token, happen at the same moment. Whichever commits
+// first, no approval of the revoked token is left standing: either the
+// decision is refused (ErrApproverRevoked, the proposal still awaits a
+// decision) or its approval is revoked with the others and the operation
+// it queued is held. Both kinds of decision race: approving a proposal
+// and POST /v1/approvals. Before, an approval committed after the
+// revocation's statement that revokes the approver's approvals stood, and
+// one decided after the revocation (authenticated just before it) was
+// granted outright.
+func TestRevokingAnApproverWhileItDecidesNeverLeavesAStandingApproval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := testpipeline.New(t, testpipeline.Options{})
+	tokens := p.CLITokens()
+	agent, err := tokens.Authenticate(ctx, p.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	standing := func(approval uuid.UUID) bool {
+		t.Helper()
+		var revoked *time.Time
+		if err := p.Pool.QueryRow(ctx, `SELECT revoked_at FROM approvals WHERE id = $1`, approval).Scan(&revoked); err != nil {
+			t.Fatal(err)
+		}
+		return revoked == nil
+	}
+	race := func(t *testing.T, round int, revokeFirst bool) {
+		created, err := tokens.Create(ctx, p.Tenant, auth.RoleApprover, fmt.Sprintf("racing-approver-%v-%d", revokeFirst, round))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The approver's requests were authenticated before the
+		// revocation: the principal is in hand.
+		approver, err := tokens.Authenticate(ctx, created.Secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := fmt.Sprintf(`{"sku":"A-1","qty":%d}`, round+1)
+		proposal, _, err := p.Store.Propose(ctx, ledger.ProposeRequest{TenantID: p.TenantID, TokenID: agent.TokenID, Actor: agent.Actor(),
+			Action: testpipeline.Action, Key: fmt.Sprintf("po-race-%v-%d", revokeFirst, round), Provider: "acme",
+			Params: []byte(params), RequestTTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		revoke := func() {
+			if _, err := tokens.Revoke(ctx, created.Name, "test"); err != nil {
+				t.Error(err)
+			}
+		}
+		var (
+			approved ledger.Operation
+			grant    ledger.Approval
+			errs     [2]error
+			wg       sync.WaitGroup
+		)
+		decide := func() {
+			approved, _, errs[0] = p.Store.Approve(ctx, p.TenantID, proposal.ID, func(op ledger.Operation) ledger.Decision {
+				return ledger.Decision{ApproverTokenID: approver.TokenID, Approver: approver.Actor(), Fingerprint: op.ParamsFingerprint,
+					PolicyVersion: "p1", TTL: time.Hour, Target: &testpipeline.DefaultTarget}
+			})
+			grant, errs[1] = p.Store.CreateApproval(ctx, ledger.NewApproval{TenantID: p.TenantID, ApproverTokenID: approver.TokenID,
+				Action: testpipeline.Action, Params: []byte(params), PolicyVersion: "p1", ExpiresAt: time.Now().Add(time.Hour),
+				Target: &testpipeline.DefaultTarget})
+		}
+		if revokeFirst {
+			revoke()
+			decide()
+		} else {
+			wg.Add(2)
+			go func() { defer wg.Done(); revoke() }()
+			go func() { defer wg.Done(); decide() }()
+			wg.Wait()
+		}
+		switch {
+		case errs[0] == nil:
+			if standing(approved.ApprovalID) {
+				t.Errorf("round %d: the proposal's approval %s of the revoked approver stands", round, approved.ApprovalID)
+			}
+			if got := p.Get(proposal); got.Status != ledger.StatusHeld {
+				t.Errorf("round %d: the approved proposal is %s, want held", round, got.Status)
+			}
+		case errors.Is(errs[0], ledger.ErrApproverRevoked):
+			if got := p.Get(proposal); got.Status != ledger.StatusAwaitingApproval {
+				t.Errorf("round %d: a refused decision left the proposal %s, want awaiting_approval", round, got.Status)
+			}
+		default:
+			t.Errorf("round %d: approve: %v", round, errs[0])
+		}
+		switch {
+		case errs[1] == nil:
+			if standing(grant.ID) {
+				t.Errorf("round %d: the approval %s of the revoked approver stands", round, grant.ID)
+			}
+		case !errors.Is(errs[1], ledger.ErrApproverRevoked):
+			t.Errorf("round %d: create approval: %v", round, errs[1])
+		}
+	}
+	t.Run("revoked just before the decision", func(t *testing.T) { race(t, 0, true) })
+	t.Run("at the same moment", func(t *testing.T) {
+		for round := range 20 {
+			race(t, round, false)
+		}
+	})
 }

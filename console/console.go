@@ -39,14 +39,14 @@ const DefaultRequestTimeout = 10 * time.Second
 // few kilobytes, and a batch names at most MaxPageSize items.
 const maxForm = 64 << 10
 
-// sessionCookie holds the signed-in token. It is HttpOnly (no script reads
-// it), SameSite=Strict (no other site's page sends it), Secure over TLS
-// (also behind a proxy that ends TLS, see overTLS), and scoped to the
-// console's path.
+// sessionCookie holds the id of the signed-in browser's session
+// (auth.Tokens.StartSession), never the token: a copied cookie is worth
+// nothing once the person signs out, the session expires or the token is
+// revoked. It is a session cookie (no Max-Age: the browser forgets it when
+// it closes), HttpOnly (no script reads it), SameSite=Strict (no other
+// site's page sends it), Secure over TLS (also behind a proxy that ends
+// TLS, see overTLS), and scoped to the console's path.
 const sessionCookie = "actledger_console"
-
-// sessionLifetime bounds how long a browser keeps the cookie.
-const sessionLifetime = 8 * time.Hour
 
 //go:embed templates/*.html
 var templateFS embed.FS
@@ -68,7 +68,11 @@ type Config struct {
 	// RequestTimeout bounds the work of one request. Default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
-	Logger         *slog.Logger
+	// SessionLifetime is how long a sign-in lasts at most, kept by the
+	// server (the cookie itself has no lifetime). Default
+	// auth.DefaultSessionLifetime.
+	SessionLifetime time.Duration
+	Logger          *slog.Logger
 }
 
 // Console is the web console. It is an http.Handler for the paths under
@@ -92,8 +96,11 @@ func New(cfg Config) (*Console, error) {
 		return nil, errors.New("console: Config.Tokens is required")
 	case cfg.RequestTimeout < 0:
 		return nil, fmt.Errorf("console: Config.RequestTimeout %s must not be negative", cfg.RequestTimeout)
+	case cfg.SessionLifetime < 0:
+		return nil, fmt.Errorf("console: Config.SessionLifetime %s must not be negative", cfg.SessionLifetime)
 	}
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, DefaultRequestTimeout)
+	cfg.SessionLifetime = cmp.Or(cfg.SessionLifetime, auth.DefaultSessionLifetime)
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -169,8 +176,8 @@ func (c *Console) table() []route {
 	approver, operator := auth.RoleApprover, auth.RoleOperator
 	return []route{
 		{Method: "GET", Path: "/console/signin", Does: "the sign-in form: paste an approver or operator token", open: c.signInPage},
-		{Method: "POST", Path: "/console/signin", Calls: "auth.Tokens.Authenticate", Does: "checks the token (agent tokens refused) and keeps it in the session cookie", open: c.signIn},
-		{Method: "POST", Path: "/console/signout", Does: "clears the session cookie", open: c.signOut},
+		{Method: "POST", Path: "/console/signin", Calls: "auth.Tokens.Authenticate, auth.Tokens.StartSession", Does: "checks the token (agent tokens refused) and starts a server-side session; the cookie holds the session's id, never the token", open: c.signIn},
+		{Method: "POST", Path: "/console/signout", Calls: "auth.Tokens.EndSession", Does: "ends the session on the server and clears the cookie", open: c.signOut},
 		{Method: "GET", Path: "/console/{$}", Roles: []auth.Role{approver, operator}, Does: "sends each role to its queue", page: c.home},
 		{Method: "GET", Path: "/console/approvals", Roles: []auth.Role{approver}, Calls: "api.Server.ApprovalRequests",
 			Does: "open proposals oldest first: params in full, fingerprint, requested by, age, expiry", page: c.approvals},
@@ -258,14 +265,15 @@ type pageHandler func(w http.ResponseWriter, r *http.Request, p auth.Principal)
 // errSignedOut: the request carries no usable token.
 var errSignedOut = errors.New("console: not signed in")
 
-// principal verifies the request's token with the ledger on every
-// request, so a revoked token stops working at once.
+// principal looks the request's session up with the ledger on every
+// request, so an ended session, an expired one and one of a revoked token
+// stop working at once.
 func (c *Console) principal(r *http.Request) (auth.Principal, error) {
 	ck, err := r.Cookie(sessionCookie)
 	if err != nil || ck.Value == "" {
 		return auth.Principal{}, errSignedOut
 	}
-	p, err := c.cfg.Tokens.Authenticate(r.Context(), ck.Value)
+	p, err := c.cfg.Tokens.Session(r.Context(), ck.Value)
 	if errors.Is(err, auth.ErrUnauthenticated) {
 		return auth.Principal{}, errSignedOut
 	}
@@ -321,8 +329,9 @@ func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in"})
 }
 
-// signIn checks the pasted token with the ledger and keeps it in the
-// session cookie. Agent tokens are refused: the console is for people.
+// signIn checks the pasted token with the ledger and starts a session of
+// it, whose id the cookie keeps. Agent and metrics tokens are refused: the
+// console is for people.
 func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
 	defer cancel()
@@ -339,19 +348,38 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	case p.Role != auth.RoleApprover && p.Role != auth.RoleOperator:
 		c.log.WarnContext(ctx, "console sign-in refused", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
+		who := "An agent token"
+		if p.Role == auth.RoleMetrics {
+			who = "A metrics token"
+		}
 		c.render(w, r, http.StatusForbidden, "signin", view{Title: "Sign in",
-			Error: "An agent token cannot sign in here: the console is for approvers and operators."})
+			Error: who + " cannot sign in here: the console is for approvers and operators."})
+		return
+	}
+	session, err := c.cfg.Tokens.StartSession(ctx, p, c.cfg.SessionLifetime)
+	if err != nil {
+		c.fail(w, r, nil, err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: secret, Path: "/console/", MaxAge: int(sessionLifetime / time.Second),
+		Name: sessionCookie, Value: session, Path: "/console/",
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	c.log.InfoContext(ctx, "console signed in", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
 	http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
 }
 
+// signOut ends the session on the server, so the cookie is worth nothing
+// even where the browser keeps a copy, then asks the browser to forget it.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
+	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
+		ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
+		defer cancel()
+		if err := c.cfg.Tokens.EndSession(ctx, ck.Value); err != nil {
+			c.fail(w, r, nil, err)
+			return
+		}
+	}
 	clearSession(w, r)
 	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
 }

@@ -152,7 +152,11 @@ func fingerprintOn(t *testing.T, page string, op ledger.Operation) string {
 	return m[1]
 }
 
-func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
+// TestSignInKeepsASessionInAStrictHttpOnlySessionCookie: the cookie holds
+// a session's id, never the token, and has no lifetime of its own (the
+// browser forgets it when it closes; the server ends it after
+// auth.DefaultSessionLifetime).
+func TestSignInKeepsASessionInAStrictHttpOnlySessionCookie(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	s := newSession(t, p)
@@ -168,6 +172,9 @@ func TestSignInKeepsTheTokenInAStrictHttpOnlyCookie(t *testing.T) {
 	}
 	if strings.Contains(ck, "Secure") {
 		t.Errorf("Set-Cookie %q is Secure over plain HTTP: the browser would never send it back", ck)
+	}
+	if strings.Contains(ck, p.Approver) || strings.Contains(ck, "Max-Age") || strings.Contains(ck, "Expires") {
+		t.Errorf("Set-Cookie %q holds the token or a lifetime; want a session cookie naming a session", ck)
 	}
 	if got := s.get("/console/approvals"); got.status != http.StatusOK {
 		t.Fatalf("approvals after sign in: %d", got.status)
@@ -203,6 +210,7 @@ func TestSignInRefusesAgentAndUnknownTokens(t *testing.T) {
 		says        string
 	}{
 		{"agent", p.Agent, http.StatusForbidden, "agent token cannot sign in"},
+		{"metrics", p.MetricsToken(), http.StatusForbidden, "metrics token cannot sign in"},
 		{"unknown", "al_nonsense", http.StatusUnauthorized, "not valid"},
 		{"empty", "", http.StatusUnauthorized, "not valid"},
 	} {
@@ -232,6 +240,77 @@ func TestSignOutClearsTheSession(t *testing.T) {
 	}
 	if res := s.get("/console/approvals"); res.status != http.StatusSeeOther || res.location != "/console/signin" {
 		t.Errorf("after sign out: %d → %q, want the sign-in page", res.status, res.location)
+	}
+}
+
+// TestAnOldCookieOpensNothingAfterSignOutOrRevocation: a copy of the
+// cookie (kept by the browser, or taken from it) is worth nothing once the
+// person signs out, and nothing once the token is revoked: the session
+// ends on the server, not only in the browser. Before, the cookie was the
+// token itself and opened the approvals page after sign-out.
+func TestAnOldCookieOpensNothingAfterSignOutOrRevocation(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	withCookie := func(cookie string) response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, p.API.URL+"/console/approvals", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Cookie", cookie)
+		return newSession(t, p).do(req)
+	}
+	cookieOf := func(res response) string {
+		t.Helper()
+		ck, _, _ := strings.Cut(res.header.Get("Set-Cookie"), ";")
+		if !strings.HasPrefix(ck, "actledger_console=") || ck == "actledger_console=" {
+			t.Fatalf("no session cookie in %q", res.header.Get("Set-Cookie"))
+		}
+		return ck
+	}
+	approver := principal(t, p, p.Approver)
+	sessions := func() int {
+		t.Helper()
+		var n int
+		if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM console_sessions WHERE token_id = $1`, approver.TokenID).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	s := newSession(t, p)
+	old := cookieOf(s.post("/console/signin", url.Values{"token": {p.Approver}}))
+	if res := withCookie(old); res.status != http.StatusOK {
+		t.Fatalf("the cookie opens the approvals page: %d, want 200", res.status)
+	}
+	if res := s.post("/console/signout", nil); res.status != http.StatusSeeOther {
+		t.Fatalf("sign out: %d", res.status)
+	}
+	if res := withCookie(old); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+		t.Errorf("the cookie of a signed-out session: %d → %q, want the sign-in page", res.status, res.location)
+	}
+	if n := sessions(); n != 0 {
+		t.Errorf("sessions after sign-out: %d, want 0", n)
+	}
+
+	again := cookieOf(newSession(t, p).post("/console/signin", url.Values{"token": {p.Approver}}))
+	if res := withCookie(again); res.status != http.StatusOK {
+		t.Fatalf("a new sign-in's cookie: %d, want 200", res.status)
+	}
+	if _, err := p.CLITokens().Revoke(context.Background(), approver.Name, "test"); err != nil {
+		t.Fatal(err)
+	}
+	for name, cookie := range map[string]string{"signed-out": old, "live": again} {
+		if res := withCookie(cookie); res.status != http.StatusSeeOther || res.location != "/console/signin" {
+			t.Errorf("the %s session's cookie after the token's revocation: %d → %q, want the sign-in page", name, res.status, res.location)
+		}
+	}
+	if n := sessions(); n != 0 {
+		t.Errorf("sessions after the revocation: %d, want 0 (deleted with the token)", n)
+	}
+	// The token itself as a cookie opens nothing either.
+	if res := withCookie("actledger_console=" + p.Operator); res.status != http.StatusSeeOther {
+		t.Errorf("a token as the cookie: %d, want the sign-in page", res.status)
 	}
 }
 
@@ -499,15 +578,17 @@ func TestPostsThatNameNoForeignOriginAreAccepted(t *testing.T) {
 	}
 }
 
-// TestApprovalRequestsShowInvisibleCharactersOfParamsAndKey: what the
+// TestApprovalRequestsShowInvisibleCharactersOfParamsAndReason: what the
 // approver sees is what is approved, so characters a browser would not
 // show as themselves (a right-to-left override that reorders the text
 // after it, a zero-width space, a control character) are shown as their
-// JSON escapes in the params, the key and the reason, never raw.
-func TestApprovalRequestsShowInvisibleCharactersOfParamsAndKey(t *testing.T) {
+// JSON escapes in the params and the reason, never raw. (The API refuses
+// them in a key; TestCharactersThatRenderAsNothingAreShownEscaped shows
+// one stored before that rule.)
+func TestApprovalRequestsShowInvisibleCharactersOfParamsAndReason(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
-	status, out := p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"po-9\u202e1","params":{"sku":"A-1\u200b","qty":1,"ship_to":"Lyon\u202e\u0007","tag":"x\udb40\udc41"},"request_approval":true,"reason":"restock \u202eurgent"}`)
+	status, out := p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"po-91","params":{"sku":"A-1\u200b","qty":1,"ship_to":"Lyon\u202e\u0007","tag":"x\udb40\udc41"},"request_approval":true,"reason":"restock \u202eurgent"}`)
 	if status != http.StatusAccepted {
 		t.Fatalf("propose: %d %v", status, out)
 	}
@@ -523,7 +604,7 @@ func TestApprovalRequestsShowInvisibleCharactersOfParamsAndKey(t *testing.T) {
 				t.Errorf("%s holds %U raw", page, []rune(raw)[0])
 			}
 		}
-		for _, want := range []string{`A-1\u200b`, `Lyon\u202e\u0007`, `po-9\u202e1`, `x\udb40\udc41`} {
+		for _, want := range []string{`A-1\u200b`, `Lyon\u202e\u0007`, `x\udb40\udc41`} {
 			if !strings.Contains(res.body, want) {
 				t.Errorf("%s does not show %s", page, want)
 			}
@@ -556,5 +637,52 @@ func TestHostileReasonsAreShownEscaped(t *testing.T) {
 	page = s.get("/console/operations/" + op.ID.String())
 	if page.status != http.StatusOK || strings.Contains(page.body, "<script>") || !strings.Contains(page.body, "&lt;script&gt;alert(&#34;deny&#34;)&lt;/script&gt;") {
 		t.Errorf("the deny reason is not shown escaped (%d):\n%s", page.status, page.body)
+	}
+}
+
+// TestCharactersThatRenderAsNothingAreShownEscaped: characters outside
+// Unicode's format category that a browser still shows as nothing (Hangul
+// fillers, the combining grapheme joiner, the blank Braille pattern,
+// variation selectors, a no-break space) are shown as their escapes in
+// the params, the key, the reason and the summary, so "A-1\u3164\u034f"
+// never reads as "A-1".
+func TestCharactersThatRenderAsNothingAreShownEscaped(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	agent, err := p.Tokens.Authenticate(context.Background(), p.Agent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A key the API now refuses can still be in the ledger (stored before
+	// the rule): the console shows it escaped all the same.
+	hidden := "\u3164\u034f\uffa0\u115f\u1160\u2800\ufe0f\U000E0100\u00a0"
+	op, _, err := p.Store.Propose(context.Background(), ledger.ProposeRequest{
+		TenantID: p.TenantID, TokenID: agent.TokenID, Actor: agent.Actor(), Action: testpipeline.Action,
+		Key: "po-7" + hidden, Provider: "acme", Params: []byte(`{"sku":"A-1` + hidden + `","qty":1}`),
+		Reason: "restock" + hidden, RequestTTL: time.Hour,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const escaped = `\u3164\u034f\uffa0\u115f\u1160\u2800\ufe0f\udb40\udd00\u00a0`
+	s := signIn(t, p, p.Approver)
+	for _, page := range []string{"/console/approvals", "/console/operations/" + op.ID.String()} {
+		res := s.get(page)
+		if res.status != http.StatusOK {
+			t.Fatalf("%s: %d", page, res.status)
+		}
+		for _, r := range hidden {
+			if strings.ContainsRune(res.body, r) {
+				t.Errorf("%s holds %U raw", page, r)
+			}
+		}
+		for _, want := range []string{`A-1` + escaped, `po-7` + escaped} {
+			if !strings.Contains(res.body, want) {
+				t.Errorf("%s does not show %s", page, want)
+			}
+		}
+	}
+	if res := s.get("/console/approvals"); !strings.Contains(res.body, `restock`+escaped) {
+		t.Errorf("the approvals page does not show the reason's invisible characters escaped")
 	}
 }

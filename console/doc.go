@@ -12,18 +12,22 @@
 //
 // What must never happen:
 //   - an agent token signs in: agents propose, people decide;
-//   - a token is kept anywhere but an HttpOnly, SameSite=Strict cookie
-//     (Secure over TLS, also behind a proxy that ends it), or is trusted
-//     without asking the ledger on each request: a revoked token stops
-//     working at once;
+//   - a token is kept in the browser: the cookie (HttpOnly,
+//     SameSite=Strict, Secure over TLS, also behind a proxy that ends it,
+//     a session cookie) names a server-side session, whose id is stored
+//     hashed; a session is trusted without asking the ledger on each
+//     request, or outlives its sign-out, its expiry or its token's
+//     revocation;
 //   - a POST from another origin changes anything
 //     (http.CrossOriginProtection, and the Referer when neither
 //     Sec-Fetch-Site nor Origin is sent, guard every route);
 //   - another tenant's object is shown, or answered differently from one
 //     that does not exist;
-//   - a character of params, a key or a reason is hidden or reorders what
-//     is shown (a right-to-left override, a zero-width space): such
-//     characters are shown as their JSON escapes, so what an approver
+//   - a character of params, a key, a reason, a summary or a supplier's
+//     answer is hidden or reorders what is shown (a right-to-left
+//     override, a zero-width space, a Hangul filler, a variation
+//     selector): every value of text goes through package display, which
+//     shows such characters as their JSON escapes, so what an approver
 //     sees is what is approved;
 //   - a refusal looks like a success: each item of a batch shows its own
 //     result, and a proposal changed or decided elsewhere says so.

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/display"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -76,7 +77,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, p auth.Princ
 		c.fail(w, r, &p, err)
 		return
 	}
-	v := view{P: &p, Title: op.Action + " · " + visible(op.Key, "")}
+	v := view{P: &p, Title: op.Action + " · " + display.Line(op.Key)}
 	if len(events) > limit {
 		events = events[:limit]
 		v.Next = "/console/operations/" + id.String() + "?" + url.Values{"cursor": {encodeCursor(eventsList, events[limit-1].Seq)}, "limit": {itoa(limit)}}.Encode()

@@ -8,8 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf16"
+
+	"github.com/actledger/actledger/internal/display"
 )
 
 // pageNames are the templates/*.html pages; each defines "content" and is
@@ -45,8 +45,10 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprint(seconds)
 	},
-	"pretty":  pretty,
-	"visible": func(s string) string { return visible(s, "\n\t") },
+	"pretty": pretty,
+	// visible is every value of text shown inline (a key, a reason, a
+	// summary, a name): see package display.
+	"visible": display.Line,
 	"list":    func(s ...string) []string { return s },
 	"facts":   factList,
 }
@@ -103,41 +105,12 @@ func pretty(v any) string {
 	}
 	var out bytes.Buffer
 	if json.Indent(&out, raw, "", "  ") != nil {
-		return visible(string(raw), "")
+		return display.Line(string(raw))
 	}
 	// Outside a JSON string only the indentation's newlines and spaces
 	// occur, so an escape can only land inside a string, where it means
 	// the same character.
-	return visible(out.String(), "\n")
-}
-
-// visible writes each character a browser would not show as itself as its
-// JSON escape (\u202e): format characters (a right-to-left override
-// reorders the text after it, a zero-width space hides), line and
-// paragraph separators, and control characters other than those in keep.
-// An approver approves what the page shows, so it must show every
-// character.
-func visible(s, keep string) string {
-	hidden := func(r rune) bool {
-		return (unicode.IsControl(r) && !strings.ContainsRune(keep, r)) ||
-			unicode.In(r, unicode.Cf, unicode.Zl, unicode.Zp)
-	}
-	if strings.IndexFunc(s, hidden) < 0 {
-		return s
-	}
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case !hidden(r):
-			b.WriteRune(r)
-		case r > 0xFFFF:
-			hi, lo := utf16.EncodeRune(r)
-			fmt.Fprintf(&b, `\u%04x\u%04x`, hi, lo)
-		default:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		}
-	}
-	return b.String()
+	return display.Block(out.String())
 }
 
 // fact is one confirmed fact of a review item, its value as compact JSON.
@@ -151,7 +124,7 @@ func factList(facts map[string]any) []fact {
 		if err != nil {
 			b = []byte(fmt.Sprint(v))
 		}
-		out = append(out, fact{Name: k, Value: visible(string(b), "")})
+		out = append(out, fact{Name: display.Line(k), Value: display.Line(string(b))})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out

@@ -90,7 +90,11 @@ func TestOutageOpensTheCircuitInsteadOfSpendingEveryOperationsRetries(t *testing
 		"/console/dispatch": "Provider circuits",
 	} {
 		req, _ := http.NewRequest("GET", p.API.URL+path, nil)
-		req.AddCookie(&http.Cookie{Name: "actledger_console", Value: p.Operator})
+		if path == "/metrics" {
+			req.Header.Set("Authorization", "Bearer "+p.MetricsToken())
+		} else {
+			req.AddCookie(p.ConsoleCookie(p.Operator))
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

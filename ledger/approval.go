@@ -81,11 +81,30 @@ const (
     approver_token_id, expires_at, max_uses, uses, revoked_at, created_at, approver, operation_id, note,
     account, environment`
 
-	approvalInsert = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
+	// approvalInsert creates an approval only while its approver's token
+	// stands, holding that token's row FOR SHARE until the transaction
+	// ends (see approverTokenLock): no row when it is revoked.
+	approvalInsert = `WITH approver AS (
+    SELECT id FROM api_tokens WHERE id = @approver AND revoked_at IS NULL FOR SHARE
+)
+INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
     policy_version, approver_token_id, expires_at, max_uses, created_at, account, environment)
-VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver, @expires_at, @max_uses, coalesce(@now::timestamptz, now()),
-    @account, @environment)
+SELECT @id::uuid, @tenant::uuid, @action::text, @params::jsonb, @fingerprint::text, @policy_version::text, approver.id,
+    @expires_at::timestamptz, @max_uses::int, coalesce(@now::timestamptz, now()), @account::text, @environment::text
+FROM approver
 RETURNING ` + approvalColumns
+
+	// approverTokenLock reads whether the approver's token stands and
+	// holds its row FOR SHARE until the deciding transaction ends. Revoking
+	// a token updates that row, so the two are ordered: a revocation that
+	// comes first is seen here (READ COMMITTED reads the row as the
+	// revocation left it) and the decision is refused; one that comes
+	// second waits for the decision's commit, and its statement that
+	// revokes the approver's approvals (ledger.RevokeApprovalsOfApprover)
+	// then sees the new approval and revokes it too. Without the lock, a
+	// decision whose request was authenticated just before the revocation
+	// committed left a standing approval of a revoked token.
+	approverTokenLock = `SELECT revoked_at IS NULL FROM api_tokens WHERE id = $1 FOR SHARE`
 
 	approvalRevoke = `UPDATE approvals SET revoked_at = coalesce(revoked_at, coalesce($3::timestamptz, now()))
 WHERE id = $1 AND tenant_id = $2
@@ -95,6 +114,11 @@ RETURNING ` + approvalColumns
 // ErrNoTarget: an approval was to be created without the provider
 // account and environment it is granted for.
 var ErrNoTarget = errors.New("ledger: an approval needs the provider account and environment it is granted for")
+
+// ErrApproverRevoked: the token of the person deciding was revoked before
+// the decision was stored (its request was authenticated just before);
+// nothing was granted.
+var ErrApproverRevoked = errors.New("ledger: the approver's token was revoked; nothing was granted")
 
 // CreateApproval stores a new approval.
 func (s *Store) CreateApproval(ctx context.Context, a NewApproval) (Approval, error) {
@@ -123,10 +147,27 @@ func (s *Store) CreateApprovalTx(ctx context.Context, db DBTX, a NewApproval) (A
 		"account": a.Target.Account, "environment": a.Target.Environment,
 	})
 	approval, err := collectApproval(rows)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Approval{}, ErrApproverRevoked
+	}
 	if err != nil {
 		return Approval{}, fmt.Errorf("create approval: %w", err)
 	}
 	return approval, nil
+}
+
+// lockApprover holds the approver's token row in tx (approverTokenLock)
+// and returns ErrApproverRevoked when it is revoked or gone.
+func lockApprover(ctx context.Context, tx pgx.Tx, token uuid.UUID) error {
+	var stands bool
+	err := tx.QueryRow(ctx, approverTokenLock, token).Scan(&stands)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && !stands:
+		return ErrApproverRevoked
+	case err != nil:
+		return fmt.Errorf("lock the approver's token %s: %w", token, err)
+	}
+	return nil
 }
 
 // collectApproval reads exactly one approval row.

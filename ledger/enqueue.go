@@ -68,9 +68,10 @@ const approvalRefused = "AL403"
 //
 // A request whose (tenant, action, key) exists already is a replay: with the
 // same canonical params it returns the current operation and replayed=true;
-// with other params it records a conflict event and returns a
-// *KeyConflictError (ErrKeyConflict, naming the existing operation, which
-// comes back too). Approval problems return *ApprovalError.
+// with other params it records the conflict (an event the first time, a
+// count every time) and returns a *KeyConflictError (ErrKeyConflict,
+// naming the existing operation, which comes back too). Approval problems
+// return *ApprovalError.
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
@@ -280,7 +281,7 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 		// The attempt's own key is recorded nowhere else.
 		conflict["client_key"] = req.ClientKey
 	}
-	if err := s.appendEvent(ctx, db, op.ID, EventKeyConflict, req.Actor, conflict); err != nil {
+	if err := s.recordKeyConflict(ctx, db, op.ID, req.Actor, conflict); err != nil {
 		return op, false, err
 	}
 	return op, false, &KeyConflictError{Existing: op}

@@ -197,15 +197,17 @@ WHERE o.tenant_id = $1 AND o.action = $2 AND o.key = $3`
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE o.id = $1`
 
-	operationEvents = `SELECT e.seq, e.at, e.kind, e.from_status, e.to_status, e.actor, e.detail
+	operationEvents = `SELECT ` + eventColumns + `
 FROM operation_events e JOIN operations o ON o.id = e.operation_id
+` + eventConflictCount + `
 WHERE o.id = $1 AND o.tenant_id = $2
 ORDER BY e.seq`
 
 	// operationEventsPage is a page of operationEvents: the events after
 	// seq $3, at most $4.
-	operationEventsPage = `SELECT e.seq, e.at, e.kind, e.from_status, e.to_status, e.actor, e.detail
+	operationEventsPage = `SELECT ` + eventColumns + `
 FROM operation_events e JOIN operations o ON o.id = e.operation_id
+` + eventConflictCount + `
 WHERE o.id = $1 AND o.tenant_id = $2 AND e.seq > $3
 ORDER BY e.seq
 LIMIT $4`

@@ -200,8 +200,9 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 // use) is created and used, the operation becomes queued and its dispatch
 // message is written. It returns ErrNotFound (no such operation in the
 // tenant), ErrNotAwaitingApproval (decided already, or lapsed: of two
-// approvers deciding at once exactly one wins) or ErrFingerprintMismatch
-// (the approver saw other params; nothing changes).
+// approvers deciding at once exactly one wins), ErrFingerprintMismatch
+// (the approver saw other params; nothing changes) or ErrApproverRevoked
+// (the approver's token was revoked meanwhile; nothing changes).
 //
 // decide makes the decision for the locked operation (its TTL and policy
 // version may depend on its action).
@@ -282,6 +283,11 @@ func (s *Store) approveTx(ctx context.Context, tx *Tx, op Operation, d Decision)
 	var approverToken *uuid.UUID
 	if d.ApproverTokenID != uuid.Nil {
 		approverToken = &d.ApproverTokenID
+		// A person's decision stands only if their token does, ordered
+		// against its revocation (approverTokenLock).
+		if err := lockApprover(ctx, tx.tx, d.ApproverTokenID); err != nil {
+			return Operation{}, Approval{}, err
+		}
 	}
 	now := s.nowArg()
 	rows, _ := tx.tx.Query(ctx, approvalGrant, pgx.StrictNamedArgs{

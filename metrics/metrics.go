@@ -6,6 +6,10 @@
 // state come from counts kept by trigger, the backlog and review queries
 // from partial indexes of open work); counters of events seen by one process live
 // with the component that counts them and register here.
+//
+// A scrape must never write: the counts' deltas are folded by a Folder on
+// a timer, not by the collector, so no request to /metrics (which the API
+// serves to metrics tokens only) changes the database.
 package metrics
 
 import (
@@ -123,7 +127,8 @@ FROM unmatched_evidence WHERE resolved_at IS NULL`
 // Operations by state come from the counts schema/011_operation_counts.sql
 // keeps by trigger, never from counting the ledger: a scan of every
 // operation ever made, on every scrape of every process. Reading costs the
-// few folded rows plus the deltas since the last fold.
+// few folded rows plus the deltas since the last fold (Folder, on a
+// timer).
 const (
 	// operationCountsFold moves the deltas into operation_counts. DELETE …
 	// RETURNING makes two collectors folding at once each fold the deltas
@@ -161,10 +166,6 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	counts := make(map[ledger.Status]float64, len(ledger.Statuses))
-	if _, err := c.pool.Exec(ctx, operationCountsFold); err != nil {
-		// The read below is right without the fold; it only costs more.
-		c.log.WarnContext(ctx, "metrics: fold operation counts", "err", err)
-	}
 	rows, err := c.pool.Query(ctx, operationsByState)
 	if err == nil {
 		for rows.Next() {

@@ -62,8 +62,8 @@ func truth(t *testing.T, pool *pgxpool.Pool) map[string]float64 {
 
 // TestOperationsGaugeFollowsEveryTransition: the operations gauge, read
 // from counts kept by trigger, equals a count of the ledger after
-// enqueues, claims, settlements and holds, scraped between steps (each
-// scrape folds the deltas) and not.
+// enqueues, claims, settlements and holds, scraped between steps with the
+// deltas folded (as the Folder does on its timer) and not.
 func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -76,8 +76,18 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	acme := testfactory.NewTenant(t, tokens, "acme")
 	p, approver := acme.Agent, acme.Approver
 	r := New(pool, slog.New(slog.DiscardHandler))
+	folder, err := NewFolder(pool, FolderConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := 0
 	check := func(step string) {
 		t.Helper()
+		if checks++; checks%2 == 0 {
+			if err := folder.Fold(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
 		got, want := gauge(t, r), truth(t, pool)
 		for s, n := range want {
 			if got[s] != n {
@@ -129,21 +139,26 @@ func TestOperationsGaugeFollowsEveryTransition(t *testing.T) {
 	// Two scrapes in a row: a fold with no deltas changes nothing.
 	check("more transitions")
 	check("again")
+	check("and again")
 	move(4, ledger.StatusCancelled)
 	check("cancel")
 
-	// Scrapes of several processes fold at once while operations move:
-	// no delta is folded twice or lost.
-	others := make([]*Registry, 4)
-	for i := range others {
-		others[i] = New(pool, slog.New(slog.DiscardHandler))
-	}
+	// Folders and scrapes of several processes run at once while
+	// operations move: no delta is folded twice or lost.
 	var wg sync.WaitGroup
-	for _, o := range others {
+	for range 4 {
+		o := New(pool, slog.New(slog.DiscardHandler))
+		f, err := NewFolder(pool, FolderConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 10 {
+				if err := f.Fold(ctx); err != nil {
+					t.Error(err)
+				}
 				if _, err := o.reg.Gather(); err != nil {
 					t.Error(err)
 				}
@@ -253,5 +268,66 @@ func TestApprovalRequestGaugesAndDecisionsAreReported(t *testing.T) {
 		if v, ok := got[name]; !ok || v != want {
 			t.Errorf("%s = %v (present %v), want %v", name, v, ok, want)
 		}
+	}
+}
+
+// TestAScrapeWritesNothingAndTheFolderFoldsOnItsTimer: gathering the
+// metrics reads the counts without folding them (the deltas stay where
+// they are, nothing is deleted or inserted); a started Folder folds them
+// on its own, and the gauge stays right throughout.
+func TestAScrapeWritesNothingAndTheFolderFoldsOnItsTimer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t)
+	store := ledger.New(pool, ledger.Config{Subjects: broker.Subjects{Prefix: "TEST"}})
+	tokens, err := auth.New(pool, store, auth.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := testfactory.NewTenant(t, tokens, "acme").Agent
+	for i := range 3 {
+		if _, _, err := store.Propose(ctx, ledger.ProposeRequest{TenantID: p.TenantID, TokenID: p.TokenID, Action: "a",
+			Key: fmt.Sprint("k", i), Provider: "acme", Params: []byte(`{}`), RequestTTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows := func() (deltas, folded int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM operation_count_deltas), (SELECT count(*) FROM operation_counts)`).Scan(&deltas, &folded); err != nil {
+			t.Fatal(err)
+		}
+		return deltas, folded
+	}
+	deltas, folded := rows()
+	if deltas == 0 {
+		t.Fatal("no deltas to fold")
+	}
+	r := New(pool, slog.New(slog.DiscardHandler))
+	for range 3 {
+		if got := gauge(t, r); got["awaiting_approval"] != 3 {
+			t.Fatalf("gauge = %v, want 3 awaiting_approval", got)
+		}
+	}
+	if d, f := rows(); d != deltas || f != folded {
+		t.Errorf("after scrapes: %d deltas, %d folded rows; want %d and %d (a scrape writes nothing)", d, f, deltas, folded)
+	}
+
+	folder, err := NewFolder(pool, FolderConfig{Interval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := folder.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer folder.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for d, _ := rows(); d != 0; d, _ = rows() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the folder left %d deltas", d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := gauge(t, r); got["awaiting_approval"] != 3 {
+		t.Errorf("gauge after the fold = %v, want 3 awaiting_approval", got)
 	}
 }

@@ -228,7 +228,7 @@ func TestPrometheusMetricsConformToTheDocument(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "actledger_test_total", Help: "A test counter."}))
-	if got := exchange(t, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), "GET", "/metrics", "", ""); len(got) > 0 {
+	if got := exchange(t, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), "GET", "/metrics", "alt_a-metrics-token", ""); len(got) > 0 {
 		t.Errorf("reported %q, want nothing", got)
 	}
 }

@@ -10,8 +10,10 @@ import (
 )
 
 // approvals is `actledger approvals ...`, the approver's commands, over
-// the HTTP API with an approver token (ACTLEDGER_TOKEN).
-func approvals(ctx context.Context, getenv func(string) string, args []string, stdout io.Writer) error {
+// the HTTP API with an approver token (ACTLEDGER_TOKEN). stdin is where a
+// person confirms an approve that names no fingerprint; it must be a
+// terminal for that.
+func approvals(ctx context.Context, getenv func(string) string, args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 {
 		return fmt.Errorf("approvals needs a command: %w", errUsage)
 	}
@@ -30,7 +32,7 @@ func approvals(ctx context.Context, getenv func(string) string, args []string, s
 		}
 		return approvalsList(ctx, c, stdout)
 	case "approve":
-		return approvalsApprove(ctx, c, args[1:], stdout)
+		return approvalsApprove(ctx, c, args[1:], stdin, stdout)
 	case "deny":
 		fs := newFlagSet("approvals deny", io.Discard)
 		reason := fs.String("reason", "", "why it is declined; the agent and its user are told")
@@ -44,7 +46,7 @@ func approvals(ctx context.Context, getenv func(string) string, args []string, s
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is %s: %s\n", op.ID, op.Status, op.Summary)
+		printf(stdout, "%s is %s: %s\n", op.ID, op.Status, op.Summary)
 		return nil
 	default:
 		return fmt.Errorf("unknown approvals command %q: %w", args[0], errUsage)
@@ -53,7 +55,8 @@ func approvals(ctx context.Context, getenv func(string) string, args []string, s
 
 // approvalsList prints every open proposal of the token's tenant, oldest
 // first, with its params in full: what is shown is what an approve
-// approves.
+// approves. Every value the server sent is printed through printf, so a
+// reason cannot print a line of its own (a forged "params:") or hide one.
 func approvalsList(ctx context.Context, c *client.Client, w io.Writer) error {
 	items, err := c.AllApprovalRequests(ctx)
 	if err != nil {
@@ -68,21 +71,24 @@ func approvalsList(ctx context.Context, c *client.Client, w io.Writer) error {
 		if r.ExpiresAt != nil {
 			expires = r.ExpiresAt.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%s  %s  key=%s  by %s  age=%ds  expires %s\n", r.OperationID, r.Action, r.Key, r.RequestedBy, r.AgeSeconds, expires)
-		fmt.Fprintf(w, "  provider %s (account %s, environment %s)\n", r.Provider, r.Account, r.Environment)
+		printf(w, "%s  %s  key=%s  by %s  age=%ds  expires %s\n", r.OperationID, r.Action, r.Key, r.RequestedBy, r.AgeSeconds, expires)
+		printf(w, "  provider %s (account %s, environment %s)\n", r.Provider, r.Account, r.Environment)
 		if r.Reason != "" {
-			fmt.Fprintf(w, "  reason: %s\n", r.Reason)
+			printf(w, "  reason: %s\n", r.Reason)
 		}
-		fmt.Fprintf(w, "  params: %s\n  fingerprint: %s\n", r.Params, r.ParamsFingerprint)
+		printf(w, "  params: %s\n  fingerprint: %s\n", r.Params, r.ParamsFingerprint)
 	}
 	return nil
 }
 
 // approvalsApprove approves a proposal. The fingerprint is the one the
 // approver saw (--fingerprint, from `approvals list`); without it the CLI
-// reads the proposal, prints its params and approves exactly those, so a
-// change between reading and approving is refused by the server.
-func approvalsApprove(ctx context.Context, c *client.Client, args []string, stdout io.Writer) error {
+// reads the proposal, prints its params and asks the person at the
+// terminal to confirm them, then approves exactly those, so a change
+// between reading and approving is refused by the server. Without a
+// terminal nobody can have seen the params, so it refuses and names
+// --fingerprint.
+func approvalsApprove(ctx context.Context, c *client.Client, args []string, stdin io.Reader, stdout io.Writer) error {
 	usage := fmt.Errorf("approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]: %w", errUsage)
 	if len(args) < 1 {
 		return usage
@@ -97,11 +103,18 @@ func approvalsApprove(ctx context.Context, c *client.Client, args []string, stdo
 		return usage
 	}
 	if *fingerprint == "" {
+		if !isTerminal(stdin) {
+			return fmt.Errorf("approvals approve %s: stdin is not a terminal, so nobody can confirm the params: "+
+				"pass --fingerprint with the fingerprint `actledger approvals list` showed you: %w", id, errUsage)
+		}
 		op, err := c.GetOperation(ctx, id)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "approving %s %s\n  params: %s\n  fingerprint: %s\n", op.Action, id, op.Params, op.ParamsFingerprint)
+		printf(stdout, "%s %s (key %s) asks to send\n  params: %s\n  fingerprint: %s\n", op.Action, op.ID, op.Key, op.Params, op.ParamsFingerprint)
+		if err := confirm(ctx, stdin, stdout, "Approve exactly these params? [y/N] "); err != nil {
+			return err
+		}
 		*fingerprint = op.ParamsFingerprint
 	}
 	req := client.ApproveRequest{ParamsFingerprint: *fingerprint, PolicyVersion: *policyVersion, Note: *note}
@@ -116,6 +129,6 @@ func approvalsApprove(ctx context.Context, c *client.Client, args []string, stdo
 	if op.ApprovalID != nil {
 		approval = *op.ApprovalID
 	}
-	fmt.Fprintf(stdout, "%s is %s under approval %s\n", op.ID, op.Status, approval)
+	printf(stdout, "%s is %s under approval %s\n", op.ID, op.Status, approval)
 	return nil
 }

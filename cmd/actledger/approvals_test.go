@@ -37,7 +37,7 @@ func TestApproverDecidesProposalsFromTheCLI(t *testing.T) {
 		t.Errorf("approvals list is not oldest first:\n%s", list)
 	}
 
-	if out := in.approvals(t, approver, "approve", bigID, "--note", "sale"); !regexp.MustCompile(bigID + ` is queued under approval [0-9a-f-]{36}`).MatchString(out) {
+	if out := in.approvals(t, approver, "approve", bigID, "--fingerprint", big["params_fingerprint"].(string), "--note", "sale"); !regexp.MustCompile(bigID + ` is queued under approval [0-9a-f-]{36}`).MatchString(out) {
 		t.Errorf("approvals approve:\n%s", out)
 	}
 	done := in.waitStatus(t, agent, bigID, "succeeded")

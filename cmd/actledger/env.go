@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -48,7 +49,11 @@ type env struct {
 	// broker.DefaultReplicas).
 	StreamReplicas int
 	StreamPrefix   string
-	LogLevel       slog.Level
+	// MCPAllowedOrigins (MCP_ALLOWED_ORIGINS, comma-separated) are the
+	// browser origins besides the server's own that may POST /mcp
+	// (api.Config.MCPAllowedOrigins).
+	MCPAllowedOrigins []string
+	LogLevel          slog.Level
 	// Getenv reads further variables the config names (webhook secrets).
 	Getenv func(string) string
 }
@@ -114,6 +119,17 @@ func loadEnv(getenv func(string) string) (env, error) {
 		default:
 			e.TokenCacheTTL = d
 		}
+	}
+	origins := getenv("MCP_ALLOWED_ORIGINS")
+	for origin := range strings.SplitSeq(origins, ",") {
+		if origin = strings.TrimSpace(origin); origin == "" {
+			continue
+		}
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(origin); err != nil {
+			errs = append(errs, fmt.Errorf("MCP_ALLOWED_ORIGINS=%q: %q is not an origin such as https://agents.example.com: %w", origins, origin, err))
+			continue
+		}
+		e.MCPAllowedOrigins = append(e.MCPAllowedOrigins, origin)
 	}
 	positive("DISPATCH_CONCURRENCY", &e.DispatchConcurrency)
 	positive("STREAM_REPLICAS", &e.StreamReplicas)

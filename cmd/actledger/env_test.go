@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,11 @@ func TestLoadEnvFailsOnABadValueNamingTheVariable(t *testing.T) {
 		{"LOG_LEVEL", "debug", func(e env) bool { return e.LogLevel == slog.LevelDebug }, false},
 		{"LOG_LEVEL", "WARN", func(e env) bool { return e.LogLevel == slog.LevelWarn }, false},
 		{"LOG_LEVEL", "verbose", nil, true},
+		{"MCP_ALLOWED_ORIGINS", "https://a.example.com, http://127.0.0.1:3000", func(e env) bool {
+			return slices.Equal(e.MCPAllowedOrigins, []string{"https://a.example.com", "http://127.0.0.1:3000"})
+		}, false},
+		{"MCP_ALLOWED_ORIGINS", "https://a.example.com/path", nil, true},
+		{"MCP_ALLOWED_ORIGINS", "a.example.com", nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

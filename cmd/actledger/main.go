@@ -22,7 +22,7 @@ const usage = `actledger: one approved intention, at most one external effect.
 Usage:
   actledger serve [--roles api,relay,...] [--providers FILE]
   actledger migrate
-  actledger token create --tenant T --role agent|approver|operator [--name N]
+  actledger token create --tenant T --role agent|approver|operator|metrics [--name N]
   actledger token revoke NAME|ID
   actledger demo [--timeout 30s]
   actledger ops list                      what waits for a person
@@ -36,6 +36,7 @@ Usage:
   actledger ops dispatch                  pauses and calls in flight
   actledger approvals list                proposals waiting for a decision, params in full
   actledger approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]
+                                          without --fingerprint: shows the params, asks on a terminal
   actledger approvals deny ID --reason R
   actledger mcp                           MCP tools for an agent on stdin/stdout (agent token)
   actledger providers check [FILE]        validate a providers file; what happens after a lost response
@@ -117,9 +118,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "demo":
 		return demo(ctx, env, args[1:], stdout, logger)
 	case "ops":
-		return ops(ctx, getenv, args[1:], stdout)
+		return showErrors(ops(ctx, getenv, args[1:], stdout))
 	case "approvals":
-		return approvals(ctx, getenv, args[1:], stdout)
+		return showErrors(approvals(ctx, getenv, args[1:], os.Stdin, stdout))
 	case "mcp":
 		return serveMCP(ctx, getenv, args[1:], os.Stdin, stdout, logger)
 	case "providers":

@@ -29,7 +29,7 @@ func TestCommandLineMistakesExitTwoNamingTheMistake(t *testing.T) {
 		args []string
 		want string // in the line before the usage
 	}{
-		{[]string{"token", "create", "--tenant", "t", "--role", "admin"}, "--role agent|approver|operator"},
+		{[]string{"token", "create", "--tenant", "t", "--role", "admin"}, "--role agent|approver|operator|metrics"},
 		{[]string{"token", "create", "--tenant", "t", "--role", "agent", "extra"}, `"extra"`},
 		{[]string{"token", "create", "--tenant", "t", "--role", "agent", "--bogus"}, "-bogus"},
 		{[]string{"token", "revoke"}, "one NAME or ID"},

@@ -64,7 +64,7 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		if args[0] == "resume" {
 			// A resume removes every pause within its scope and is
 			// harmless when nothing was paused.
-			fmt.Fprintf(stdout, "resumed: %d pause(s) removed, %d operation(s) released\n", status.Removed, status.Released)
+			printf(stdout, "resumed: %d pause(s) removed, %d operation(s) released\n", status.Removed, status.Released)
 		}
 		return printDispatch(stdout, status)
 	case "dispatch":
@@ -104,7 +104,7 @@ func ops(ctx context.Context, getenv func(string) string, args []string, stdout 
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s is %s again; it will be sent with the same external key %s\n", op.ID, op.Status, op.ExternalKey)
+		printf(stdout, "%s is %s again; it will be sent with the same external key %s\n", op.ID, op.Status, op.ExternalKey)
 		return nil
 	case "replay":
 		return opsReplay(ctx, c, args[1:], stdout)
@@ -119,11 +119,11 @@ func printDispatch(w io.Writer, s *client.DispatchStatus) error {
 		fmt.Fprintln(w, "dispatch: running (no pause)")
 	}
 	for _, p := range s.Paused {
-		fmt.Fprintf(w, "PAUSED provider=%s action=%s by %s at %s\n", cmp.Or(p.Provider, "*"), cmp.Or(p.Action, "*"), p.PausedBy, p.PausedAt)
+		printf(w, "PAUSED provider=%s action=%s by %s at %s\n", cmp.Or(p.Provider, "*"), cmp.Or(p.Action, "*"), p.PausedBy, p.PausedAt)
 	}
-	fmt.Fprintf(w, "in flight: %d (these may still land at the provider)\n", len(s.InFlight))
+	printf(w, "in flight: %d (these may still land at the provider)\n", len(s.InFlight))
 	for _, op := range s.InFlight {
-		fmt.Fprintf(w, "  %s  %-24s %-16s provider=%s worker=%s age=%.1fs attempts=%d\n",
+		printf(w, "  %s  %-24s %-16s provider=%s worker=%s age=%.1fs attempts=%d\n",
 			op.OperationID, op.Action, op.Key, op.Provider, op.LeaseOwner, op.AgeSeconds, op.Attempts)
 	}
 	return nil
@@ -139,7 +139,7 @@ func opsList(ctx context.Context, c *client.Client, w io.Writer) error {
 		fmt.Fprintln(w, "nothing waits for a person")
 		return nil
 	}
-	fmt.Fprintf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", "ID", "REASON", "KEY", "AGE", "OWNER", "RETRY")
+	printf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", "ID", "REASON", "KEY", "AGE", "OWNER", "RETRY")
 	for _, it := range items {
 		id := "evidence/" + fmt.Sprint(deref(it.EvidenceID))
 		if it.OperationID != nil {
@@ -149,7 +149,7 @@ func opsList(ctx context.Context, c *client.Client, w io.Writer) error {
 		if it.RetryAllowed {
 			retry = "allowed"
 		}
-		fmt.Fprintf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", id, it.Reason, it.Key,
+		printf(w, "%-38s %-22s %-16s %-8s %-12s %s\n", id, it.Reason, it.Key,
 			(time.Duration(it.AgeSeconds) * time.Second).String(), it.Owner, retry)
 	}
 	return nil
@@ -181,35 +181,35 @@ func opsShow(ctx context.Context, c *client.Client, id string, w io.Writer) erro
 		if v == nil {
 			v = "none" // a null field (provider_reference before any effect)
 		}
-		fmt.Fprintf(w, "%-19s %v\n", k+":", v)
+		printf(w, "%-19s %v\n", k+":", v)
 	}
-	fmt.Fprintf(w, "%-19s %s\n", "params:", op.Params)
+	printf(w, "%-19s %s\n", "params:", op.Params)
 	if r := op.Review; r != nil {
 		deadline := "none"
 		if r.Deadline != nil {
 			deadline = r.Deadline.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(w, "%-19s %v (owner %v, deadline %v)\n", "review:", r.Reason, r.Owner, deadline)
+		printf(w, "%-19s %v (owner %v, deadline %v)\n", "review:", r.Reason, r.Owner, deadline)
 		if items, err := c.AllReview(ctx); err == nil {
 			for _, it := range items {
 				if it.OperationID != nil && *it.OperationID == op.ID {
-					fmt.Fprintf(w, "%-19s %v\n", "retry allowed:", it.RetryAllowed)
+					printf(w, "%-19s %v\n", "retry allowed:", it.RetryAllowed)
 					if it.LookupReliableAfter != nil {
-						fmt.Fprintf(w, "%-19s %s\n", "lookup reliable:", it.LookupReliableAfter.Format(time.RFC3339))
+						printf(w, "%-19s %s\n", "lookup reliable:", it.LookupReliableAfter.Format(time.RFC3339))
 					}
-					fmt.Fprintf(w, "%-19s %s\n", "facts:", mustJSON(it.Facts))
-					fmt.Fprintf(w, "%-19s %s\n", "last answer:", mustJSON(it.LastProviderAnswer))
+					printf(w, "%-19s %s\n", "facts:", mustJSON(it.Facts))
+					printf(w, "%-19s %s\n", "last answer:", mustJSON(it.LastProviderAnswer))
 				}
 			}
 		}
 	}
-	fmt.Fprintf(w, "%-19s %v\n\nhistory:\n", "summary:", op.Summary)
+	printf(w, "%-19s %v\n\nhistory:\n", "summary:", op.Summary)
 	for _, e := range events {
 		from := "·"
 		if e.From != nil {
 			from = string(*e.From)
 		}
-		fmt.Fprintf(w, "  %3d %s %-24s %-12s → %-12s %s\n      %s\n", e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Kind, from, e.To, e.Actor, e.Detail)
+		printf(w, "  %3d %s %-24s %-12s → %-12s %s\n      %s\n", e.Seq, e.At.UTC().Format(time.RFC3339Nano), e.Kind, from, e.To, e.Actor, e.Detail)
 	}
 	return nil
 }
@@ -250,7 +250,7 @@ func opsResolve(ctx context.Context, c *client.Client, args []string, w io.Write
 		if err := c.ResolveEvidence(ctx, id, *note); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "evidence %s resolved\n", n)
+		printf(w, "evidence %s resolved\n", n)
 		return nil
 	}
 	// The answer is the operation itself, plus the linked compensation
@@ -259,9 +259,9 @@ func opsResolve(ctx context.Context, c *client.Client, args []string, w io.Write
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "%s is %s\n", op.ID, op.Status)
+	printf(w, "%s is %s\n", op.ID, op.Status)
 	if comp := op.Compensation; comp != nil {
-		fmt.Fprintf(w, "compensation %s (%s) is %s\n", comp.ID, comp.Action, comp.Status)
+		printf(w, "compensation %s (%s) is %s\n", comp.ID, comp.Action, comp.Status)
 	}
 	return nil
 }
@@ -286,11 +286,11 @@ func opsReplay(ctx context.Context, c *client.Client, args []string, w io.Writer
 		if it.Changed {
 			mark = "*"
 		}
-		fmt.Fprintf(w, "[%d] %s %-16s %-22s %s %s\n", n, mark, it.Key, it.Reason, it.Result, it.Detail)
+		printf(w, "[%d] %s %-16s %-22s %s %s\n", n, mark, it.Key, it.Reason, it.Result, it.Detail)
 	})
 	if err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	fmt.Fprintf(w, "replayed %d review message(s): %d item(s), %d open, %d changed, %d unchanged\n", sum.Read, sum.Items, sum.Open, sum.Changed, sum.Unchanged)
+	printf(w, "replayed %d review message(s): %d item(s), %d open, %d changed, %d unchanged\n", sum.Read, sum.Items, sum.Open, sum.Changed, sum.Unchanged)
 	return nil
 }

@@ -45,6 +45,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	if err != nil {
 		return err
 	}
+	warnPublishedWebhookSecrets(registry, e.Getenv, logger)
 
 	pool, stopDB, err := openDatabase(ctx, e, logger)
 	if err != nil {
@@ -70,6 +71,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Dispatcher: dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
 		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
 		Auth:       auth.Config{CacheTTL: e.TokenCacheTTL},
+		API:        api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
 		Logger:     logger,
 	})
 	if err != nil {

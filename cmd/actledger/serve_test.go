@@ -298,8 +298,13 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	}
 	var missing []string
 	var metrics []byte
+	if res, err := http.Get(in.base + "/metrics"); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("an anonymous scrape: %v %v, want 401", res, err)
+	}
+	scrape, _ := http.NewRequest(http.MethodGet, in.base+"/metrics", nil)
+	scrape.Header.Set("Authorization", "Bearer "+in.token(t, "metrics"))
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		res, err = http.Get(in.base + "/metrics")
+		res, err = http.DefaultClient.Do(scrape)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,7 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 	case "create":
 		fs := newFlagSet("token create", io.Discard)
 		tenant := fs.String("tenant", "", "tenant name (created if new)")
-		role := fs.String("role", "", "agent, approver or operator")
+		role := fs.String("role", "", "agent, approver, operator or metrics (scrapes /metrics, nothing else)")
 		name := fs.String("name", "", "token name, unique (generated if empty)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return fmt.Errorf("%v: %w", err, errUsage)
@@ -29,7 +29,7 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 			return fmt.Errorf("token create takes only flags, got %q: %w", fs.Args(), errUsage)
 		}
 		if *tenant == "" || !auth.Role(*role).Valid() {
-			return fmt.Errorf("token create needs --tenant and --role agent|approver|operator: %w", errUsage)
+			return fmt.Errorf("token create needs --tenant and --role agent|approver|operator|metrics: %w", errUsage)
 		}
 		pool, stop, err := openDatabase(ctx, e, logger)
 		if err != nil {

@@ -173,7 +173,9 @@ func secretsNowhere(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation,
 	for path, cookie := range map[string]bool{"/metrics": false, "/console/operations/" + op.ID.String(): true} {
 		req, _ := http.NewRequest("GET", p.API.URL+path, nil)
 		if cookie {
-			req.AddCookie(&http.Cookie{Name: "actledger_console", Value: p.Operator})
+			req.AddCookie(p.ConsoleCookie(p.Operator))
+		} else {
+			req.Header.Set("Authorization", "Bearer "+p.MetricsToken())
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {

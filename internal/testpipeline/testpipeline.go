@@ -17,6 +17,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -113,6 +114,8 @@ type Options struct {
 	// TokenCacheTTL is the API process's auth.Config.CacheTTL; default
 	// auth.DefaultCacheTTL.
 	TokenCacheTTL time.Duration
+	// MCPAllowedOrigins is the API's api.Config.MCPAllowedOrigins.
+	MCPAllowedOrigins []string
 	// Pool and Broker replace the fresh database and streams (e.g. to run
 	// them behind a proxy that a test cuts).
 	Pool   *pgxpool.Pool
@@ -248,7 +251,7 @@ func (p *Pipeline) build() {
 				return nil, false
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
-		}},
+		}, MCPAllowedOrigins: opts.MCPAllowedOrigins},
 		Logger:  cmp.Or(opts.Logger, quiet()),
 		Metrics: opts.Metrics,
 	})
@@ -497,6 +500,38 @@ func (p *Pipeline) Operation(out map[string]any) ledger.Operation {
 		p.t.Fatal(err)
 	}
 	return op
+}
+
+// MetricsToken issues a token of role metrics, the only one GET /metrics
+// answers.
+func (p *Pipeline) MetricsToken() string {
+	p.t.Helper()
+	return p.TokenFor("monitoring", auth.RoleMetrics)
+}
+
+// ConsoleCookie signs in to the console with token, as a browser does,
+// and returns the session cookie it was given.
+func (p *Pipeline) ConsoleCookie(token string) *http.Cookie {
+	p.t.Helper()
+	req, err := http.NewRequest(http.MethodPost, p.API.URL+"/console/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Do(req)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, c := range res.Cookies() {
+		if c.Name == "actledger_console" && c.Value != "" {
+			return c
+		}
+	}
+	p.t.Fatalf("console sign-in answered %d without a session cookie", res.StatusCode)
+	return nil
 }
 
 // Do sends an API request and decodes a JSON object answer.
