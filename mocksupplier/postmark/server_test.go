@@ -398,8 +398,8 @@ func TestRequestsRecordEveryHeader(t *testing.T) {
 	}
 	for i, w := range want {
 		r := reqs[i]
-		if r.Method != w.method || r.Path != w.path || r.Query != w.query || r.Header.Get("X-Postmark-Server-Token") != w.token {
-			t.Errorf("request %d = %s %s?%s token %q, want %s %s?%s %q", i, r.Method, r.Path, r.Query, r.Header.Get("X-Postmark-Server-Token"), w.method, w.path, w.query, w.token)
+		if r.Method != w.method || r.Path != w.path || r.RawQuery != w.query || r.Header.Get("X-Postmark-Server-Token") != w.token {
+			t.Errorf("request %d = %s %s?%s token %q, want %s %s?%s %q", i, r.Method, r.Path, r.RawQuery, r.Header.Get("X-Postmark-Server-Token"), w.method, w.path, w.query, w.token)
 		}
 		if r.Header.Get("Accept") != "application/json" {
 			t.Errorf("request %d: Accept %q not recorded", i, r.Header.Get("Accept"))

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Defaults for the zero Config.
@@ -64,18 +67,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Request is one request as the Server received it, whatever it was answered.
-type Request struct {
-	Method   string
-	Path     string
-	RawQuery string
-	// Header is a copy of the request's headers, Authorization included.
-	Header http.Header
-	// Body is the request body (at most 1 MiB are read).
-	Body []byte
-	At   time.Time
-}
-
 // Server is the fake Zendesk Support API. It implements http.Handler and is safe for concurrent
 // use.
 type Server struct {
@@ -87,22 +78,18 @@ type Server struct {
 	retention  time.Duration
 	accountID  int64
 	mux        *http.ServeMux
-	client     *http.Client
+	requests   traffic.Log
+	hooks      *traffic.Sender[Delivery]
 
-	mu         sync.Mutex
-	lag        time.Duration
-	webhook    *Webhook
-	tickets    []*Ticket
-	byID       map[int64]*Ticket
-	nextID     int64
-	nextAudit  int64
-	keys       map[string]*keyEntry
-	faults     []Fault
-	requests   []Request
-	deliveries []Delivery
-	stop       chan struct{}
-	closed     bool
-	hooks      sync.WaitGroup
+	mu        sync.Mutex
+	lag       time.Duration
+	webhook   *Webhook
+	tickets   []*Ticket
+	byID      map[int64]*Ticket
+	nextID    int64
+	nextAudit int64
+	keys      map[string]*keyEntry
+	faults    fault.Queue[Fault]
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -121,14 +108,12 @@ func New(cfg Config) *Server {
 		oauthToken: cfg.OAuthToken,
 		retention:  cfg.KeyRetention,
 		accountID:  cfg.AccountID,
-		client:     &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects},
 		lag:        cfg.LookupLag,
 		webhook:    cloneWebhook(cfg.Webhook),
 		byID:       make(map[int64]*Ticket),
 		nextID:     1,
 		nextAudit:  100001,
 		keys:       make(map[string]*keyEntry),
-		stop:       make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -152,6 +137,11 @@ func New(cfg Config) *Server {
 	if s.accountID == 0 {
 		s.accountID = DefaultAccountID
 	}
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{
+		Client: &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects},
+		Now:    s.now,
+		Logger: s.log,
+	})
 	s.routes()
 	return s
 }
@@ -187,7 +177,7 @@ func (s *Server) routes() {
 // ServeHTTP records the request, checks its credential and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	s.record(r, body)
+	s.requests.Record(r, body, s.now().UTC())
 	if err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "InvalidRequest", Description: "The request body could not be read."})
 		return
@@ -199,19 +189,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-func (s *Server) record(r *http.Request, body []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = append(s.requests, Request{
-		Method:   r.Method,
-		Path:     r.URL.Path,
-		RawQuery: r.URL.RawQuery,
-		Header:   r.Header.Clone(),
-		Body:     append([]byte(nil), body...),
-		At:       s.now().UTC(),
-	})
 }
 
 // authenticated accepts an API token ({email}/token:{api_token} in Basic authentication) or an
@@ -226,18 +203,9 @@ func (s *Server) authenticated(r *http.Request) bool {
 	return false
 }
 
-// Requests returns every request received so far, oldest first, including refused ones.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		r.Header = r.Header.Clone()
-		r.Body = append([]byte(nil), r.Body...)
-		out[i] = r
-	}
-	return out
-}
+// Requests returns every request received so far, oldest first, including refused ones, with
+// its headers (Authorization included) and its body (at most 1 MiB).
+func (s *Server) Requests() []traffic.Request { return s.requests.All() }
 
 // Effects reports how many tickets exist whose external_id is reference, whatever any client was
 // told and regardless of the lookup lag: the number a test asserts "at most once" against.
@@ -278,15 +246,7 @@ func (s *Server) SetLookupLag(d time.Duration) {
 
 // Close stops pending webhook deliveries and waits for them to end. Tickets created afterwards
 // send no webhooks; the handler keeps serving. It is idempotent.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.stop)
-	}
-	s.mu.Unlock()
-	s.hooks.Wait()
-}
+func (s *Server) Close() { s.hooks.Close() }
 
 // errorBody is Zendesk's error shape: an error name, a description and, for validation errors,
 // details per field.
@@ -315,14 +275,4 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("zendesk: encoding %T: %v", v, err))
 	}
 	return b
-}
-
-// dropConnection closes the client's connection without writing a response, so the client sees
-// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
-func dropConnection(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler)
 }

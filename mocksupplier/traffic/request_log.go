@@ -1,0 +1,56 @@
+package traffic
+
+import (
+	"net/http"
+	"sync"
+	"time"
+)
+
+// Request is one request as a fake received it, whatever it was answered.
+type Request struct {
+	Method string
+	// Path is the URL path; RawQuery the query string as sent.
+	Path     string
+	RawQuery string
+	// Header is a copy of the request's headers, Authorization included.
+	Header http.Header
+	// Body is the request body, for a fake that reads it before routing the request (at most
+	// the fake's limit); nil for a fake that records requests unread.
+	Body []byte
+	At   time.Time
+}
+
+// Log records the requests a fake receives, oldest first. The zero value is an empty log; it is
+// safe for concurrent use.
+type Log struct {
+	mu       sync.Mutex
+	requests []Request
+}
+
+// Record appends r, received at at, with its body (nil when the fake has not read it).
+func (l *Log) Record(r *http.Request, body []byte, at time.Time) {
+	rec := Request{
+		Method:   r.Method,
+		Path:     r.URL.Path,
+		RawQuery: r.URL.RawQuery,
+		Header:   r.Header.Clone(),
+		Body:     append([]byte(nil), body...),
+		At:       at,
+	}
+	l.mu.Lock()
+	l.requests = append(l.requests, rec)
+	l.mu.Unlock()
+}
+
+// All returns every request recorded so far, oldest first, as copies the caller may change.
+func (l *Log) All() []Request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]Request, len(l.requests))
+	for i, r := range l.requests {
+		r.Header = r.Header.Clone()
+		r.Body = append([]byte(nil), r.Body...)
+		out[i] = r
+	}
+	return out
+}
