@@ -116,9 +116,7 @@ func New(cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
-	s.hooks = traffic.NewSender[Delivery](traffic.Config{
-		Client: &http.Client{Timeout: 10 * time.Second}, Now: s.now, Logger: s.log,
-	})
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{Timeout: 10 * time.Second, Now: s.now, Logger: s.log})
 	if cfg.Webhook != nil {
 		wh := *cfg.Webhook
 		s.webhook = &wh

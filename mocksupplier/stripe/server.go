@@ -1,11 +1,9 @@
 package stripe
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -114,11 +112,8 @@ func New(cfg Config) *Server {
 		s.retention = DefaultKeyRetention
 	}
 	s.livemode = strings.HasPrefix(s.apiKey, "sk_live_")
-	s.hooks = traffic.NewSender[Delivery](traffic.Config{
-		Client: &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects},
-		Now:    s.now,
-		Logger: s.log,
-	})
+	// Stripe counts a 3xx as a failed delivery.
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{RedirectIsFailure: true, Now: s.now, Logger: s.log})
 	s.routes()
 	return s
 }
@@ -138,10 +133,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// noRedirects makes webhook deliveries treat a redirect as the answer, as Stripe counts a 3xx
-// as a failed delivery.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/payment_intents", s.handleCreateIntent)
@@ -160,13 +151,10 @@ func (s *Server) routes() {
 
 // ServeHTTP records the request, checks its credential and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	s.requests.Record(r, body, s.now().UTC())
-	if err != nil {
+	if err := s.requests.Read(w, r, maxBody, s.now().UTC()); err != nil {
 		writeError(w, http.StatusBadRequest, ErrorObject{Type: "invalid_request_error", Message: "The request body could not be read."})
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if msg, ok := s.authenticate(r); !ok {
 		writeError(w, http.StatusUnauthorized, ErrorObject{Type: "invalid_request_error", Message: msg})
 		return

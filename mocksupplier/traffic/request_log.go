@@ -1,6 +1,8 @@
 package traffic
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"sync"
 	"time"
@@ -25,6 +27,16 @@ type Request struct {
 type Log struct {
 	mu       sync.Mutex
 	requests []Request
+}
+
+// Read reads r's body, at most limit bytes (w learns of a larger one, as http.MaxBytesReader
+// tells it), records r, received at at, with what it read, and leaves that in r.Body for the
+// handler to read again. The error is the read's: the request is recorded all the same.
+func (l *Log) Read(w http.ResponseWriter, r *http.Request, limit int64, at time.Time) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	l.Record(r, body, at)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return err
 }
 
 // Record appends r, received at at, with its body (nil when the fake has not read it).

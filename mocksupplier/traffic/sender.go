@@ -2,6 +2,7 @@ package traffic
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -18,10 +19,12 @@ const maxAnswer = 1 << 20
 
 // Config sets up a Sender.
 type Config struct {
-	// Client sends the webhooks; nil means a client with a 5-second timeout that follows
-	// redirects. A fake whose supplier counts a redirect as a failed delivery says so in its
-	// client's CheckRedirect.
-	Client *http.Client
+	// Timeout bounds each attempt, the receiver's answer included; 0 means 5 seconds.
+	Timeout time.Duration
+	// RedirectIsFailure makes a redirect the answer to an attempt, which is then not
+	// acknowledged, as a supplier does that counts a 3xx as a failed delivery; otherwise
+	// redirects are followed.
+	RedirectIsFailure bool
 	// Now stamps each attempt; nil means time.Now.
 	Now func() time.Time
 	// Logger receives one warning per attempt that was not acknowledged; nil discards.
@@ -102,9 +105,14 @@ type recorded[D any] struct {
 
 // NewSender returns a Sender ready to send.
 func NewSender[D any](cfg Config) *Sender[D] {
-	s := &Sender[D]{client: cfg.Client, now: cfg.Now, log: cfg.Logger, stop: make(chan struct{})}
-	if s.client == nil {
-		s.client = &http.Client{Timeout: 5 * time.Second}
+	s := &Sender[D]{
+		client: &http.Client{Timeout: cmp.Or(cfg.Timeout, 5*time.Second)},
+		now:    cfg.Now,
+		log:    cfg.Logger,
+		stop:   make(chan struct{}),
+	}
+	if cfg.RedirectIsFailure {
+		s.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	}
 	if s.now == nil {
 		s.now = time.Now

@@ -1,10 +1,8 @@
 package zendesk
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -137,11 +135,8 @@ func New(cfg Config) *Server {
 	if s.accountID == 0 {
 		s.accountID = DefaultAccountID
 	}
-	s.hooks = traffic.NewSender[Delivery](traffic.Config{
-		Client: &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects},
-		Now:    s.now,
-		Logger: s.log,
-	})
+	// A redirect is an answer other than 2xx, which the fake retries.
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{RedirectIsFailure: true, Now: s.now, Logger: s.log})
 	s.routes()
 	return s
 }
@@ -157,8 +152,6 @@ func (c Config) validate() error {
 	}
 	return nil
 }
-
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // routes serves each path with and without ".json": "Appending .json doesn't change the way the
 // endpoint works in any way."
@@ -176,13 +169,10 @@ func (s *Server) routes() {
 
 // ServeHTTP records the request, checks its credential and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	s.requests.Record(r, body, s.now().UTC())
-	if err != nil {
+	if err := s.requests.Read(w, r, maxBody, s.now().UTC()); err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "InvalidRequest", Description: "The request body could not be read."})
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !s.authenticated(r) {
 		// Zendesk's answer to a request it cannot authenticate.
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Couldn't authenticate you"})
