@@ -2,13 +2,12 @@ package traffic_test
 
 import (
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
@@ -33,34 +32,19 @@ func webhookTo(url string) traffic.Webhook[delivery] {
 	}
 }
 
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestSenderRetriesUntilAcknowledgedAndSignsEachAttempt(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Content-Type") != "application/json" {
-			t.Errorf("Content-Type = %q", r.Header.Get("Content-Type"))
-		}
-		if calls.Add(1) == 1 {
-			w.WriteHeader(http.StatusServiceUnavailable)
-		}
-	}))
-	t.Cleanup(ts.Close)
+	url, got := faketest.Receiver(t, http.StatusOK, http.StatusServiceUnavailable)
 	s := traffic.NewSender[delivery](traffic.Config{})
 	t.Cleanup(s.Close)
 
-	s.Send(webhookTo(ts.URL))
-	waitFor(t, func() bool { return len(s.Deliveries()) == 2 })
+	s.Send(webhookTo(url))
+	for range 2 {
+		if r := faketest.Next(t, got); r.Header.Get("Content-Type") != "application/json" || string(r.Body) != `{"id":"evt_1"}` {
+			t.Errorf("received %v %s, want the JSON body", r.Header, r.Body)
+		}
+	}
+	faketest.WaitFor(t, 5*time.Second, func() bool { return len(s.Deliveries()) == 2 })
 	want := []delivery{{"evt_1", 1, 503, "sig-1"}, {"evt_1", 2, 200, "sig-2"}}
 	if got := s.Deliveries(); !slices.Equal(got, want) {
 		t.Errorf("Deliveries = %+v, want %+v", got, want)
@@ -69,22 +53,26 @@ func TestSenderRetriesUntilAcknowledgedAndSignsEachAttempt(t *testing.T) {
 
 func TestSenderResetAndCloseStopPendingDeliveries(t *testing.T) {
 	t.Parallel()
-	var calls atomic.Int32
-	ts := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { calls.Add(1) }))
-	t.Cleanup(ts.Close)
+	url, got := faketest.Receiver(t, http.StatusOK)
 	s := traffic.NewSender[delivery](traffic.Config{})
-	late := webhookTo(ts.URL)
+	late := webhookTo(url)
 	late.Delay = time.Hour
 
 	s.Send(late)
 	s.Reset()
-	s.Send(webhookTo(ts.URL))
-	waitFor(t, func() bool { return len(s.Deliveries()) == 1 })
+	s.Send(webhookTo(url))
+	faketest.Next(t, got)
+	faketest.WaitFor(t, 5*time.Second, func() bool { return len(s.Deliveries()) == 1 })
 	s.Send(late)
 	s.Close()
 	s.Close() // idempotent
-	s.Send(webhookTo(ts.URL))
-	if n := calls.Load(); n != 1 {
-		t.Errorf("receiver got %d requests, want only the one sent between Reset and Close", n)
+	s.Send(webhookTo(url))
+	if ds := s.Deliveries(); len(ds) != 1 {
+		t.Errorf("Deliveries = %+v, want only the one sent between Reset and Close", ds)
+	}
+	select {
+	case r := <-got:
+		t.Errorf("a stopped webhook was sent: %s", r.Body)
+	default:
 	}
 }

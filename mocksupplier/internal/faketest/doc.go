@@ -1,0 +1,9 @@
+// Package faketest is the setup the tests of the fakes under mocksupplier share: a clock a test
+// moves (Clock), a fake served over a real socket to a client that never reuses connections
+// (Serve, Client), one request and the reply it got (Do, Reply), a webhook receiver that answers
+// the statuses a test asks for (Receiver, Next), and a poll with a deadline (WaitFor). Each
+// fake's tests keep what is their API's: its credentials, its request bodies, how its answers
+// are read.
+//
+// It is a test double, for tests only: no production code path of actledger may import it.
+package faketest
