@@ -53,11 +53,7 @@ func (r reply) errorCode(t *testing.T) string {
 
 // do sends one request and returns the reply, or the transport error.
 func (f fixture) do(client *http.Client, method, path, key, body string) (reply, error) {
-	contentType := ""
-	if body != "" {
-		contentType = "application/json"
-	}
-	r, err := faketest.Do(client, method, f.url+path, body, "Content-Type", contentType, "Idempotency-Key", key)
+	r, err := faketest.Do(client, method, f.url+path, body, "Content-Type", faketest.JSON(body), "Idempotency-Key", key)
 	return reply{r}, err
 }
 

@@ -7,8 +7,9 @@ import (
 )
 
 // DropConnection closes the client's connection without writing a response, so the client sees
-// EOF: the lost response of a request whose effect, after the commit, exists all the same.
-// Without a hijackable connection (HTTP/2) it aborts the stream instead.
+// EOF: after the commit, the lost response of a request whose effect exists all the same; before
+// it, a lost request that had no effect. Without a hijackable connection (HTTP/2) it aborts the
+// stream instead.
 func DropConnection(w http.ResponseWriter) {
 	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 		_ = conn.Close()
@@ -18,8 +19,9 @@ func DropConnection(w http.ResponseWriter) {
 }
 
 // Hold waits d, or until ctx ends (the client gave up), and reports whether the whole wait
-// passed. A fake holds an answer after the commit with it, so that a client with a shorter
-// timeout loses the answer to an effect that exists; d <= 0 does not wait.
+// passed; d <= 0 does not wait. A fake holds an answer after the commit with it, so that a
+// client with a shorter timeout loses the answer to an effect that exists, or holds a request
+// that stalls, or a slow lookup.
 func Hold(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil

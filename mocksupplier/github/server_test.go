@@ -46,12 +46,8 @@ func (r reply) message(t *testing.T) string {
 
 // do sends one request with the given Authorization header value ("" for none).
 func (f fixture) do(method, path, authorization, body string) (reply, error) {
-	contentType := ""
-	if body != "" {
-		contentType = "application/json"
-	}
 	r, err := faketest.Do(f.client, method, f.url+path, body, "Accept", "application/vnd.github+json",
-		"X-GitHub-Api-Version", "2022-11-28", "Authorization", authorization, "Content-Type", contentType)
+		"X-GitHub-Api-Version", "2022-11-28", "Authorization", authorization, "Content-Type", faketest.JSON(body))
 	return reply{r}, err
 }
 

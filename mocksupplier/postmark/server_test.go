@@ -48,10 +48,7 @@ func (r reply) apiError(t *testing.T) apiError {
 
 // do sends one request with the given headers.
 func (f fixture) do(method, path string, header map[string]string, body string) (reply, error) {
-	pairs := []string{"Accept", "application/json"}
-	if body != "" {
-		pairs = append(pairs, "Content-Type", "application/json")
-	}
+	pairs := []string{"Accept", "application/json", "Content-Type", faketest.JSON(body)}
 	for k, v := range header {
 		pairs = append(pairs, k, v)
 	}

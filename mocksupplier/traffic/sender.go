@@ -50,8 +50,9 @@ type Webhook[D any] struct {
 	// Backoff is the wait before the first retry, doubling for each further one; 0 means
 	// DefaultBackoff.
 	Backoff time.Duration
-	// Delivery makes the fake's record of an attempt. Deliveries calls it each time, with a
-	// copy of the attempt of its own, so no caller shares a header or a body with another.
+	// Delivery makes the fake's record of an attempt; it is required. Deliveries calls it each
+	// time, with a copy of the attempt of its own, so no caller shares a header or a body with
+	// another.
 	Delivery func(Attempt) D
 	// LogAttrs, when set, names the event in the warning logged for an attempt that was not
 	// acknowledged; the Sender adds the attempt number, the status and the error.

@@ -66,12 +66,8 @@ func (r reply) errorName(t *testing.T) string {
 var oauth = "Bearer " + zendesk.DefaultOAuthToken
 
 func (f fixture) send(method, path, auth, key, body string) (reply, error) {
-	contentType := ""
-	if body != "" {
-		contentType = "application/json"
-	}
 	r, err := faketest.Do(f.client, method, f.url+path, body, "Accept", "application/json",
-		"Content-Type", contentType, "Authorization", auth, "Idempotency-Key", key)
+		"Content-Type", faketest.JSON(body), "Authorization", auth, "Idempotency-Key", key)
 	return reply{r}, err
 }
 

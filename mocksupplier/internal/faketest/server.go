@@ -39,6 +39,15 @@ func (r Reply) Decode(t testing.TB, v any) {
 	}
 }
 
+// JSON is the Content-Type of a request with body: application/json, or "" (none sent) when
+// there is no body.
+func JSON(body string) string {
+	if body == "" {
+		return ""
+	}
+	return "application/json"
+}
+
 // Do sends one request with body and reads the whole answer; the error is the transport's (a
 // dropped connection shows there). headers are name, value pairs, and a pair whose value is
 // empty is not sent, so a test passes "" for a header it leaves out.
