@@ -23,8 +23,8 @@ type configReply struct {
 func decode[T any](t *testing.T, r reply) T {
 	t.Helper()
 	var v T
-	if err := json.Unmarshal(r.body, &v); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
+	if err := json.Unmarshal(r.Body, &v); err != nil {
+		t.Fatalf("decoding %s: %v", r.Body, err)
 	}
 	return v
 }
@@ -35,16 +35,16 @@ func TestAdminConfigRoundTrip(t *testing.T) {
 
 	set := f.must(t, http.MethodPost, "/admin/config", "",
 		`{"idempotency":"ignore","lookup_lag_ms":1500,"webhook":{"url":"http://127.0.0.1:1/hook","secret":"s3cret","delay_ms":250}}`)
-	if set.status != http.StatusOK {
-		t.Fatalf("POST /admin/config: status %d, body %s", set.status, set.body)
+	if set.Status != http.StatusOK {
+		t.Fatalf("POST /admin/config: status %d, body %s", set.Status, set.Body)
 	}
 	got := f.must(t, http.MethodGet, "/admin/config", "", "")
 	cfg := decode[configReply](t, got)
 	if cfg.Idempotency != "ignore" || cfg.LookupLagMS != 1500 || cfg.Webhook == nil ||
 		cfg.Webhook.URL != "http://127.0.0.1:1/hook" || !cfg.Webhook.SecretSet || cfg.Webhook.DelayMS != 250 {
-		t.Errorf("GET /admin/config = %s, want what was set", got.body)
+		t.Errorf("GET /admin/config = %s, want what was set", got.Body)
 	}
-	if strings.Contains(string(got.body)+string(set.body), "s3cret") {
+	if strings.Contains(string(got.Body)+string(set.Body), "s3cret") {
 		t.Error("the webhook secret is echoed")
 	}
 
@@ -90,15 +90,15 @@ func TestAdminRefusesBadInputAndChangesNothing(t *testing.T) {
 
 			r := f.must(t, http.MethodPost, tt.path, "", tt.body)
 
-			if r.status != http.StatusBadRequest {
-				t.Errorf("status = %d, want 400; body %s", r.status, r.body)
+			if r.Status != http.StatusBadRequest {
+				t.Errorf("status = %d, want 400; body %s", r.Status, r.Body)
 			}
 			cfg := decode[configReply](t, f.must(t, http.MethodGet, "/admin/config", "", ""))
 			if cfg.Idempotency != "honour" || cfg.LookupLagMS != 0 || cfg.Webhook != nil {
 				t.Errorf("config changed to %+v", cfg)
 			}
-			if c := f.create(t, "k", `{"client_reference":"po-1"}`); c.status != http.StatusCreated {
-				t.Errorf("a create after the refused call: status %d, want 201 (no fault queued)", c.status)
+			if c := f.create(t, "k", `{"client_reference":"po-1"}`); c.Status != http.StatusCreated {
+				t.Errorf("a create after the refused call: status %d, want 201 (no fault queued)", c.Status)
 			}
 		})
 	}
@@ -110,24 +110,24 @@ func TestAdminFaultsQueueForReferenceAndWholeRun(t *testing.T) {
 
 	r := f.must(t, http.MethodPost, "/admin/faults", "",
 		`{"reference":"po-1","faults":[{"kind":"unavailable_before_commit","retry_after_s":3},{"kind":"delay","ms":1}]}`)
-	if r.status != http.StatusOK {
-		t.Fatalf("POST /admin/faults: status %d, body %s", r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("POST /admin/faults: status %d, body %s", r.Status, r.Body)
 	}
 	f.must(t, http.MethodPost, "/admin/faults", "", `{"faults":[{"kind":"reject_422"}]}`)
 
 	first := f.create(t, "k1", `{"client_reference":"po-1"}`)
-	if first.status != http.StatusServiceUnavailable || first.header.Get("Retry-After") != "3" {
-		t.Errorf("po-1 first: %d Retry-After %q, want 503 with 3", first.status, first.header.Get("Retry-After"))
+	if first.Status != http.StatusServiceUnavailable || first.Header.Get("Retry-After") != "3" {
+		t.Errorf("po-1 first: %d Retry-After %q, want 503 with 3", first.Status, first.Header.Get("Retry-After"))
 	}
-	if s := f.create(t, "k1", `{"client_reference":"po-1"}`).status; s != http.StatusCreated {
+	if s := f.create(t, "k1", `{"client_reference":"po-1"}`).Status; s != http.StatusCreated {
 		t.Errorf("po-1 second (delay 1ms): status %d, want 201", s)
 	}
-	if s := f.create(t, "k2", `{"client_reference":"po-2"}`).status; s != http.StatusUnprocessableEntity {
+	if s := f.create(t, "k2", `{"client_reference":"po-2"}`).Status; s != http.StatusUnprocessableEntity {
 		t.Errorf("po-2: status %d, want the whole-run 422", s)
 	}
 	f.must(t, http.MethodPost, "/admin/faults", "", `{"reference":"po-3","faults":[{"kind":"reject_422"}]}`)
 	f.must(t, http.MethodPost, "/admin/faults", "", `{"reference":"po-3","faults":[]}`)
-	if s := f.create(t, "k3", `{"client_reference":"po-3"}`).status; s != http.StatusCreated {
+	if s := f.create(t, "k3", `{"client_reference":"po-3"}`).Status; s != http.StatusCreated {
 		t.Errorf("po-3 after its queue was cleared: status %d, want 201", s)
 	}
 }
@@ -138,8 +138,8 @@ func TestAdminOrdersCreatesAndCountsByReference(t *testing.T) {
 
 	for range 2 {
 		r := f.must(t, http.MethodPost, "/admin/orders", "", `{"client_reference":"po-9","params":{"sku":"nut"}}`)
-		if r.status != http.StatusCreated || string(r.order(t).Params) != `{"sku":"nut"}` {
-			t.Fatalf("POST /admin/orders: %d %s", r.status, r.body)
+		if r.Status != http.StatusCreated || string(r.order(t).Params) != `{"sku":"nut"}` {
+			t.Fatalf("POST /admin/orders: %d %s", r.Status, r.Body)
 		}
 	}
 	f.create(t, "k", `{"client_reference":"po-8"}`)
@@ -158,8 +158,8 @@ func TestAdminOrdersCreatesAndCountsByReference(t *testing.T) {
 		t.Errorf("GET /admin/orders?client_reference=po-9 = %+v, want its 2 orders only", one)
 	}
 	none := f.must(t, http.MethodGet, "/admin/orders?client_reference=nobody", "", "")
-	if !strings.Contains(string(none.body), `"orders":[]`) || !strings.Contains(string(none.body), `"nobody":0`) {
-		t.Errorf("GET /admin/orders for an unknown reference = %s, want zero and []", none.body)
+	if !strings.Contains(string(none.Body), `"orders":[]`) || !strings.Contains(string(none.Body), `"nobody":0`) {
+		t.Errorf("GET /admin/orders for an unknown reference = %s, want zero and []", none.Body)
 	}
 	if got := f.sup.Orders("po-9"); got != 2 {
 		t.Errorf("Orders(po-9) = %d, want 2", got)
@@ -207,8 +207,8 @@ func TestAdminResetClearsEverything(t *testing.T) {
 	f.must(t, http.MethodPost, "/admin/config", "", `{"idempotency":"ignore","lookup_lag_ms":60000}`)
 	f.must(t, http.MethodPost, "/admin/faults", "", `{"faults":[{"kind":"reject_422"}]}`)
 
-	if r := f.must(t, http.MethodPost, "/admin/reset", "", ""); r.status != http.StatusNoContent {
-		t.Fatalf("POST /admin/reset: status %d", r.status)
+	if r := f.must(t, http.MethodPost, "/admin/reset", "", ""); r.Status != http.StatusNoContent {
+		t.Fatalf("POST /admin/reset: status %d", r.Status)
 	}
 
 	if n := f.sup.TotalOrders(); n != 0 {
@@ -222,8 +222,8 @@ func TestAdminResetClearsEverything(t *testing.T) {
 		t.Errorf("config after reset = %+v, want the one given to New", cfg)
 	}
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
-	if r.status != http.StatusCreated || r.replayed() || r.order(t).ID == first.ID {
-		t.Errorf("same key after reset: %d replayed %v, want a fresh order (keys and faults forgotten)", r.status, r.replayed())
+	if r.Status != http.StatusCreated || r.replayed() || r.order(t).ID == first.ID {
+		t.Errorf("same key after reset: %d replayed %v, want a fresh order (keys and faults forgotten)", r.Status, r.replayed())
 	}
 	if n := len(f.lookup(t, "po-1")); n != 1 {
 		t.Errorf("lookup after reset found %d, want 1", n)
@@ -236,8 +236,8 @@ func TestHealthz(t *testing.T) {
 
 	r := f.must(t, http.MethodGet, "/healthz", "", "")
 
-	if r.status != http.StatusOK {
-		t.Errorf("GET /healthz: status %d", r.status)
+	if r.Status != http.StatusOK {
+		t.Errorf("GET /healthz: status %d", r.Status)
 	}
 }
 
@@ -245,15 +245,15 @@ func TestAdminConfigSetsTheLookupDelay(t *testing.T) {
 	t.Parallel()
 	f := setup(t, mocksupplier.Config{})
 	r := f.must(t, http.MethodPost, "/admin/config", "", `{"lookup_delay_ms":150}`)
-	if r.status != http.StatusOK || !strings.Contains(string(r.body), `"lookup_delay_ms":150`) {
-		t.Fatalf("set lookup delay: %d %s", r.status, r.body)
+	if r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"lookup_delay_ms":150`) {
+		t.Fatalf("set lookup delay: %d %s", r.Status, r.Body)
 	}
 	start := time.Now()
 	f.lookup(t, "po-1")
 	if took := time.Since(start); took < 150*time.Millisecond {
 		t.Errorf("lookup answered after %s, want at least 150ms", took)
 	}
-	if r := f.must(t, http.MethodPost, "/admin/config", "", `{"lookup_delay_ms":-1}`); r.status != http.StatusBadRequest {
-		t.Errorf("negative delay: %d, want 400", r.status)
+	if r := f.must(t, http.MethodPost, "/admin/config", "", `{"lookup_delay_ms":-1}`); r.Status != http.StatusBadRequest {
+		t.Errorf("negative delay: %d, want 400", r.Status)
 	}
 }

@@ -30,11 +30,11 @@
 // available over HTTP under /admin/ for out-of-process use (cmd/mocksupplier). The admin API has
 // no authentication: bind it to a loopback address.
 //
-// Everything lives in memory behind one mutex. Orders are indexed by id and by reference so the
-// create and lookup paths never scan the whole store; several thousand orders per second pass
-// through it when no faults are set. With Config.DataFile (the --data flag of cmd/mocksupplier)
-// orders and idempotency records also go to an append-only file, fsynced before an order counts
-// as committed, so a restarted supplier still knows every order it made and every key it
-// answered: the count stays true across restarts. Open loads the file and refuses one it cannot
-// read in full.
+// Everything lives in memory behind one mutex (webhook deliveries, sent by package traffic,
+// behind their own). Orders are indexed by id and by reference so the create and lookup paths
+// never scan the whole store; several thousand orders per second pass through it when no faults
+// are set. With Config.DataFile (the --data flag of cmd/mocksupplier) orders and idempotency
+// records also go to an append-only file, fsynced before an order counts as committed, so a
+// restarted supplier still knows every order it made and every key it answered: the count stays
+// true across restarts. Open loads the file and refuses one it cannot read in full.
 package mocksupplier

@@ -92,48 +92,14 @@ func (s *Server) SetFaults(reference string, faults ...Fault) {
 			panic("mocksupplier: SetFaults: " + err.Error())
 		}
 	}
-	q := append([]Fault(nil), faults...)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if reference == "" {
-		s.runFaults = q
-		return
-	}
-	if len(q) == 0 {
-		delete(s.faults, reference)
-		return
-	}
-	s.faults[reference] = q
+	s.faults.Set(reference, faults...)
+	s.mu.Unlock()
 }
 
 // popAuthFaultLocked takes the next fault for reference if it is Unauthorized401, which applies
 // before the Idempotency-Key is looked at. s.mu must be held.
 func (s *Server) popAuthFaultLocked(reference string) bool {
-	q := s.faults[reference]
-	if len(q) == 0 {
-		q = s.runFaults
-	}
-	if len(q) == 0 || q[0].Kind != Unauthorized401 {
-		return false
-	}
-	s.popFaultLocked(reference)
-	return true
-}
-
-// popFaultLocked takes the next fault for reference, if any. s.mu must be held.
-func (s *Server) popFaultLocked(reference string) (Fault, bool) {
-	if q := s.faults[reference]; len(q) > 0 {
-		if len(q) == 1 {
-			delete(s.faults, reference)
-		} else {
-			s.faults[reference] = q[1:]
-		}
-		return q[0], true
-	}
-	if len(s.runFaults) > 0 {
-		f := s.runFaults[0]
-		s.runFaults = s.runFaults[1:]
-		return f, true
-	}
-	return Fault{}, false
+	_, ok := s.faults.TakeIf(reference, func(f Fault) bool { return f.Kind == Unauthorized401 })
+	return ok
 }

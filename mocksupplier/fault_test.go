@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 )
 
 func TestDropAfterCommitLosesResponseButKeepsOrder(t *testing.T) {
@@ -34,8 +35,8 @@ func TestRetryWithSameKeyAfterDropReplaysTheCommittedOrder(t *testing.T) {
 
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if r.status != http.StatusCreated || !r.replayed() {
-		t.Fatalf("retry: status %d replayed %v, want a replayed 201", r.status, r.replayed())
+	if r.Status != http.StatusCreated || !r.replayed() {
+		t.Fatalf("retry: status %d replayed %v, want a replayed 201", r.Status, r.replayed())
 	}
 	found := f.lookup(t, "po-1")
 	if len(found) != 1 || found[0].ID != r.order(t).ID {
@@ -79,8 +80,8 @@ func TestTransportResendsIdempotentPOSTAfterDropOnReusedConnection(t *testing.T)
 	if err != nil {
 		t.Fatalf("client saw %v, want the transport's silent re-send to answer", err)
 	}
-	if r.status != http.StatusCreated || !r.replayed() {
-		t.Errorf("status %d replayed %v, want the stored 201 replayed", r.status, r.replayed())
+	if r.Status != http.StatusCreated || !r.replayed() {
+		t.Errorf("status %d replayed %v, want the stored 201 replayed", r.Status, r.replayed())
 	}
 	if got := len(f.sup.CreateRequests("po-1")); got != 2 {
 		t.Errorf("CreateRequests(po-1) = %d, want 2 (one by the caller, one by the transport)", got)
@@ -97,16 +98,16 @@ func TestError500AfterCommitKeepsOrder(t *testing.T) {
 
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if r.status != http.StatusInternalServerError {
-		t.Fatalf("status = %d, want 500", r.status)
+	if r.Status != http.StatusInternalServerError {
+		t.Fatalf("status = %d, want 500", r.Status)
 	}
 	if got := f.sup.Orders("po-1"); got != 1 {
 		t.Errorf("Orders(po-1) = %d, want 1 (committed before the 500)", got)
 	}
 	// Like Stripe, the stored answer is the 500: only a lookup reveals the order.
 	again := f.create(t, "key-1", `{"client_reference":"po-1"}`)
-	if again.status != http.StatusInternalServerError || !again.replayed() {
-		t.Errorf("retry: status %d replayed %v, want the stored 500 replayed", again.status, again.replayed())
+	if again.Status != http.StatusInternalServerError || !again.replayed() {
+		t.Errorf("retry: status %d replayed %v, want the stored 500 replayed", again.Status, again.replayed())
 	}
 	if got := len(f.lookup(t, "po-1")); got != 1 {
 		t.Errorf("lookup found %d orders, want 1", got)
@@ -134,18 +135,18 @@ func TestRefusalsBeforeCommitCreateNothingAndReleaseTheKey(t *testing.T) {
 
 			r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-			if r.status != tt.wantStatus {
-				t.Errorf("status = %d, want %d", r.status, tt.wantStatus)
+			if r.Status != tt.wantStatus {
+				t.Errorf("status = %d, want %d", r.Status, tt.wantStatus)
 			}
-			if got := r.header.Get("Retry-After"); got != tt.wantRetryAfter {
+			if got := r.Header.Get("Retry-After"); got != tt.wantRetryAfter {
 				t.Errorf("Retry-After = %q, want %q", got, tt.wantRetryAfter)
 			}
 			if got := f.sup.Orders("po-1"); got != 0 {
 				t.Errorf("Orders(po-1) = %d, want 0", got)
 			}
 			again := f.create(t, "key-1", `{"client_reference":"po-1"}`)
-			if again.status != http.StatusCreated || again.replayed() {
-				t.Errorf("retry with the same key: status %d replayed %v, want a fresh 201", again.status, again.replayed())
+			if again.Status != http.StatusCreated || again.replayed() {
+				t.Errorf("retry with the same key: status %d replayed %v, want a fresh 201", again.Status, again.replayed())
 			}
 		})
 	}
@@ -159,7 +160,7 @@ func TestFaultQueueIsConsumedInOrderPerReference(t *testing.T) {
 
 	var got []int
 	for range 3 {
-		got = append(got, f.create(t, "key-1", `{"client_reference":"po-1"}`).status)
+		got = append(got, f.create(t, "key-1", `{"client_reference":"po-1"}`).Status)
 	}
 
 	want := []int{503, 503, 201}
@@ -171,8 +172,8 @@ func TestFaultQueueIsConsumedInOrderPerReference(t *testing.T) {
 	if n := f.sup.Orders("po-1"); n != 1 {
 		t.Errorf("Orders(po-1) = %d, want 1", n)
 	}
-	if r := f.create(t, "key-2", `{"client_reference":"po-2"}`); r.status != http.StatusCreated {
-		t.Errorf("another reference: status %d, want 201 (faults of po-1 are not its)", r.status)
+	if r := f.create(t, "key-2", `{"client_reference":"po-2"}`); r.Status != http.StatusCreated {
+		t.Errorf("another reference: status %d, want 201 (faults of po-1 are not its)", r.Status)
 	}
 }
 
@@ -191,8 +192,8 @@ func TestWholeRunFaultsApplyWhenReferenceHasNone(t *testing.T) {
 	want := []int{503, 422, 201, 201}
 	for i, s := range steps {
 		r := f.create(t, s.key, `{"client_reference":"`+s.reference+`"}`)
-		if r.status != want[i] {
-			t.Errorf("step %d (%s): status %d, want %d", i, s.reference, r.status, want[i])
+		if r.Status != want[i] {
+			t.Errorf("step %d (%s): status %d, want %d", i, s.reference, r.Status, want[i])
 		}
 	}
 }
@@ -206,11 +207,11 @@ func TestReplaysConsumeNoFault(t *testing.T) {
 	replay := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 	fresh := f.create(t, "key-2", `{"client_reference":"po-1"}`)
 
-	if replay.status != http.StatusCreated || !replay.replayed() {
-		t.Errorf("replay: status %d replayed %v, want a replayed 201", replay.status, replay.replayed())
+	if replay.Status != http.StatusCreated || !replay.replayed() {
+		t.Errorf("replay: status %d replayed %v, want a replayed 201", replay.Status, replay.replayed())
 	}
-	if fresh.status != http.StatusUnprocessableEntity {
-		t.Errorf("next new request: status %d, want the queued 422", fresh.status)
+	if fresh.Status != http.StatusUnprocessableEntity {
+		t.Errorf("next new request: status %d, want the queued 422", fresh.Status)
 	}
 }
 
@@ -222,8 +223,8 @@ func TestDelayAnswersAfterWaiting(t *testing.T) {
 	start := time.Now()
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if r.status != http.StatusCreated {
-		t.Errorf("status = %d, want 201", r.status)
+	if r.Status != http.StatusCreated {
+		t.Errorf("status = %d, want 201", r.Status)
 	}
 	if elapsed := time.Since(start); elapsed < 150*time.Millisecond {
 		t.Errorf("answered after %v, want at least 150ms", elapsed)
@@ -245,12 +246,12 @@ func TestClientTimeoutDuringDelayLeavesTheOrderCommitted(t *testing.T) {
 		t.Errorf("Orders(po-1) = %d, want 1 (committed before the delay)", got)
 	}
 	// Once the server notices the client left, the key holds the 201 (409 until then).
-	checkFor(t, 5*time.Second, func() bool {
+	faketest.WaitFor(t, 5*time.Second, func() bool {
 		r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
-		if r.status != http.StatusConflict && !(r.status == http.StatusCreated && r.replayed()) {
-			t.Fatalf("retry: status %d %s, want 409 or a replayed 201", r.status, r.body)
+		if r.Status != http.StatusConflict && !(r.Status == http.StatusCreated && r.replayed()) {
+			t.Fatalf("retry: status %d %s, want 409 or a replayed 201", r.Status, r.Body)
 		}
-		return r.status == http.StatusCreated
+		return r.Status == http.StatusCreated
 	})
 	if got := f.sup.Orders("po-1"); got != 1 {
 		t.Errorf("Orders(po-1) = %d after retries, want 1", got)
@@ -296,11 +297,11 @@ func TestStallBeforeCommitCreatesNothing(t *testing.T) {
 
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if r.status != http.StatusServiceUnavailable || f.sup.Orders("po-1") != 0 {
-		t.Errorf("status %d, orders %d; want 503 and 0", r.status, f.sup.Orders("po-1"))
+	if r.Status != http.StatusServiceUnavailable || f.sup.Orders("po-1") != 0 {
+		t.Errorf("status %d, orders %d; want 503 and 0", r.Status, f.sup.Orders("po-1"))
 	}
-	if again := f.create(t, "key-1", `{"client_reference":"po-1"}`); again.status != http.StatusCreated || again.replayed() {
-		t.Errorf("retry: status %d replayed %v, want a fresh 201 (the key was released)", again.status, again.replayed())
+	if again := f.create(t, "key-1", `{"client_reference":"po-1"}`); again.Status != http.StatusCreated || again.replayed() {
+		t.Errorf("retry: status %d replayed %v, want a fresh 201 (the key was released)", again.Status, again.replayed())
 	}
 }
 
@@ -314,8 +315,8 @@ func TestUnauthorizedRefusesARepeatBeforeItsKeyIsLookedAt(t *testing.T) {
 
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if r.status != http.StatusUnauthorized || r.replayed() {
-		t.Errorf("repeat: status %d replayed %v, want a plain 401", r.status, r.replayed())
+	if r.Status != http.StatusUnauthorized || r.replayed() {
+		t.Errorf("repeat: status %d replayed %v, want a plain 401", r.Status, r.replayed())
 	}
 	if got := f.sup.Orders("po-1"); got != 1 {
 		t.Errorf("Orders(po-1) = %d, want 1: the refusal says nothing about the first order", got)
@@ -345,7 +346,7 @@ func TestSlowLookupAnswersWithTheOrdersOfWhenItArrived(t *testing.T) {
 	f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
 	a := <-done
-	if a.err != nil || a.r.status != http.StatusOK || strings.TrimSpace(string(a.r.body)) != "[]" {
-		t.Errorf("lookup = %v %d %s, want []: the order came after the lookup arrived", a.err, a.r.status, a.r.body)
+	if a.err != nil || a.r.Status != http.StatusOK || strings.TrimSpace(string(a.r.Body)) != "[]" {
+		t.Errorf("lookup = %v %d %s, want []: the order came after the lookup arrived", a.err, a.r.Status, a.r.Body)
 	}
 }

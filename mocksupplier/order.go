@@ -2,7 +2,6 @@ package mocksupplier
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
 )
 
 // maxBody bounds request bodies, as a real API would.
@@ -133,27 +134,27 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		entry = &keyEntry{fingerprint: fp}
 		s.keys[key] = entry
 	}
-	fault, faulty := s.popFaultLocked(ref)
+	taken, faulty := s.faults.Take(ref)
 	s.mu.Unlock()
 
 	if faulty {
-		s.log.InfoContext(ctx, "fault injected", "fault", string(fault.Kind), "client_reference", ref)
+		s.log.InfoContext(ctx, "fault injected", "fault", string(taken.Kind), "client_reference", ref)
 	}
-	if faulty && fault.beforeCommit() {
+	if faulty && taken.beforeCommit() {
 		// Nothing was executed, so nothing is stored under the key: a retry with the same key
 		// runs afresh, as Stripe does for rate limits and refusals.
-		if fault.Kind == StallBeforeCommit {
-			wait(ctx, fault.MS)
+		if taken.Kind == StallBeforeCommit {
+			fault.Hold(ctx, time.Duration(taken.MS)*time.Millisecond)
 		}
 		s.releaseKey(key, entry)
-		switch fault.Kind {
+		switch taken.Kind {
 		case StallBeforeCommit:
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "supplier stalled and created nothing")
 		case UnavailableBeforeCommit:
-			w.Header().Set("Retry-After", strconv.Itoa(fault.retryAfter()))
+			w.Header().Set("Retry-After", strconv.Itoa(taken.retryAfter()))
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "supplier temporarily unavailable")
 		case RateLimit429:
-			w.Header().Set("Retry-After", strconv.Itoa(fault.retryAfter()))
+			w.Header().Set("Retry-After", strconv.Itoa(taken.retryAfter()))
 			writeError(w, http.StatusTooManyRequests, "rate_limited", "too many requests")
 		default: // Reject422
 			writeError(w, http.StatusUnprocessableEntity, "rejected", "order rejected by supplier")
@@ -161,10 +162,10 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	if faulty && fault.Kind == CommitLate {
+	if faulty && taken.Kind == CommitLate {
 		// Not bound to the request's context: the order is created even after the client has
 		// given up.
-		time.Sleep(time.Duration(fault.MS) * time.Millisecond)
+		time.Sleep(time.Duration(taken.MS) * time.Millisecond)
 	}
 	var storedKey string
 	if entry != nil {
@@ -172,7 +173,7 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	// A 500 after commit is stored like any answer: a replay with the same key gets the same
 	// 500 (Stripe does the same), so only a lookup reveals the order.
-	order, status, resp, err := s.commit(ref, params, storedKey, fp, faulty && fault.Kind == Error500AfterCommit)
+	order, status, resp, err := s.commit(ref, params, storedKey, fp, faulty && taken.Kind == Error500AfterCommit)
 	if err != nil {
 		s.log.ErrorContext(ctx, "order not created: the data file failed", "client_reference", ref, "error", err)
 		s.releaseKey(key, entry)
@@ -180,32 +181,17 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.DebugContext(ctx, "order created", "order_id", order.ID, "client_reference", ref)
-	if faulty && fault.Kind == Delay && fault.MS > 0 {
+	if faulty && taken.Kind == Delay {
 		// The order is committed already; a client that gives up now has lost the answer to
 		// an order that exists. The key stays in flight (409) until the answer is ready.
-		t := time.NewTimer(time.Duration(fault.MS) * time.Millisecond)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
+		fault.Hold(ctx, time.Duration(taken.MS)*time.Millisecond)
 	}
 	s.storeAnswer(entry, status, resp)
-	if faulty && fault.Kind == DropAfterCommit {
-		dropConnection(w)
+	if faulty && taken.Kind == DropAfterCommit {
+		fault.DropConnection(w)
 		return
 	}
 	writeRaw(w, status, resp)
-}
-
-// wait waits ms milliseconds or until ctx ends.
-func wait(ctx context.Context, ms int) {
-	t := time.NewTimer(time.Duration(ms) * time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }
 
 // commit creates the order and returns it with the answer its create request gets: 201 and the
@@ -252,16 +238,6 @@ func answer(o *Order, fail500 bool) (int, []byte) {
 	return http.StatusCreated, mustJSON(o)
 }
 
-// dropConnection closes the client's connection without writing a response, so the client sees
-// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
-func dropConnection(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler)
-}
-
 func mustJSON(v any) []byte {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -293,7 +269,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if delay > 0 {
 		// The answer is the state when the request arrived, delivered late: orders created
 		// meanwhile are not in it.
-		wait(r.Context(), int(delay.Milliseconds()))
+		fault.Hold(r.Context(), delay)
 	}
 	writeJSON(w, http.StatusOK, visible)
 }

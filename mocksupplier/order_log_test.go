@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 )
 
 // openAt serves a supplier that keeps its orders in path. stop shuts the listener and closes the
@@ -36,7 +36,7 @@ func openAt(t *testing.T, path string) (f fixture, stop func()) {
 	return fixture{
 		sup:    sup,
 		url:    ts.URL,
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
+		client: faketest.Client(),
 	}, stop
 }
 
@@ -56,10 +56,10 @@ func TestDataFileKeepsOrdersAndKeysAcrossRestart(t *testing.T) {
 	rejected := before.create(t, "key-422", `{"client_reference":"po-422"}`)
 	unkeyed := before.create(t, "", `{"client_reference":"po-nokey"}`)
 	admin := before.must(t, http.MethodPost, "/admin/orders", "", `{"client_reference":"po-admin"}`)
-	if ok.status != http.StatusCreated || failed.status != http.StatusInternalServerError ||
-		rejected.status != http.StatusUnprocessableEntity || unkeyed.status != http.StatusCreated || admin.status != http.StatusCreated {
+	if ok.Status != http.StatusCreated || failed.Status != http.StatusInternalServerError ||
+		rejected.Status != http.StatusUnprocessableEntity || unkeyed.Status != http.StatusCreated || admin.Status != http.StatusCreated {
 		t.Fatalf("before the restart: statuses %d %d %d %d %d, want 201 500 422 201 201",
-			ok.status, failed.status, rejected.status, unkeyed.status, admin.status)
+			ok.Status, failed.Status, rejected.Status, unkeyed.Status, admin.Status)
 	}
 	dropped := before.lookup(t, "po-drop")
 	stop()
@@ -75,8 +75,8 @@ func TestDataFileKeepsOrdersAndKeysAcrossRestart(t *testing.T) {
 	if got := after.sup.TotalOrders(); got != 5 {
 		t.Errorf("after the restart TotalOrders = %d, want 5", got)
 	}
-	if got := after.must(t, http.MethodGet, "/v1/orders/"+ok.order(t).ID, "", ""); !bytes.Equal(got.body, ok.body) {
-		t.Errorf("GET the order by id after the restart = %s, want %s", got.body, ok.body)
+	if got := after.must(t, http.MethodGet, "/v1/orders/"+ok.order(t).ID, "", ""); !bytes.Equal(got.Body, ok.Body) {
+		t.Errorf("GET the order by id after the restart = %s, want %s", got.Body, ok.Body)
 	}
 	if got := after.lookup(t, "po-drop"); len(got) != 1 || len(dropped) != 1 || got[0].ID != dropped[0].ID {
 		t.Errorf("lookup of the dropped order after the restart = %+v, want %+v", got, dropped)
@@ -92,11 +92,11 @@ func TestDataFileKeepsOrdersAndKeysAcrossRestart(t *testing.T) {
 		wantTotal    int
 	}{
 		{name: "answered key replays its order", key: "key-ok", body: `{"qty":1,"client_reference":"po-ok"}`,
-			wantStatus: http.StatusCreated, wantReplayed: true, wantBody: ok.body, wantTotal: 5},
+			wantStatus: http.StatusCreated, wantReplayed: true, wantBody: ok.Body, wantTotal: 5},
 		{name: "key whose response was dropped replays the committed order", key: "key-drop", body: `{"client_reference":"po-drop"}`,
 			wantStatus: http.StatusCreated, wantReplayed: true, wantTotal: 5},
 		{name: "key answered 500 after commit replays the 500", key: "key-500", body: `{"client_reference":"po-500"}`,
-			wantStatus: http.StatusInternalServerError, wantReplayed: true, wantBody: failed.body, wantTotal: 5},
+			wantStatus: http.StatusInternalServerError, wantReplayed: true, wantBody: failed.Body, wantTotal: 5},
 		{name: "key reused with another body is refused", key: "key-ok", body: `{"client_reference":"po-ok","qty":2}`,
 			wantStatus: http.StatusBadRequest, wantTotal: 5},
 		{name: "key refused before commit was never stored and runs afresh", key: "key-422", body: `{"client_reference":"po-422"}`,
@@ -104,13 +104,13 @@ func TestDataFileKeepsOrdersAndKeysAcrossRestart(t *testing.T) {
 	}
 	for _, tt := range repeats {
 		r := after.create(t, tt.key, tt.body)
-		if r.status != tt.wantStatus || r.replayed() != tt.wantReplayed {
-			t.Errorf("%s: status %d replayed %v, want %d replayed %v (body %s)", tt.name, r.status, r.replayed(), tt.wantStatus, tt.wantReplayed, r.body)
+		if r.Status != tt.wantStatus || r.replayed() != tt.wantReplayed {
+			t.Errorf("%s: status %d replayed %v, want %d replayed %v (body %s)", tt.name, r.Status, r.replayed(), tt.wantStatus, tt.wantReplayed, r.Body)
 		}
-		if tt.wantBody != nil && !bytes.Equal(r.body, tt.wantBody) {
-			t.Errorf("%s: body %s, want the stored %s", tt.name, r.body, tt.wantBody)
+		if tt.wantBody != nil && !bytes.Equal(r.Body, tt.wantBody) {
+			t.Errorf("%s: body %s, want the stored %s", tt.name, r.Body, tt.wantBody)
 		}
-		if tt.key == "key-drop" && r.status == http.StatusCreated && r.order(t).ID != dropped[0].ID {
+		if tt.key == "key-drop" && r.Status == http.StatusCreated && r.order(t).ID != dropped[0].ID {
 			t.Errorf("%s: replayed order %s, want %s", tt.name, r.order(t).ID, dropped[0].ID)
 		}
 		if got := after.sup.TotalOrders(); got != tt.wantTotal {
@@ -129,8 +129,8 @@ func TestConcurrentCreatesWithADataFileAreAllKept(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			r, err := before.do(before.client, http.MethodPost, "/v1/orders", fmt.Sprintf("key-%d", i), fmt.Sprintf(`{"client_reference":"po-%d"}`, i))
-			if err != nil || r.status != http.StatusCreated {
-				t.Errorf("create %d: %v, status %d", i, err, r.status)
+			if err != nil || r.Status != http.StatusCreated {
+				t.Errorf("create %d: %v, status %d", i, err, r.Status)
 				return
 			}
 			ids[i] = r.order(t).ID
@@ -159,8 +159,8 @@ func TestResetEmptiesTheDataFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "orders.jsonl")
 	before, stop := openAt(t, path)
 	before.create(t, "key-1", `{"client_reference":"po-1"}`)
-	if r := before.must(t, http.MethodPost, "/admin/reset", "", ""); r.status != http.StatusNoContent {
-		t.Fatalf("POST /admin/reset: status %d, body %s", r.status, r.body)
+	if r := before.must(t, http.MethodPost, "/admin/reset", "", ""); r.Status != http.StatusNoContent {
+		t.Fatalf("POST /admin/reset: status %d, body %s", r.Status, r.Body)
 	}
 	kept := before.create(t, "key-2", `{"client_reference":"po-2"}`).order(t)
 	stop()
@@ -184,8 +184,8 @@ func TestDataFileRefusesCreatesAfterClose(t *testing.T) {
 
 	r := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if r.status != http.StatusServiceUnavailable || r.errorCode(t) != "storage_unavailable" {
-		t.Errorf("create after Close: status %d, body %s, want 503 storage_unavailable", r.status, r.body)
+	if r.Status != http.StatusServiceUnavailable || r.errorCode(t) != "storage_unavailable" {
+		t.Errorf("create after Close: status %d, body %s, want 503 storage_unavailable", r.Status, r.Body)
 	}
 	if n := f.sup.Orders("po-1"); n != 0 {
 		t.Errorf("Orders(po-1) = %d after a refused create, want 0", n)

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Mode says whether the supplier honours Idempotency-Key headers.
@@ -63,26 +66,20 @@ type Server struct {
 	now     func() time.Time
 	initial Config // restored by Reset
 	mux     *http.ServeMux
-	client  *http.Client // webhook deliveries
+	hooks   *traffic.Sender[Delivery]
 
-	mu        sync.Mutex
-	mode      Mode
-	lag       time.Duration
-	webhook   *WebhookConfig
-	data      *orderLog // nil without Config.DataFile
-	orders    orderStore
-	keys      map[string]*keyEntry
-	faults    map[string][]Fault // per reference
-	runFaults []Fault
-	requests  map[string][]time.Time
-	lookups   map[string][]time.Time
+	mu       sync.Mutex
+	mode     Mode
+	lag      time.Duration
+	webhook  *WebhookConfig
+	data     *orderLog // nil without Config.DataFile
+	orders   orderStore
+	keys     map[string]*keyEntry
+	faults   fault.Queues[Fault] // per reference, and for the whole run
+	requests map[string][]time.Time
+	lookups  map[string][]time.Time
 	// lookupDelay holds every answer to a lookup by reference.
 	lookupDelay time.Duration
-	deliveries  []Delivery
-	gen         uint64        // bumped by Reset; deliveries of older generations are not recorded
-	stop        chan struct{} // closed by Reset and Close to stop pending deliveries
-	closed      bool
-	hooks       sync.WaitGroup
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -117,7 +114,6 @@ func Open(cfg Config) (*Server, error) {
 		log:     cfg.Logger,
 		now:     cfg.Now,
 		initial: cfg,
-		client:  &http.Client{Timeout: 5 * time.Second},
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -125,6 +121,7 @@ func Open(cfg Config) (*Server, error) {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{Now: s.now, Logger: s.log})
 	s.resetLocked()
 	if cfg.DataFile != "" {
 		data, recs, err := openOrderLog(cfg.DataFile)
@@ -254,9 +251,7 @@ func (s *Server) reset() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stop != nil && !s.closed {
-		close(s.stop)
-	}
+	s.hooks.Reset()
 	s.resetLocked()
 	return err
 }
@@ -267,29 +262,17 @@ func (s *Server) resetLocked() {
 	s.webhook = s.initial.Webhook
 	s.orders = newOrderStore()
 	s.keys = make(map[string]*keyEntry)
-	s.faults = make(map[string][]Fault)
-	s.runFaults = nil
+	s.faults.Clear()
 	s.requests = make(map[string][]time.Time)
 	s.lookups = make(map[string][]time.Time)
 	s.lookupDelay = 0
-	s.deliveries = nil
-	s.gen++
-	if !s.closed {
-		s.stop = make(chan struct{})
-	}
 }
 
 // Close stops pending webhook deliveries, waits for their goroutines to end, and closes the data
 // file. Orders created afterwards send no webhooks, and with a data file there are none: creates
 // are refused (503). It is idempotent; the handler keeps serving.
 func (s *Server) Close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.stop)
-	}
-	s.mu.Unlock()
-	s.hooks.Wait()
+	s.hooks.Close()
 	if s.data != nil {
 		if err := s.data.close(); err != nil {
 			s.log.Error("closing the data file", "error", err)

@@ -2,15 +2,14 @@ package mocksupplier_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 )
 
 // fixture is a mock supplier served over a real socket, and a client that never reuses
@@ -25,33 +24,19 @@ type fixture struct {
 func setup(t *testing.T, cfg mocksupplier.Config) fixture {
 	t.Helper()
 	sup := mocksupplier.New(cfg)
-	ts := httptest.NewServer(sup)
-	t.Cleanup(func() {
-		ts.Close()
-		sup.Close()
-	})
-	return fixture{
-		sup:    sup,
-		url:    ts.URL,
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
-	}
+	t.Cleanup(sup.Close)
+	return fixture{sup: sup, url: faketest.Serve(t, sup), client: faketest.Client()}
 }
 
 // reply is what a client saw.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+type reply struct{ faketest.Reply }
 
-func (r reply) replayed() bool { return r.header.Get("Idempotent-Replayed") == "true" }
+func (r reply) replayed() bool { return r.Header.Get("Idempotent-Replayed") == "true" }
 
 func (r reply) order(t *testing.T) mocksupplier.Order {
 	t.Helper()
 	var o mocksupplier.Order
-	if err := json.Unmarshal(r.body, &o); err != nil {
-		t.Fatalf("decoding order %s: %v", r.body, err)
-	}
+	r.Decode(t, &o)
 	return o
 }
 
@@ -62,34 +47,14 @@ func (r reply) errorCode(t *testing.T) string {
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal(r.body, &e); err != nil {
-		t.Fatalf("decoding error body %s: %v", r.body, err)
-	}
+	r.Decode(t, &e)
 	return e.Error.Code
 }
 
 // do sends one request and returns the reply, or the transport error.
 func (f fixture) do(client *http.Client, method, path, key, body string) (reply, error) {
-	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	r, err := faketest.Do(client, method, f.url+path, body, "Content-Type", faketest.JSON(body), "Idempotency-Key", key)
+	return reply{r}, err
 }
 
 // must is do for requests that are expected to get an answer.
@@ -110,46 +75,19 @@ func (f fixture) create(t *testing.T, key, body string) reply {
 func (f fixture) lookup(t *testing.T, reference string) []mocksupplier.Order {
 	t.Helper()
 	r := f.must(t, http.MethodGet, "/v1/orders?client_reference="+reference, "", "")
-	if r.status != http.StatusOK {
-		t.Fatalf("lookup %s: status %d, body %s", reference, r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("lookup %s: status %d, body %s", reference, r.Status, r.Body)
 	}
 	var orders []mocksupplier.Order
-	if err := json.Unmarshal(r.body, &orders); err != nil {
-		t.Fatalf("decoding lookup %s: %v", r.body, err)
+	if err := json.Unmarshal(r.Body, &orders); err != nil {
+		t.Fatalf("decoding lookup %s: %v", r.Body, err)
 	}
 	return orders
 }
 
-// clock is a settable Config.Now.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newClock() *clock { return &clock{now: time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// checkFor polls cond until it returns true or the deadline passes.
-func checkFor(t *testing.T, within time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", within)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+// newClock is a settable Config.Now.
+func newClock() *faketest.Clock {
+	return faketest.NewClock(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
 func TestCreateReturnsOrderWithReferenceAndParams(t *testing.T) {
@@ -159,8 +97,8 @@ func TestCreateReturnsOrderWithReferenceAndParams(t *testing.T) {
 
 	r := f.create(t, "", `{"sku":"bolt-m8", "client_reference":"po-1","qty":12.50}`)
 
-	if r.status != http.StatusCreated {
-		t.Fatalf("status = %d, want 201; body %s", r.status, r.body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("status = %d, want 201; body %s", r.Status, r.Body)
 	}
 	if r.replayed() {
 		t.Error("a first request is marked Idempotent-Replayed")
@@ -203,8 +141,8 @@ func TestCreateRefusesMalformedBodyAndCreatesNothing(t *testing.T) {
 
 			r := f.create(t, "key-1", tt.body)
 
-			if r.status != http.StatusBadRequest {
-				t.Errorf("status = %d, want 400; body %s", r.status, r.body)
+			if r.Status != http.StatusBadRequest {
+				t.Errorf("status = %d, want 400; body %s", r.Status, r.Body)
 			}
 			if got, want := r.errorCode(t), "malformed_json"; got != want {
 				t.Errorf("error code = %q, want %q", got, want)
@@ -213,8 +151,8 @@ func TestCreateRefusesMalformedBodyAndCreatesNothing(t *testing.T) {
 				t.Errorf("TotalOrders = %d, want 0", got)
 			}
 			// The key was not consumed by a request that never began.
-			if r := f.create(t, "key-1", `{"client_reference":"po-1"}`); r.status != http.StatusCreated {
-				t.Errorf("valid request with the same key: status %d, want 201", r.status)
+			if r := f.create(t, "key-1", `{"client_reference":"po-1"}`); r.Status != http.StatusCreated {
+				t.Errorf("valid request with the same key: status %d, want 201", r.Status)
 			}
 		})
 	}
@@ -234,8 +172,8 @@ func TestIdempotentReplayReturnsSameOrderAndCreatesOne(t *testing.T) {
 			first := f.create(t, "key-1", tt.first)
 			again := f.create(t, "key-1", tt.repeat)
 
-			if first.status != http.StatusCreated || again.status != http.StatusCreated {
-				t.Fatalf("statuses = %d, %d, want 201, 201", first.status, again.status)
+			if first.Status != http.StatusCreated || again.Status != http.StatusCreated {
+				t.Fatalf("statuses = %d, %d, want 201, 201", first.Status, again.Status)
 			}
 			if !again.replayed() {
 				t.Error("repeat lacks Idempotent-Replayed: true")
@@ -260,8 +198,8 @@ func TestSameKeyWithDifferentBodyIsRefused(t *testing.T) {
 	f.create(t, "key-1", `{"client_reference":"po-1","qty":1}`)
 	r := f.create(t, "key-1", `{"client_reference":"po-1","qty":2}`)
 
-	if r.status != http.StatusBadRequest {
-		t.Fatalf("status = %d, want 400; body %s", r.status, r.body)
+	if r.Status != http.StatusBadRequest {
+		t.Fatalf("status = %d, want 400; body %s", r.Status, r.Body)
 	}
 	if got, want := r.errorCode(t), "idempotency_key_reused"; got != want {
 		t.Errorf("error code = %q, want %q", got, want)
@@ -304,14 +242,14 @@ func TestConcurrentSameKeyCreatesExactlyOneOrder(t *testing.T) {
 			created, ids := 0, map[string]bool{}
 			for _, r := range replies {
 				switch {
-				case r.status == http.StatusCreated && !r.replayed():
+				case r.Status == http.StatusCreated && !r.replayed():
 					created++
 					ids[r.order(t).ID] = true
-				case r.status == http.StatusCreated:
+				case r.Status == http.StatusCreated:
 					ids[r.order(t).ID] = true
-				case r.status == http.StatusConflict:
+				case r.Status == http.StatusConflict:
 				default:
-					t.Errorf("unexpected answer %d %s", r.status, r.body)
+					t.Errorf("unexpected answer %d %s", r.Status, r.Body)
 				}
 			}
 			if created != 1 {
@@ -334,8 +272,8 @@ func TestIgnoreModeCreatesAnOrderPerRequest(t *testing.T) {
 	first := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 	again := f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
-	if first.status != http.StatusCreated || again.status != http.StatusCreated {
-		t.Fatalf("statuses = %d, %d, want 201, 201", first.status, again.status)
+	if first.Status != http.StatusCreated || again.Status != http.StatusCreated {
+		t.Fatalf("statuses = %d, %d, want 201, 201", first.Status, again.Status)
 	}
 	if again.replayed() {
 		t.Error("ignore mode replayed a response")
@@ -358,8 +296,8 @@ func TestLookupLagHidesNewOrdersThenShowsThem(t *testing.T) {
 	if got := f.lookup(t, "po-1"); len(got) != 0 {
 		t.Fatalf("lookup right after create = %v, want [] (hidden by the lag)", got)
 	}
-	if r := f.must(t, http.MethodGet, "/v1/orders/"+id, "", ""); r.status != http.StatusOK {
-		t.Errorf("GET by id during the lag: status %d, want 200 (reads by id are consistent)", r.status)
+	if r := f.must(t, http.MethodGet, "/v1/orders/"+id, "", ""); r.Status != http.StatusOK {
+		t.Errorf("GET by id during the lag: status %d, want 200 (reads by id are consistent)", r.Status)
 	}
 	clk.Advance(2*time.Second - time.Millisecond)
 	if got := f.lookup(t, "po-1"); len(got) != 0 {
@@ -384,8 +322,8 @@ func TestLookupOfUnknownReferenceIsAnEmptyArray(t *testing.T) {
 
 	r := f.must(t, http.MethodGet, "/v1/orders?client_reference=nobody", "", "")
 
-	if r.status != http.StatusOK || strings.TrimSpace(string(r.body)) != "[]" {
-		t.Errorf("got %d %s, want 200 []", r.status, r.body)
+	if r.Status != http.StatusOK || strings.TrimSpace(string(r.Body)) != "[]" {
+		t.Errorf("got %d %s, want 200 []", r.Status, r.Body)
 	}
 }
 
@@ -403,11 +341,11 @@ func TestGetOrderByID(t *testing.T) {
 	}
 	for _, tt := range tests {
 		r := f.must(t, http.MethodGet, "/v1/orders/"+tt.id, "", "")
-		if r.status != tt.want {
-			t.Errorf("GET /v1/orders/%s: status %d, want %d", tt.id, r.status, tt.want)
+		if r.Status != tt.want {
+			t.Errorf("GET /v1/orders/%s: status %d, want %d", tt.id, r.Status, tt.want)
 		}
 		if tt.want == http.StatusOK && r.order(t).ID != id {
-			t.Errorf("GET /v1/orders/%s returned %s", tt.id, r.body)
+			t.Errorf("GET /v1/orders/%s returned %s", tt.id, r.Body)
 		}
 	}
 }

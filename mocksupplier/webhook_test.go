@@ -5,54 +5,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 )
 
-// received is one webhook request as the receiver saw it.
-type received struct {
-	at        time.Time
-	signature string
-	body      []byte
-}
-
 // receiver is a webhook endpoint answering the statuses in answers in turn (then 204).
-func receiver(t *testing.T, answers ...int) (url string, got <-chan received) {
+func receiver(t *testing.T, answers ...int) (url string, got <-chan faketest.Received) {
 	t.Helper()
-	ch := make(chan received, 16)
-	var mu sync.Mutex
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		ch <- received{at: time.Now(), signature: r.Header.Get("Webhook-Signature"), body: body}
-		mu.Lock()
-		status := http.StatusNoContent
-		if len(answers) > 0 {
-			status, answers = answers[0], answers[1:]
-		}
-		mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL + "/v1/webhooks/acme", ch
-}
-
-func next(t *testing.T, ch <-chan received) received {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("no webhook within 5s")
-		return received{}
-	}
+	url, got = faketest.Receiver(t, http.StatusNoContent, answers...)
+	return url + "/v1/webhooks/acme", got
 }
 
 // verify checks a Webhook-Signature the way a receiver must: t=<unix>,v1=<hex HMAC-SHA256 of
@@ -91,12 +58,12 @@ func TestWebhookIsSignedAndDeliveredAfterDelay(t *testing.T) {
 
 	start := time.Now()
 	order := f.create(t, "key-1", `{"client_reference":"po-1","sku":"bolt"}`).order(t)
-	hook := next(t, got)
+	hook := faketest.Next(t, got)
 
-	if waited := hook.at.Sub(start); waited < 200*time.Millisecond {
+	if waited := hook.At.Sub(start); waited < 200*time.Millisecond {
 		t.Errorf("webhook arrived %v after the order, want at least the 200ms delay", waited)
 	}
-	signedAt := verify(t, secret, hook.signature, hook.body)
+	signedAt := verify(t, secret, hook.Header.Get("Webhook-Signature"), hook.Body)
 	if d := time.Since(signedAt); d < -time.Second || d > time.Minute {
 		t.Errorf("signature time %v is not now", signedAt)
 	}
@@ -108,8 +75,8 @@ func TestWebhookIsSignedAndDeliveredAfterDelay(t *testing.T) {
 		Status            string             `json:"status"`
 		Data              mocksupplier.Order `json:"data"`
 	}
-	if err := json.Unmarshal(hook.body, &ev); err != nil {
-		t.Fatalf("decoding webhook %s: %v", hook.body, err)
+	if err := json.Unmarshal(hook.Body, &ev); err != nil {
+		t.Fatalf("decoding webhook %s: %v", hook.Body, err)
 	}
 	if !strings.HasPrefix(ev.EventID, "evt_") {
 		t.Errorf("event_id = %q, want evt_<random>", ev.EventID)
@@ -127,7 +94,7 @@ func TestWebhookIsSignedAndDeliveredAfterDelay(t *testing.T) {
 		}
 	}
 
-	checkFor(t, 5*time.Second, func() bool { return len(f.sup.Deliveries()) == 1 })
+	faketest.WaitFor(t, 5*time.Second, func() bool { return len(f.sup.Deliveries()) == 1 })
 	d := f.sup.Deliveries()[0]
 	if d.EventID != ev.EventID || d.OrderID != order.ID || d.Attempt != 1 || d.Status != http.StatusNoContent {
 		t.Errorf("delivery = %+v, want attempt 1 of %s answered 204", d, ev.EventID)
@@ -141,10 +108,10 @@ func TestWebhookDeliveryRetriesUntilAcknowledged(t *testing.T) {
 
 	f.create(t, "key-1", `{"client_reference":"po-1"}`)
 	for range 3 {
-		next(t, got)
+		faketest.Next(t, got)
 	}
 
-	checkFor(t, 5*time.Second, func() bool { return len(f.sup.Deliveries()) == 3 })
+	faketest.WaitFor(t, 5*time.Second, func() bool { return len(f.sup.Deliveries()) == 3 })
 	ds := f.sup.Deliveries()
 	wantStatus := []int{500, 503, 200}
 	for i, d := range ds {
@@ -154,7 +121,7 @@ func TestWebhookDeliveryRetriesUntilAcknowledged(t *testing.T) {
 	}
 	select {
 	case extra := <-got:
-		t.Errorf("webhook sent again after a 200: %s", extra.body)
+		t.Errorf("webhook sent again after a 200: %s", extra.Body)
 	case <-time.After(300 * time.Millisecond):
 	}
 }
@@ -166,11 +133,11 @@ func TestOrdersCreatedByAdminAlsoSendWebhooks(t *testing.T) {
 	f.sup.SetWebhook(&mocksupplier.WebhookConfig{URL: url, Secret: "s"})
 
 	r := f.must(t, http.MethodPost, "/admin/orders", "", `{"client_reference":"po-1"}`)
-	hook := next(t, got)
+	hook := faketest.Next(t, got)
 
-	verify(t, "s", hook.signature, hook.body)
-	if !strings.Contains(string(hook.body), r.order(t).ID) {
-		t.Errorf("webhook %s does not name order %s", hook.body, r.order(t).ID)
+	verify(t, "s", hook.Header.Get("Webhook-Signature"), hook.Body)
+	if !strings.Contains(string(hook.Body), r.order(t).ID) {
+		t.Errorf("webhook %s does not name order %s", hook.Body, r.order(t).ID)
 	}
 }
 
@@ -194,7 +161,7 @@ func TestCloseStopsPendingWebhooks(t *testing.T) {
 	f.sup.Close() // idempotent
 	select {
 	case r := <-got:
-		t.Errorf("webhook sent after Close: %s", r.body)
+		t.Errorf("webhook sent after Close: %s", r.Body)
 	default:
 	}
 	if ds := f.sup.Deliveries(); len(ds) != 0 {

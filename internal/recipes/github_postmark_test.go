@@ -1,7 +1,6 @@
 package recipes_test
 
 import (
-	"net/http"
 	"testing"
 	"time"
 
@@ -28,13 +27,7 @@ var githubRecipe = recipe{
 		return &fake{
 			url: newServer(t, s), effects: s.Effects, credential: "Authorization",
 			loseNext: func() { s.SetFaults("", github.Fault{Kind: github.DropAfterCommit}) },
-			headers: func() []http.Header {
-				var hs []http.Header
-				for _, r := range s.Requests() {
-					hs = append(hs, r.Header)
-				}
-				return hs
-			},
+			requests: s.Requests,
 			webhooks: func(url string) {
 				s.SetWebhook(&github.WebhookConfig{URL: url, Secret: githubSecret, Delay: 100 * time.Millisecond})
 			},
@@ -53,13 +46,7 @@ var postmarkRecipe = recipe{
 		return &fake{
 			url: newServer(t, s), effects: s.Effects, credential: "X-Postmark-Server-Token",
 			loseNext: func() { s.SetFaults("", postmark.Fault{Kind: postmark.DropAfterCommit}) },
-			headers: func() []http.Header {
-				var hs []http.Header
-				for _, r := range s.Requests() {
-					hs = append(hs, r.Header)
-				}
-				return hs
-			},
+			requests: s.Requests,
 		}
 	},
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // settle bounds how long an operation may take to settle through the
@@ -49,8 +50,8 @@ type fake struct {
 	// loseNext makes the next create commit, then drop the connection
 	// without an answer.
 	loseNext func()
-	// headers are the headers of every request the fake received.
-	headers func() []http.Header
+	// requests are every request the fake received.
+	requests func() []traffic.Request
 	// credential is the header every request must carry.
 	credential string
 	// webhooks, when set, points the fake's signed webhooks at url.
@@ -152,8 +153,8 @@ func run(t *testing.T, r recipe, viaWebhook bool) {
 	if !strings.Contains(history, settledBy) {
 		t.Errorf("want it settled by %s; history:\n%s", settledBy, history)
 	}
-	for i, h := range f.headers() {
-		if h.Get(f.credential) == "" {
+	for i, req := range f.requests() {
+		if req.Header.Get(f.credential) == "" {
 			t.Errorf("request %d at the supplier carried no %s", i, f.credential)
 		}
 	}

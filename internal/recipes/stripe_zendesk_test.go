@@ -38,13 +38,7 @@ func stripeFake(t *testing.T, clock *testpipeline.Clock, path, secret string, ev
 				s.Fail(stripe.Fault{Kind: stripe.RateLimited, Path: path, RetryAfter: time.Minute})
 			}
 		},
-		headers: func() []http.Header {
-			var hs []http.Header
-			for _, r := range s.Requests() {
-				hs = append(hs, r.Header)
-			}
-			return hs
-		},
+		requests: s.Requests,
 		webhooks: func(url string) {
 			s.SetWebhooks(stripe.WebhookEndpoint{URL: url, Secret: secret, EnabledEvents: events, Delay: 100 * time.Millisecond})
 		},
@@ -101,13 +95,7 @@ var zendeskRecipe = recipe{
 		return &fake{
 			url: newServer(t, s), effects: s.Effects, credential: "Authorization",
 			loseNext: func() { s.Fail(zendesk.Fault{Kind: zendesk.DropAfterCommit}) },
-			headers: func() []http.Header {
-				var hs []http.Header
-				for _, r := range s.Requests() {
-					hs = append(hs, r.Header)
-				}
-				return hs
-			},
+			requests: s.Requests,
 		}
 	},
 }

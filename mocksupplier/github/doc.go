@@ -69,5 +69,6 @@
 // "issues" "opened", form-encoded deliveries, and the many headers and fields of GitHub's answers
 // that no recipe reads. Message texts the documentation does not quote are the fake's own.
 //
-// Everything lives in memory behind one mutex.
+// Everything lives in memory behind one mutex, but for the records of requests and of webhook
+// deliveries, which keep their own.
 package github

@@ -88,37 +88,13 @@ func (s *Server) SetFaults(reference string, faults ...Fault) {
 			panic("github: SetFaults: " + err.Error())
 		}
 	}
-	q := append([]Fault(nil), faults...)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case reference == "":
-		s.runFaults = q
-	case len(q) == 0:
-		delete(s.faults, reference)
-	default:
-		s.faults[reference] = q
-	}
+	s.faults.Set(reference, faults...)
+	s.mu.Unlock()
 }
 
 // popFaultLocked takes the next fault for a create request whose issue body is body. s.mu must
 // be held.
 func (s *Server) popFaultLocked(body string) (Fault, bool) {
-	for ref, q := range s.faults {
-		if len(q) == 0 || !strings.Contains(body, ref) {
-			continue
-		}
-		if len(q) == 1 {
-			delete(s.faults, ref)
-		} else {
-			s.faults[ref] = q[1:]
-		}
-		return q[0], true
-	}
-	if len(s.runFaults) > 0 {
-		f := s.runFaults[0]
-		s.runFaults = s.runFaults[1:]
-		return f, true
-	}
-	return Fault{}, false
+	return s.faults.TakeMatch(func(reference string) bool { return strings.Contains(body, reference) })
 }

@@ -64,11 +64,11 @@ func TestFaultsSayWhetherTheIssueExists(t *testing.T) {
 			f.gh.SetFaults("", tc.fault)
 
 			r := f.must(t, http.MethodPost, "/repos/acme/support/issues", issueBody("al_f"))
-			if r.status != tc.wantStatus {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.wantStatus, r.body)
+			if r.Status != tc.wantStatus {
+				t.Fatalf("status = %d, want %d (body %s)", r.Status, tc.wantStatus, r.Body)
 			}
-			if h := tc.wantHeader; h[0] != "" && r.header.Get(h[0]) != h[1] {
-				t.Errorf("%s = %q, want %q", h[0], r.header.Get(h[0]), h[1])
+			if h := tc.wantHeader; h[0] != "" && r.Header.Get(h[0]) != h[1] {
+				t.Errorf("%s = %q, want %q", h[0], r.Header.Get(h[0]), h[1])
 			}
 			if tc.wantMsg != "" {
 				if got := r.message(t); got != tc.wantMsg {
@@ -93,14 +93,14 @@ func TestFaultQueuesArePerReferenceAndSkipRefusedRequests(t *testing.T) {
 	f.gh.SetFaults("al_a", github.Fault{Kind: github.Reject422})
 
 	// A request refused before the queue is consulted consumes nothing.
-	if r, err := f.do(http.MethodPost, "/repos/acme/support/issues", "Bearer wrong", issueBody("al_a")); err != nil || r.status != http.StatusUnauthorized {
+	if r, err := f.do(http.MethodPost, "/repos/acme/support/issues", "Bearer wrong", issueBody("al_a")); err != nil || r.Status != http.StatusUnauthorized {
 		t.Fatalf("bad token: %v, %+v", err, r)
 	}
 	// Another reference does not take al_a's fault.
 	f.create(t, issueBody("al_b"))
 
-	if r := f.must(t, http.MethodPost, "/repos/acme/support/issues", issueBody("al_a")); r.status != http.StatusUnprocessableEntity {
-		t.Fatalf("al_a: status %d, want the queued 422", r.status)
+	if r := f.must(t, http.MethodPost, "/repos/acme/support/issues", issueBody("al_a")); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("al_a: status %d, want the queued 422", r.Status)
 	}
 	f.create(t, issueBody("al_a"))
 	if a, b := f.gh.Effects("al_a"), f.gh.Effects("al_b"); a != 1 || b != 1 {

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
 )
 
 // maxBody bounds request bodies.
@@ -288,12 +290,12 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	fault, faulty := s.popFaultLocked(body)
+	taken, faulty := s.popFaultLocked(body)
 	s.mu.Unlock()
 	if faulty {
-		s.log.InfoContext(ctx, "fault injected", "fault", string(fault.Kind), "repository", repo.fullName())
-		if fault.beforeCommit() {
-			s.refuse(w, fault)
+		s.log.InfoContext(ctx, "fault injected", "fault", string(taken.Kind), "repository", repo.fullName())
+		if taken.beforeCommit() {
+			s.refuse(w, taken)
 			return
 		}
 	}
@@ -301,19 +303,15 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	is := s.commit(repo, title, body, labels)
 	s.log.DebugContext(ctx, "issue created", "repository", repo.fullName(), "number", is.Number)
 	if faulty {
-		switch fault.Kind {
+		switch taken.Kind {
 		case DropAfterCommit:
-			dropConnection(w)
+			fault.DropConnection(w)
 			return
 		case Error500AfterCommit:
 			writeMessage(w, http.StatusInternalServerError, "Server Error", docsREST)
 			return
 		case DelayAfterCommit:
-			t := time.NewTimer(time.Duration(fault.MS) * time.Millisecond)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !fault.Hold(ctx, time.Duration(taken.MS)*time.Millisecond) {
 				return
 			}
 		}
@@ -489,14 +487,4 @@ func pageOf(items []*Issue, perPage, page int) []*Issue {
 		return nil
 	}
 	return items[start:min(start+perPage, len(items))]
-}
-
-// dropConnection closes the client's connection without writing a response, so the client sees
-// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
-func dropConnection(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler)
 }

@@ -10,6 +10,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Defaults for a zero Config.
@@ -61,22 +64,18 @@ type Server struct {
 	log   *slog.Logger
 	now   func() time.Time
 	mux   *http.ServeMux
-	// client sends webhooks; GitHub gives a receiver 10 seconds to answer.
-	client *http.Client
+	// requests records every request, before anything else happens to it.
+	requests traffic.Log
+	// hooks sends webhooks; GitHub gives a receiver 10 seconds to answer.
+	hooks *traffic.Sender[Delivery]
 
-	mu         sync.Mutex
-	lag        time.Duration
-	webhook    *WebhookConfig
-	repos      map[string]*repository // by lower-case "owner/name"
-	issues     []*Issue               // every issue, oldest first
-	nextID     int64
-	faults     map[string][]Fault // by reference
-	runFaults  []Fault
-	requests   []Request
-	deliveries []Delivery
-	closed     bool
-	stop       chan struct{}
-	hooks      sync.WaitGroup
+	mu      sync.Mutex
+	lag     time.Duration
+	webhook *WebhookConfig
+	repos   map[string]*repository // by lower-case "owner/name"
+	issues  []*Issue               // every issue, oldest first
+	nextID  int64
+	faults  fault.Queues[Fault] // by reference: a string the issue body contains
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -92,17 +91,6 @@ type repository struct {
 
 func (r *repository) fullName() string { return r.owner + "/" + r.name }
 
-// Request is one request the fake received, recorded before anything else happens to it, so a
-// test can check which credentials and headers reached this supplier.
-type Request struct {
-	Method string
-	// Path is the URL path; Query the raw query string.
-	Path   string
-	Query  string
-	Header http.Header
-	At     time.Time
-}
-
 // New returns a Server ready to serve. It panics on a Config it cannot honour (a repository name
 // that is not "owner/name", or IssuesDisabled naming a repository that is not in Repositories),
 // which is a bug in the calling test.
@@ -112,11 +100,8 @@ func New(cfg Config) *Server {
 		login:  cfg.Login,
 		log:    cfg.Logger,
 		now:    cfg.Now,
-		client: &http.Client{Timeout: 10 * time.Second},
 		lag:    cfg.LookupLag,
 		repos:  make(map[string]*repository),
-		faults: make(map[string][]Fault),
-		stop:   make(chan struct{}),
 		nextID: 1000,
 	}
 	if s.token == "" {
@@ -131,6 +116,7 @@ func New(cfg Config) *Server {
 	if s.now == nil {
 		s.now = time.Now
 	}
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{Timeout: 10 * time.Second, Now: s.now, Logger: s.log})
 	if cfg.Webhook != nil {
 		wh := *cfg.Webhook
 		s.webhook = &wh
@@ -167,26 +153,14 @@ func New(cfg Config) *Server {
 
 // ServeHTTP records the request, then serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, Request{
-		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: s.now(),
-	})
-	s.mu.Unlock()
+	s.requests.Record(r, nil, s.now())
 	s.mux.ServeHTTP(w, r)
 }
 
 // Requests returns every request received so far, oldest first, with its headers as sent
-// (credentials included: it is how a test proves a credential went only where it should).
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		r.Header = r.Header.Clone()
-		out[i] = r
-	}
-	return out
-}
+// (credentials included: it is how a test proves a credential went only where it should). The
+// fake records a request before it reads the body, so Body is nil.
+func (s *Server) Requests() []traffic.Request { return s.requests.All() }
 
 // Effects reports how many issues really exist whose body contains reference, in any
 // repository, whatever any client was told and regardless of the search lag: the number a test
@@ -227,15 +201,7 @@ func (s *Server) SetLookupLag(d time.Duration) {
 
 // Close stops pending webhook deliveries and waits for them to end. Issues created afterwards
 // send no webhooks; the handler keeps serving. It is idempotent.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.stop)
-	}
-	s.mu.Unlock()
-	s.hooks.Wait()
-}
+func (s *Server) Close() { s.hooks.Close() }
 
 // credential reads the token from the Authorization header: "Bearer <t>" or "token <t>", the
 // scheme in any case. present is false when there is no Authorization header at all.

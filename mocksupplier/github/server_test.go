@@ -2,110 +2,53 @@ package github_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/mocksupplier/github"
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 )
-
-// clock is a settable time source, so tests cross the search lag without sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // fixture is a fake GitHub served over a real socket, and a client that never reuses
 // connections.
 type fixture struct {
 	gh     *github.Server
 	url    string
-	clock  *clock
+	clock  *faketest.Clock
 	client *http.Client
 }
 
 func setup(t *testing.T, cfg github.Config) fixture {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	c := faketest.NewClock(faketest.Start)
 	if cfg.Now == nil {
 		cfg.Now = c.Now
 	}
 	gh := github.New(cfg)
-	ts := httptest.NewServer(gh)
-	t.Cleanup(func() {
-		ts.Close()
-		gh.Close()
-	})
-	return fixture{
-		gh: gh, url: ts.URL, clock: c,
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
-	}
+	t.Cleanup(gh.Close)
+	return fixture{gh: gh, url: faketest.Serve(t, gh), clock: c, client: faketest.Client()}
 }
 
-// reply is what a client saw.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r reply) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
-	}
-}
+// reply is what a client saw, read as GitHub answers.
+type reply struct{ faketest.Reply }
 
 func (r reply) message(t *testing.T) string {
 	t.Helper()
 	var e struct {
 		Message string `json:"message"`
 	}
-	r.decode(t, &e)
+	r.Decode(t, &e)
 	return e.Message
 }
 
 // do sends one request with the given Authorization header value ("" for none).
 func (f fixture) do(method, path, authorization, body string) (reply, error) {
-	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Accept", "application/vnd.github+json")
-	req.Header.Set("X-GitHub-Api-Version", "2022-11-28")
-	if authorization != "" {
-		req.Header.Set("Authorization", authorization)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	r, err := faketest.Do(f.client, method, f.url+path, body, "Accept", "application/vnd.github+json",
+		"X-GitHub-Api-Version", "2022-11-28", "Authorization", authorization, "Content-Type", faketest.JSON(body))
+	return reply{r}, err
 }
 
 func (f fixture) must(t *testing.T, method, path, body string) reply {
@@ -142,11 +85,11 @@ type issue struct {
 func (f fixture) create(t *testing.T, body string) issue {
 	t.Helper()
 	r := f.must(t, http.MethodPost, "/repos/acme/support/issues", body)
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: status %d, body %s", r.status, r.body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: status %d, body %s", r.Status, r.Body)
 	}
 	var is issue
-	r.decode(t, &is)
+	r.Decode(t, &is)
 	return is
 }
 
@@ -161,11 +104,11 @@ func (f fixture) search(t *testing.T, reference string) searchResult {
 	t.Helper()
 	q := url.QueryEscape(`repo:acme/support is:issue in:body "` + reference + `"`)
 	r := f.must(t, http.MethodGet, "/search/issues?q="+q, "")
-	if r.status != http.StatusOK {
-		t.Fatalf("search %s: status %d, body %s", reference, r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("search %s: status %d, body %s", reference, r.Status, r.Body)
 	}
 	var res searchResult
-	r.decode(t, &res)
+	r.Decode(t, &res)
 	return res
 }
 
@@ -174,11 +117,11 @@ func TestCreateAnswersTheIssueAsGitHubDoes(t *testing.T) {
 	f := setup(t, github.Config{})
 
 	r := f.must(t, http.MethodPost, "/repos/acme/support/issues", issueBody("al_1"))
-	if r.status != http.StatusCreated {
-		t.Fatalf("status %d, body %s", r.status, r.body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("status %d, body %s", r.Status, r.Body)
 	}
 	var is issue
-	r.decode(t, &is)
+	r.Decode(t, &is)
 	checks := []struct {
 		name      string
 		got, want any
@@ -188,8 +131,8 @@ func TestCreateAnswersTheIssueAsGitHubDoes(t *testing.T) {
 		{"state", is.State, "open"},
 		{"title", is.Title, "Printer on floor 3 is jammed"},
 		{"labels", len(is.Labels), 1},
-		{"Location", r.header.Get("Location"), "https://api.github.com/repos/acme/support/issues/1"},
-		{"x-ratelimit-remaining", r.header.Get("X-Ratelimit-Remaining"), "4999"},
+		{"Location", r.Header.Get("Location"), "https://api.github.com/repos/acme/support/issues/1"},
+		{"x-ratelimit-remaining", r.Header.Get("X-Ratelimit-Remaining"), "4999"},
 		{"effects", f.gh.Effects("al_1"), 1},
 	}
 	for _, c := range checks {
@@ -225,8 +168,8 @@ func TestCreateRequiresTheToken(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.status != tc.wantStatus {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.wantStatus, r.body)
+			if r.Status != tc.wantStatus {
+				t.Fatalf("status = %d, want %d (body %s)", r.Status, tc.wantStatus, r.Body)
 			}
 			wantEffects := 0
 			if tc.wantStatus == http.StatusCreated {
@@ -267,20 +210,14 @@ func TestCreateRefusesWhatGitHubRefuses(t *testing.T) {
 				Repositories:   []string{"acme/support", "acme/archive"},
 				IssuesDisabled: []string{"acme/archive"},
 			})
-			req, _ := http.NewRequest(http.MethodPost, f.url+tc.path, strings.NewReader(tc.body))
-			req.Header.Set("Authorization", "Bearer "+github.DefaultToken)
-			if tc.version != "" {
-				req.Header.Set("X-GitHub-Api-Version", tc.version)
-			}
-			resp, err := f.client.Do(req)
+			got, err := faketest.Do(f.client, http.MethodPost, f.url+tc.path, tc.body,
+				"Authorization", "Bearer "+github.DefaultToken, "X-GitHub-Api-Version", tc.version)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			r := reply{status: resp.StatusCode, body: b}
-			if r.status != tc.wantStatus {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.wantStatus, r.body)
+			r := reply{got}
+			if r.Status != tc.wantStatus {
+				t.Fatalf("status = %d, want %d (body %s)", r.Status, tc.wantStatus, r.Body)
 			}
 			if tc.wantMsg != "" {
 				if got := r.message(t); got != tc.wantMsg {
@@ -302,11 +239,11 @@ func TestSearchLagsBehindCreateButReadsDoNot(t *testing.T) {
 	if got := f.search(t, "al_lag"); got.TotalCount != 0 || len(got.Items) != 0 {
 		t.Errorf("search right after create = %+v, want nothing yet", got)
 	}
-	if r := f.must(t, http.MethodGet, "/repos/acme/support/issues/1", ""); r.status != http.StatusOK {
-		t.Errorf("GET by number right after create: status %d, want 200 (reads do not lag)", r.status)
+	if r := f.must(t, http.MethodGet, "/repos/acme/support/issues/1", ""); r.Status != http.StatusOK {
+		t.Errorf("GET by number right after create: status %d, want 200 (reads do not lag)", r.Status)
 	}
 	var listed []issue
-	f.must(t, http.MethodGet, "/repos/acme/support/issues?state=all", "").decode(t, &listed)
+	f.must(t, http.MethodGet, "/repos/acme/support/issues?state=all", "").Decode(t, &listed)
 	if len(listed) != 1 {
 		t.Errorf("list right after create = %d issues, want 1 (listing does not lag)", len(listed))
 	}
@@ -331,8 +268,8 @@ func TestSearchMatchesOnlyTheQuery(t *testing.T) {
 	f.create(t, issueBody("al_aaa"))
 	f.create(t, issueBody("al_bbb"))
 	other := f.must(t, http.MethodPost, "/repos/acme/other/issues", issueBody("al_aaa"))
-	if other.status != http.StatusCreated {
-		t.Fatalf("create in acme/other: %d %s", other.status, other.body)
+	if other.Status != http.StatusCreated {
+		t.Fatalf("create in acme/other: %d %s", other.Status, other.Body)
 	}
 
 	tests := []struct {
@@ -352,9 +289,9 @@ func TestSearchMatchesOnlyTheQuery(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := f.must(t, http.MethodGet, "/search/issues?q="+url.QueryEscape(tc.q), "")
 			var res searchResult
-			r.decode(t, &res)
-			if r.status != http.StatusOK || res.TotalCount != tc.want || len(res.Items) != tc.want {
-				t.Errorf("q=%s: status %d, total_count %d, %d items; want 200 and %d", tc.q, r.status, res.TotalCount, len(res.Items), tc.want)
+			r.Decode(t, &res)
+			if r.Status != http.StatusOK || res.TotalCount != tc.want || len(res.Items) != tc.want {
+				t.Errorf("q=%s: status %d, total_count %d, %d items; want 200 and %d", tc.q, r.Status, res.TotalCount, len(res.Items), tc.want)
 			}
 		})
 	}
@@ -382,8 +319,8 @@ func TestSearchRefusesWhatItCannotAnswer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.status != tc.want {
-				t.Errorf("status = %d, want %d (body %s)", r.status, tc.want, r.body)
+			if r.Status != tc.want {
+				t.Errorf("status = %d, want %d (body %s)", r.Status, tc.want, r.Body)
 			}
 		})
 	}
@@ -455,8 +392,8 @@ func TestTheRecipesLookupFindsTheIssue(t *testing.T) {
 		"{reference}", url.QueryEscape(ref))
 	var res searchResult
 	r := f.must(t, http.MethodGet, path, "")
-	r.decode(t, &res)
-	if r.status != http.StatusOK || res.TotalCount != 1 || len(res.Items) != 1 || res.Items[0].HTMLURL != is.HTMLURL {
-		t.Errorf("recipe lookup: status %d, %+v; want the one issue %s", r.status, res, is.HTMLURL)
+	r.Decode(t, &res)
+	if r.Status != http.StatusOK || res.TotalCount != 1 || len(res.Items) != 1 || res.Items[0].HTMLURL != is.HTMLURL {
+		t.Errorf("recipe lookup: status %d, %+v; want the one issue %s", r.Status, res, is.HTMLURL)
 	}
 }

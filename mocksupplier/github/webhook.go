@@ -1,14 +1,13 @@
 package github
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // webhookBackoff is the wait before the second attempt of a delivery; it doubles after each.
@@ -75,22 +74,13 @@ func (s *Server) SetWebhook(wh *WebhookConfig) {
 }
 
 // Deliveries returns every delivery attempt so far, oldest first.
-func (s *Server) Deliveries() []Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Delivery, len(s.deliveries))
-	for i, d := range s.deliveries {
-		d.Header = d.Header.Clone()
-		d.Body = bytes.Clone(d.Body)
-		out[i] = d
-	}
-	return out
-}
+func (s *Server) Deliveries() []Delivery { return s.hooks.Deliveries() }
 
-// scheduleWebhookLocked starts the delivery of is's "opened" event, if webhooks are on. The body
-// is rendered now, so it shows the issue as created. s.mu must be held.
+// scheduleWebhookLocked starts the delivery of is's "opened" event, if webhooks are on (and the
+// Server is not closed). The body is rendered now, so it shows the issue as created. Each attempt
+// gets an X-GitHub-Delivery GUID of its own. s.mu must be held.
 func (s *Server) scheduleWebhookLocked(repo *repository, is *Issue) {
-	if s.webhook == nil || s.closed {
+	if s.webhook == nil {
 		return
 	}
 	wh := *s.webhook
@@ -100,89 +90,30 @@ func (s *Server) scheduleWebhookLocked(repo *repository, is *Issue) {
 	if err != nil {
 		panic("github: encoding an issues event: " + err.Error())
 	}
-	stop := s.stop
-	s.hooks.Add(1)
-	go func() {
-		defer s.hooks.Done()
-		s.deliver(wh, repo.fullName(), is.Number, body, stop)
-	}()
-}
-
-// deliver sends one event after the configured delay, retrying a non-2xx answer with a doubling
-// backoff, until it is acknowledged, the attempts run out, or stop is closed.
-func (s *Server) deliver(wh WebhookConfig, repo string, number int, body []byte, stop <-chan struct{}) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	attempts := max(wh.Attempts, 1)
-	wait := wh.Delay
-	for attempt := 1; attempt <= attempts; attempt++ {
-		if !sleep(ctx, wait) {
-			return
-		}
-		wait = webhookBackoff << (attempt - 1)
-		d := Delivery{
-			GUID: uuid.NewString(), Event: "issues", Action: "opened", Repository: repo, IssueNumber: number,
-			URL: wh.URL, Attempt: attempt, Body: body,
-		}
-		d.Header, d.Status, d.Err = s.post(ctx, wh, d.GUID, body)
-		if ctx.Err() != nil {
-			return
-		}
-		d.At = s.now().UTC()
-		s.mu.Lock()
-		s.deliveries = append(s.deliveries, d)
-		s.mu.Unlock()
-		if d.Err == "" && d.Status >= 200 && d.Status < 300 {
-			return
-		}
-		s.log.WarnContext(ctx, "webhook not acknowledged",
-			"delivery", d.GUID, "repository", repo, "number", number, "attempt", attempt, "status", d.Status, "error", d.Err)
-	}
-}
-
-// post sends one attempt as GitHub does and returns the headers it sent and the receiver's
-// status.
-func (s *Server) post(ctx context.Context, wh WebhookConfig, guid string, body []byte) (http.Header, int, string) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, wh.URL, bytes.NewReader(body))
-	if err != nil {
-		return nil, 0, err.Error()
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "GitHub-Hookshot/fake")
-	req.Header.Set("X-GitHub-Event", "issues")
-	req.Header.Set("X-GitHub-Delivery", guid)
-	if wh.Secret != "" {
-		req.Header.Set("X-Hub-Signature", signature1(wh.Secret, body))
-		req.Header.Set("X-Hub-Signature-256", signature256(wh.Secret, body))
-	}
-	sent := req.Header.Clone()
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return sent, 0, err.Error()
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-	return sent, resp.StatusCode, ""
-}
-
-// sleep waits d, reporting false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	full, number := repo.fullName(), is.Number
+	s.hooks.Send(traffic.Webhook[Delivery]{
+		URL:  wh.URL,
+		Body: body,
+		Headers: func(_ int, h http.Header) {
+			h.Set("User-Agent", "GitHub-Hookshot/fake")
+			h.Set("X-GitHub-Event", "issues")
+			h.Set("X-GitHub-Delivery", uuid.NewString())
+			if wh.Secret != "" {
+				sign(h, wh.Secret, body)
+			}
+		},
+		Delay:    wh.Delay,
+		Attempts: wh.Attempts,
+		Backoff:  webhookBackoff,
+		Delivery: func(a traffic.Attempt) Delivery {
+			return Delivery{
+				GUID: a.Header.Get("X-GitHub-Delivery"), Event: "issues", Action: "opened", Repository: full,
+				IssueNumber: number, URL: a.URL, Attempt: a.Number, Header: a.Header, Body: a.Body,
+				Status: a.Status, Err: a.Err, At: a.At,
+			}
+		},
+		LogAttrs: func(a traffic.Attempt) []any {
+			return []any{"delivery", a.Header.Get("X-GitHub-Delivery"), "repository", full, "number", number}
+		},
+	})
 }

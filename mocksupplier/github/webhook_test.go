@@ -5,63 +5,24 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/mocksupplier/github"
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 )
-
-// received is one request a test receiver got.
-type received struct {
-	header http.Header
-	body   []byte
-}
 
 // receiver starts a webhook endpoint answering statuses in turn (the last one from then on;
 // 204 when none are given) and returns its URL and the requests it gets.
-func receiver(t *testing.T, statuses ...int) (string, <-chan received) {
+func receiver(t *testing.T, statuses ...int) (string, <-chan faketest.Received) {
 	t.Helper()
-	got := make(chan received, 16)
-	n := 0
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		got <- received{header: r.Header.Clone(), body: b}
-		status := http.StatusNoContent
-		if len(statuses) > 0 {
-			status = statuses[min(n, len(statuses)-1)]
-		}
-		n++
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL, got
-}
-
-func next(t *testing.T, got <-chan received) received {
-	t.Helper()
-	select {
-	case r := <-got:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("no webhook arrived")
-		return received{}
+	then := http.StatusNoContent
+	if len(statuses) > 0 {
+		then = statuses[len(statuses)-1]
 	}
-}
-
-// checkFor polls cond until it holds or the deadline passes.
-func checkFor(t *testing.T, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return faketest.Receiver(t, then, statuses...)
 }
 
 // expectedSignature computes X-Hub-Signature-256 independently of the fake.
@@ -77,23 +38,23 @@ func TestWebhookIsTheIssuesEventSignedAsGitHubSigns(t *testing.T) {
 	f := setup(t, github.Config{Webhook: &github.WebhookConfig{URL: url, Secret: "It's a Secret to Everybody"}})
 	is := f.create(t, issueBody("al_hook"))
 
-	hook := next(t, got)
-	if sig := hook.header.Get("X-Hub-Signature-256"); !hmac.Equal([]byte(sig), []byte(expectedSignature("It's a Secret to Everybody", hook.body))) {
+	hook := faketest.Next(t, got)
+	if sig := hook.Header.Get("X-Hub-Signature-256"); !hmac.Equal([]byte(sig), []byte(expectedSignature("It's a Secret to Everybody", hook.Body))) {
 		t.Errorf("X-Hub-Signature-256 = %q does not verify against the body", sig)
 	}
-	if !strings.HasPrefix(hook.header.Get("X-Hub-Signature"), "sha1=") {
-		t.Errorf("X-Hub-Signature = %q, want sha1=…", hook.header.Get("X-Hub-Signature"))
+	if !strings.HasPrefix(hook.Header.Get("X-Hub-Signature"), "sha1=") {
+		t.Errorf("X-Hub-Signature = %q, want sha1=…", hook.Header.Get("X-Hub-Signature"))
 	}
 	for name, want := range map[string]string{
 		"X-GitHub-Event": "issues",
 		"Content-Type":   "application/json",
 	} {
-		if got := hook.header.Get(name); got != want {
+		if got := hook.Header.Get(name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
 		}
 	}
-	if hook.header.Get("X-GitHub-Delivery") == "" || !strings.HasPrefix(hook.header.Get("User-Agent"), "GitHub-Hookshot/") {
-		t.Errorf("headers %v lack X-GitHub-Delivery or the GitHub-Hookshot user agent", hook.header)
+	if hook.Header.Get("X-GitHub-Delivery") == "" || !strings.HasPrefix(hook.Header.Get("User-Agent"), "GitHub-Hookshot/") {
+		t.Errorf("headers %v lack X-GitHub-Delivery or the GitHub-Hookshot user agent", hook.Header)
 	}
 
 	var ev struct {
@@ -106,8 +67,8 @@ func TestWebhookIsTheIssuesEventSignedAsGitHubSigns(t *testing.T) {
 			Login string `json:"login"`
 		} `json:"sender"`
 	}
-	if err := json.Unmarshal(hook.body, &ev); err != nil {
-		t.Fatalf("decoding %s: %v", hook.body, err)
+	if err := json.Unmarshal(hook.Body, &ev); err != nil {
+		t.Fatalf("decoding %s: %v", hook.Body, err)
 	}
 	checks := []struct {
 		name      string
@@ -116,7 +77,7 @@ func TestWebhookIsTheIssuesEventSignedAsGitHubSigns(t *testing.T) {
 		{"action", ev.Action, "opened"},
 		{"issue.number", ev.Issue.Number, is.Number},
 		{"issue.html_url", ev.Issue.HTMLURL, is.HTMLURL},
-		{"issue.body", ev.Issue.Body, is.Body},
+		{"issue.Body", ev.Issue.Body, is.Body},
 		{"repository.full_name", ev.Repo.FullName, "acme/support"},
 		{"sender.login", ev.Sender.Login, github.DefaultLogin},
 	}
@@ -126,9 +87,9 @@ func TestWebhookIsTheIssuesEventSignedAsGitHubSigns(t *testing.T) {
 		}
 	}
 
-	checkFor(t, 5*time.Second, func() bool { return len(f.gh.Deliveries()) == 1 })
+	faketest.WaitFor(t, 5*time.Second, func() bool { return len(f.gh.Deliveries()) == 1 })
 	d := f.gh.Deliveries()[0]
-	if d.GUID != hook.header.Get("X-GitHub-Delivery") || d.Status != http.StatusNoContent || d.IssueNumber != is.Number || string(d.Body) != string(hook.body) {
+	if d.GUID != hook.Header.Get("X-GitHub-Delivery") || d.Status != http.StatusNoContent || d.IssueNumber != is.Number || string(d.Body) != string(hook.Body) {
 		t.Errorf("delivery = %+v, want the request sent, answered 204", d)
 	}
 }
@@ -140,9 +101,9 @@ func TestWebhookWithoutSecretIsUnsigned(t *testing.T) {
 	f.gh.SetWebhook(&github.WebhookConfig{URL: url})
 	f.create(t, issueBody("al_1"))
 
-	hook := next(t, got)
-	if hook.header.Get("X-Hub-Signature-256") != "" || hook.header.Get("X-Hub-Signature") != "" {
-		t.Errorf("a webhook without a secret was signed: %v", hook.header)
+	hook := faketest.Next(t, got)
+	if hook.Header.Get("X-Hub-Signature-256") != "" || hook.Header.Get("X-Hub-Signature") != "" {
+		t.Errorf("a webhook without a secret was signed: %v", hook.Header)
 	}
 }
 
@@ -167,9 +128,9 @@ func TestWebhookIsSentOnceUnlessRedeliveriesAreAskedFor(t *testing.T) {
 
 			var bodies []string
 			for range tc.wantStatus {
-				bodies = append(bodies, string(next(t, got).body))
+				bodies = append(bodies, string(faketest.Next(t, got).Body))
 			}
-			checkFor(t, 5*time.Second, func() bool { return len(f.gh.Deliveries()) == len(tc.wantStatus) })
+			faketest.WaitFor(t, 5*time.Second, func() bool { return len(f.gh.Deliveries()) == len(tc.wantStatus) })
 			ds := f.gh.Deliveries()
 			guids := map[string]bool{}
 			for i, d := range ds {
@@ -183,7 +144,7 @@ func TestWebhookIsSentOnceUnlessRedeliveriesAreAskedFor(t *testing.T) {
 			}
 			select {
 			case extra := <-got:
-				t.Errorf("webhook sent again: %s", extra.body)
+				t.Errorf("webhook sent again: %s", extra.Body)
 			case <-time.After(300 * time.Millisecond):
 			}
 		})
@@ -209,7 +170,7 @@ func TestCloseStopsPendingWebhooks(t *testing.T) {
 	f.gh.Close() // idempotent
 	select {
 	case r := <-got:
-		t.Errorf("webhook sent after Close: %s", r.body)
+		t.Errorf("webhook sent after Close: %s", r.Body)
 	default:
 	}
 }

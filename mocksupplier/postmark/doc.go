@@ -59,5 +59,6 @@
 // leave the search (45 days by default), real rate limits, and maintenance (ErrorCode 100).
 // Message texts the documentation does not quote are the fake's own.
 //
-// Everything lives in memory behind one mutex.
+// Everything lives in memory behind one mutex, but for the record of requests, which keeps its
+// own.
 package postmark

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
 )
 
 // API error codes: the ErrorCode of an answer, from Postmark's table
@@ -252,12 +254,12 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	}
 
 	s.mu.Lock()
-	fault, faulty := s.popFaultLocked(req.metadata())
+	taken, faulty := s.popFaultLocked(req.metadata())
 	s.mu.Unlock()
 	if faulty {
-		s.log.InfoContext(ctx, "fault injected", "fault", string(fault.Kind))
-		if fault.beforeCommit() {
-			s.refuse(w, fault)
+		s.log.InfoContext(ctx, "fault injected", "fault", string(taken.Kind))
+		if taken.beforeCommit() {
+			s.refuse(w, taken)
 			return
 		}
 	}
@@ -265,19 +267,15 @@ func (s *Server) handleSend(w http.ResponseWriter, r *http.Request) {
 	m := s.commit(req)
 	s.log.DebugContext(ctx, "message accepted", "message_id", m.MessageID)
 	if faulty {
-		switch fault.Kind {
+		switch taken.Kind {
 		case DropAfterCommit:
-			dropConnection(w)
+			fault.DropConnection(w)
 			return
 		case Error500AfterCommit:
 			writeError(w, http.StatusInternalServerError, 0, "Internal Server Error")
 			return
 		case DelayAfterCommit:
-			t := time.NewTimer(time.Duration(fault.MS) * time.Millisecond)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
+			if !fault.Hold(ctx, time.Duration(taken.MS)*time.Millisecond) {
 				return
 			}
 		}

@@ -1,6 +1,10 @@
 package postmark
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+	"slices"
+)
 
 // FaultKind names one way the fake misbehaves on a send request.
 type FaultKind string
@@ -74,37 +78,13 @@ func (s *Server) SetFaults(reference string, faults ...Fault) {
 			panic("postmark: SetFaults: " + err.Error())
 		}
 	}
-	q := append([]Fault(nil), faults...)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case reference == "":
-		s.runFaults = q
-	case len(q) == 0:
-		delete(s.faults, reference)
-	default:
-		s.faults[reference] = q
-	}
+	s.faults.Set(reference, faults...)
+	s.mu.Unlock()
 }
 
 // popFaultLocked takes the next fault for a send request with metadata. s.mu must be held.
 func (s *Server) popFaultLocked(metadata map[string]string) (Fault, bool) {
-	for _, v := range metadata {
-		q := s.faults[v]
-		if len(q) == 0 {
-			continue
-		}
-		if len(q) == 1 {
-			delete(s.faults, v)
-		} else {
-			s.faults[v] = q[1:]
-		}
-		return q[0], true
-	}
-	if len(s.runFaults) > 0 {
-		f := s.runFaults[0]
-		s.runFaults = s.runFaults[1:]
-		return f, true
-	}
-	return Fault{}, false
+	values := slices.Collect(maps.Values(metadata))
+	return s.faults.TakeMatch(func(reference string) bool { return slices.Contains(values, reference) })
 }

@@ -62,15 +62,15 @@ func TestFaultsSayWhetherTheMessageExists(t *testing.T) {
 			f.pm.SetFaults("", tc.fault)
 
 			r := f.must(t, http.MethodPost, "/email", emailBody("jane@example.com", "al_f"))
-			if r.status != tc.wantStatus {
-				t.Fatalf("status = %d, want %d (body %s)", r.status, tc.wantStatus, r.body)
+			if r.Status != tc.wantStatus {
+				t.Fatalf("status = %d, want %d (body %s)", r.Status, tc.wantStatus, r.Body)
 			}
 			if tc.wantStatus != http.StatusOK {
 				if e := r.apiError(t); e.ErrorCode != tc.wantCode {
 					t.Errorf("ErrorCode = %d, want %d", e.ErrorCode, tc.wantCode)
 				}
 			}
-			if got := r.header.Get("Retry-After"); got != tc.wantRetryAfter {
+			if got := r.Header.Get("Retry-After"); got != tc.wantRetryAfter {
 				t.Errorf("Retry-After = %q, want %q", got, tc.wantRetryAfter)
 			}
 			if got := f.pm.Effects("al_f"); got != tc.wantEffects {
@@ -91,17 +91,17 @@ func TestFaultQueuesArePerReferenceAndSkipRefusedRequests(t *testing.T) {
 	f.pm.SetFaults("al_a", postmark.Fault{Kind: postmark.RateLimit429})
 
 	// Requests refused before the queue is consulted consume nothing.
-	if r, err := f.do(http.MethodPost, "/email", nil, emailBody("jane@example.com", "al_a")); err != nil || r.status != http.StatusUnauthorized {
+	if r, err := f.do(http.MethodPost, "/email", nil, emailBody("jane@example.com", "al_a")); err != nil || r.Status != http.StatusUnauthorized {
 		t.Fatalf("no token: %v, %+v", err, r)
 	}
-	if r := f.must(t, http.MethodPost, "/email", emailBody("bounced@example.com", "al_a")); r.status != http.StatusUnprocessableEntity {
-		t.Fatalf("inactive recipient: status %d", r.status)
+	if r := f.must(t, http.MethodPost, "/email", emailBody("bounced@example.com", "al_a")); r.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("inactive recipient: status %d", r.Status)
 	}
 	// Another reference does not take al_a's fault.
 	f.send(t, emailBody("jane@example.com", "al_b"))
 
-	if r := f.must(t, http.MethodPost, "/email", emailBody("jane@example.com", "al_a")); r.status != http.StatusTooManyRequests {
-		t.Fatalf("al_a: status %d, want the queued 429", r.status)
+	if r := f.must(t, http.MethodPost, "/email", emailBody("jane@example.com", "al_a")); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("al_a: status %d, want the queued 429", r.Status)
 	}
 	f.send(t, emailBody("jane@example.com", "al_a"))
 	if a, b := f.pm.Effects("al_a"), f.pm.Effects("al_b"); a != 1 || b != 1 {

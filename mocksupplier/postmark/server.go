@@ -8,6 +8,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // DefaultServerToken is the server API token a Server built with an empty Config.ServerToken
@@ -41,27 +44,16 @@ type Server struct {
 	log      *slog.Logger
 	now      func() time.Time
 	mux      *http.ServeMux
+	// requests records every request, before anything else happens to it.
+	requests traffic.Log
 
-	mu        sync.Mutex
-	lag       time.Duration
-	messages  []*Message // oldest first
-	faults    map[string][]Fault
-	runFaults []Fault
-	requests  []Request
+	mu       sync.Mutex
+	lag      time.Duration
+	messages []*Message          // oldest first
+	faults   fault.Queues[Fault] // by reference: a Metadata value
 }
 
 var _ http.Handler = (*Server)(nil)
-
-// Request is one request the fake received, recorded before anything else happens to it, so a
-// test can check which credentials and headers reached this supplier.
-type Request struct {
-	Method string
-	// Path is the URL path; Query the raw query string.
-	Path   string
-	Query  string
-	Header http.Header
-	At     time.Time
-}
 
 // New returns a Server ready to serve.
 func New(cfg Config) *Server {
@@ -71,7 +63,6 @@ func New(cfg Config) *Server {
 		log:      cfg.Logger,
 		now:      cfg.Now,
 		lag:      cfg.LookupLag,
-		faults:   make(map[string][]Fault),
 	}
 	if s.token == "" {
 		s.token = DefaultServerToken
@@ -96,26 +87,14 @@ func New(cfg Config) *Server {
 
 // ServeHTTP records the request, then serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.requests = append(s.requests, Request{
-		Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), At: s.now(),
-	})
-	s.mu.Unlock()
+	s.requests.Record(r, nil, s.now())
 	s.mux.ServeHTTP(w, r)
 }
 
 // Requests returns every request received so far, oldest first, with its headers as sent
-// (credentials included: it is how a test proves a credential went only where it should).
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		r.Header = r.Header.Clone()
-		out[i] = r
-	}
-	return out
-}
+// (credentials included: it is how a test proves a credential went only where it should). The
+// fake records a request before it reads the body, so Body is nil.
+func (s *Server) Requests() []traffic.Request { return s.requests.All() }
 
 // Effects reports how many messages were really accepted for sending whose Metadata holds
 // reference as a value (under any key), whatever any client was told and regardless of the
@@ -189,14 +168,4 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
-}
-
-// dropConnection closes the client's connection without writing a response, so the client sees
-// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
-func dropConnection(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler)
 }

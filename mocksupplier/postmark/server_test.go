@@ -2,73 +2,37 @@ package postmark_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 	"github.com/actledger/actledger/mocksupplier/postmark"
 )
-
-// clock is a settable time source, so tests cross the search lag without sleeping.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // fixture is a fake Postmark served over a real socket, and a client that never reuses
 // connections.
 type fixture struct {
 	pm     *postmark.Server
 	url    string
-	clock  *clock
+	clock  *faketest.Clock
 	client *http.Client
 }
 
 func setup(t *testing.T, cfg postmark.Config) fixture {
 	t.Helper()
-	c := &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)}
+	c := faketest.NewClock(faketest.Start)
 	if cfg.Now == nil {
 		cfg.Now = c.Now
 	}
 	pm := postmark.New(cfg)
-	ts := httptest.NewServer(pm)
-	t.Cleanup(ts.Close)
-	return fixture{
-		pm: pm, url: ts.URL, clock: c,
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
-	}
+	return fixture{pm: pm, url: faketest.Serve(t, pm), clock: c, client: faketest.Client()}
 }
 
-// reply is what a client saw.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r reply) decode(t *testing.T, v any) {
-	t.Helper()
-	if err := json.Unmarshal(r.body, v); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
-	}
-}
+// reply is what a client saw, read as Postmark answers.
+type reply struct{ faketest.Reply }
 
 type apiError struct {
 	ErrorCode int    `json:"ErrorCode"`
@@ -78,33 +42,18 @@ type apiError struct {
 func (r reply) apiError(t *testing.T) apiError {
 	t.Helper()
 	var e apiError
-	r.decode(t, &e)
+	r.Decode(t, &e)
 	return e
 }
 
 // do sends one request with the given headers.
 func (f fixture) do(method, path string, header map[string]string, body string) (reply, error) {
-	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	req.Header.Set("Accept", "application/json")
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
+	pairs := []string{"Accept", "application/json", "Content-Type", faketest.JSON(body)}
 	for k, v := range header {
-		req.Header.Set(k, v)
+		pairs = append(pairs, k, v)
 	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	r, err := faketest.Do(f.client, method, f.url+path, body, pairs...)
+	return reply{r}, err
 }
 
 var serverToken = map[string]string{"X-Postmark-Server-Token": postmark.DefaultServerToken}
@@ -142,11 +91,11 @@ type sent struct {
 func (f fixture) send(t *testing.T, body string) sent {
 	t.Helper()
 	r := f.must(t, http.MethodPost, "/email", body)
-	if r.status != http.StatusOK {
-		t.Fatalf("send: status %d, body %s", r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("send: status %d, body %s", r.Status, r.Body)
 	}
 	var s sent
-	r.decode(t, &s)
+	r.Decode(t, &s)
 	return s
 }
 
@@ -166,11 +115,11 @@ type searchResult struct {
 func (f fixture) search(t *testing.T, reference string) searchResult {
 	t.Helper()
 	r := f.must(t, http.MethodGet, "/messages/outbound?count=10&offset=0&metadata_actledger_reference="+url.QueryEscape(reference), "")
-	if r.status != http.StatusOK {
-		t.Fatalf("search %s: status %d, body %s", reference, r.status, r.body)
+	if r.Status != http.StatusOK {
+		t.Fatalf("search %s: status %d, body %s", reference, r.Status, r.Body)
 	}
 	var res searchResult
-	r.decode(t, &res)
+	r.Decode(t, &res)
 	return res
 }
 
@@ -226,13 +175,13 @@ func TestSendRequiresTheServerToken(t *testing.T) {
 					t.Fatal(err)
 				}
 				if tc.wantOK {
-					if r.status != http.StatusOK {
-						t.Errorf("%s: status %d, want 200 (body %s)", path, r.status, r.body)
+					if r.Status != http.StatusOK {
+						t.Errorf("%s: status %d, want 200 (body %s)", path, r.Status, r.Body)
 					}
 					continue
 				}
-				if e := r.apiError(t); r.status != http.StatusUnauthorized || e.ErrorCode != postmark.ErrBadToken || e.Message != tc.wantMsg {
-					t.Errorf("%s: status %d, %+v; want 401, ErrorCode 10, %q", path, r.status, e, tc.wantMsg)
+				if e := r.apiError(t); r.Status != http.StatusUnauthorized || e.ErrorCode != postmark.ErrBadToken || e.Message != tc.wantMsg {
+					t.Errorf("%s: status %d, %+v; want 401, ErrorCode 10, %q", path, r.Status, e, tc.wantMsg)
 				}
 			}
 			want := 0
@@ -268,8 +217,8 @@ func TestSendRefusesWhatPostmarkRefuses(t *testing.T) {
 			t.Parallel()
 			f := setup(t, postmark.Config{InactiveRecipients: []string{"bounced@example.com"}})
 			r := f.must(t, http.MethodPost, "/email", tc.body)
-			if e := r.apiError(t); r.status != http.StatusUnprocessableEntity || e.ErrorCode != tc.wantCode {
-				t.Errorf("status %d, %+v; want 422 with ErrorCode %d", r.status, e, tc.wantCode)
+			if e := r.apiError(t); r.Status != http.StatusUnprocessableEntity || e.ErrorCode != tc.wantCode {
+				t.Errorf("status %d, %+v; want 422 with ErrorCode %d", r.Status, e, tc.wantCode)
 			}
 			if got := len(f.pm.Messages()); got != 0 {
 				t.Errorf("%d messages accepted, want none", got)
@@ -326,14 +275,14 @@ func TestSearchFilters(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := f.must(t, http.MethodGet, "/messages/outbound?count=10&offset=0&"+tc.query, "")
 			var res searchResult
-			r.decode(t, &res)
-			if r.status != http.StatusOK || res.TotalCount != tc.want || len(res.Messages) != tc.want {
-				t.Errorf("%s: status %d, TotalCount %d, %d messages; want 200 and %d", tc.query, r.status, res.TotalCount, len(res.Messages), tc.want)
+			r.Decode(t, &res)
+			if r.Status != http.StatusOK || res.TotalCount != tc.want || len(res.Messages) != tc.want {
+				t.Errorf("%s: status %d, TotalCount %d, %d messages; want 200 and %d", tc.query, r.Status, res.TotalCount, len(res.Messages), tc.want)
 			}
 		})
 	}
 	var res searchResult
-	f.must(t, http.MethodGet, "/messages/outbound?count=1&offset=0", "").decode(t, &res)
+	f.must(t, http.MethodGet, "/messages/outbound?count=1&offset=0", "").Decode(t, &res)
 	if res.TotalCount != 2 || len(res.Messages) != 1 || res.Messages[0].Metadata["actledger_reference"] != "al_b" {
 		t.Errorf("count=1: %+v, want TotalCount 2 and the newest message only", res)
 	}
@@ -351,8 +300,8 @@ func TestSearchRefusesWhatItCannotAnswer(t *testing.T) {
 		"count=10&offset=0&fromdate=yesterday",
 	} {
 		r := f.must(t, http.MethodGet, "/messages/outbound?"+q, "")
-		if r.status != http.StatusUnprocessableEntity {
-			t.Errorf("%s: status %d, want 422 (body %s)", q, r.status, r.body)
+		if r.Status != http.StatusUnprocessableEntity {
+			t.Errorf("%s: status %d, want 422 (body %s)", q, r.Status, r.Body)
 		}
 	}
 }
@@ -398,8 +347,8 @@ func TestRequestsRecordEveryHeader(t *testing.T) {
 	}
 	for i, w := range want {
 		r := reqs[i]
-		if r.Method != w.method || r.Path != w.path || r.Query != w.query || r.Header.Get("X-Postmark-Server-Token") != w.token {
-			t.Errorf("request %d = %s %s?%s token %q, want %s %s?%s %q", i, r.Method, r.Path, r.Query, r.Header.Get("X-Postmark-Server-Token"), w.method, w.path, w.query, w.token)
+		if r.Method != w.method || r.Path != w.path || r.RawQuery != w.query || r.Header.Get("X-Postmark-Server-Token") != w.token {
+			t.Errorf("request %d = %s %s?%s token %q, want %s %s?%s %q", i, r.Method, r.Path, r.RawQuery, r.Header.Get("X-Postmark-Server-Token"), w.method, w.path, w.query, w.token)
 		}
 		if r.Header.Get("Accept") != "application/json" {
 			t.Errorf("request %d: Accept %q not recorded", i, r.Header.Get("Accept"))
@@ -419,9 +368,9 @@ func TestTheRecipesLookupFindsTheMessage(t *testing.T) {
 		"{reference}", url.QueryEscape(ref))
 	var res searchResult
 	r := f.must(t, http.MethodGet, path, "")
-	r.decode(t, &res)
-	if r.status != http.StatusOK || res.TotalCount != 1 || len(res.Messages) != 1 || res.Messages[0].MessageID != s.MessageID {
-		t.Errorf("recipe lookup: status %d, %+v; want the one message %s", r.status, res, s.MessageID)
+	r.Decode(t, &res)
+	if r.Status != http.StatusOK || res.TotalCount != 1 || len(res.Messages) != 1 || res.Messages[0].MessageID != s.MessageID {
+		t.Errorf("recipe lookup: status %d, %+v; want the one message %s", r.Status, res, s.MessageID)
 	}
 }
 
@@ -436,7 +385,7 @@ func TestMetadataValuesMayBeNumbers(t *testing.T) {
 		t.Errorf("Effects = %d, want 1", got)
 	}
 	r := f.must(t, http.MethodPost, "/email", `{"From":"support@acme.example","To":"jane@example.com","TextBody":"t","Metadata":{"a":{"b":1}}}`)
-	if e := r.apiError(t); r.status != http.StatusUnprocessableEntity || e.ErrorCode != postmark.ErrIncompatibleJSON {
-		t.Errorf("nested metadata: status %d, %+v; want 422 with ErrorCode 403", r.status, e)
+	if e := r.apiError(t); r.Status != http.StatusUnprocessableEntity || e.ErrorCode != postmark.ErrIncompatibleJSON {
+		t.Errorf("nested metadata: status %d, %+v; want 422 with ErrorCode 403", r.Status, e)
 	}
 }

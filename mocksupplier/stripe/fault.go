@@ -108,7 +108,7 @@ func (s *Server) Fail(faults ...Fault) {
 		}
 	}
 	s.mu.Lock()
-	s.faults = append(s.faults, faults...)
+	s.faults.Add(faults...)
 	s.mu.Unlock()
 }
 
@@ -116,21 +116,13 @@ func (s *Server) Fail(faults ...Fault) {
 func (s *Server) PendingFaults() []Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Fault(nil), s.faults...)
+	return s.faults.Pending()
 }
 
-// takeFault removes and returns the head of the queue if a create on path may take it at this
-// stage (before the idempotency layer, or after validation). s.mu must be held.
+// takeFaultLocked removes and returns the head of the queue if a create on path may take it at
+// this stage (before the idempotency layer, or after validation). s.mu must be held.
 func (s *Server) takeFaultLocked(path string, beforeKey bool) (Fault, bool) {
-	if len(s.faults) == 0 {
-		return Fault{}, false
-	}
-	f := s.faults[0]
-	if f.beforeKey() != beforeKey || !f.appliesTo(path) {
-		return Fault{}, false
-	}
-	s.faults = s.faults[1:]
-	return f, true
+	return s.faults.TakeIf(func(f Fault) bool { return f.beforeKey() == beforeKey && f.appliesTo(path) })
 }
 
 // retryAfterSeconds is d in whole seconds, rounded up.

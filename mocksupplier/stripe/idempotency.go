@@ -1,12 +1,13 @@
 package stripe
 
 import (
-	"context"
 	"crypto/sha256"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
 )
 
 // maxKeyLength is Stripe's limit on an Idempotency-Key.
@@ -122,34 +123,34 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, spec createSpec)
 		writeError(w, ref.status, ref.err)
 		return
 	}
-	fault, faulty := s.takeFaultLocked(spec.path, false)
+	taken, faulty := s.takeFaultLocked(spec.path, false)
 	if faulty {
-		s.log.InfoContext(ctx, "fault injected", "fault", string(fault.Kind), "path", spec.path)
+		s.log.InfoContext(ctx, "fault injected", "fault", string(taken.Kind), "path", spec.path)
 	}
 	switch {
-	case faulty && fault.Kind == KeyInUse:
+	case faulty && taken.Kind == KeyInUse:
 		s.releaseKeyLocked(key, entry)
 		s.mu.Unlock()
 		writeError(w, http.StatusConflict, keyInUseError())
 		return
-	case faulty && fault.Kind == DropBeforeCommit:
+	case faulty && taken.Kind == DropBeforeCommit:
 		s.releaseKeyLocked(key, entry)
 		s.mu.Unlock()
-		dropConnection(w)
+		fault.DropConnection(w)
 		return
 	}
-	var fp2 *Fault
+	var execFault *Fault
 	if faulty {
-		fp2 = &fault
+		execFault = &taken
 	}
-	out, ref := spec.commit(form, key, fp2)
+	out, ref := spec.commit(form, key, execFault)
 	if ref != nil {
 		s.releaseKeyLocked(key, entry)
 		s.mu.Unlock()
 		writeError(w, ref.status, ref.err)
 		return
 	}
-	if faulty && fault.Kind == Error500AfterCommit {
+	if faulty && taken.Kind == Error500AfterCommit {
 		out.status, out.body = http.StatusInternalServerError, errorJSON(ErrorObject{
 			Type: "api_error", Message: "An unknown error occurred.",
 		})
@@ -157,14 +158,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, spec createSpec)
 	s.scheduleLocked(out.events)
 	s.mu.Unlock()
 
-	if faulty && fault.Kind == DelayAfterCommit {
+	if faulty && taken.Kind == DelayAfterCommit {
 		// The object exists already; a client that gives up now has lost the answer to it.
 		// The key stays in flight (409 to a repeat) until the answer is stored.
-		wait(ctx, fault.Delay)
+		fault.Hold(ctx, taken.Delay)
 	}
 	s.storeAnswer(entry, out.status, out.body)
-	if faulty && fault.Kind == DropAfterCommit {
-		dropConnection(w)
+	if faulty && taken.Kind == DropAfterCommit {
+		fault.DropConnection(w)
 		return
 	}
 	writeRaw(w, out.status, out.body)
@@ -211,18 +212,5 @@ func (s *Server) storeAnswer(e *keyEntry, status int, body []byte) {
 func (s *Server) releaseKeyLocked(key string, e *keyEntry) {
 	if e != nil && s.keys[key] == e {
 		delete(s.keys, key)
-	}
-}
-
-// wait waits d or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
 	}
 }

@@ -1,16 +1,17 @@
 package stripe
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Defaults for the zero Config.
@@ -54,19 +55,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Request is one request as the Server received it, whatever it was answered, so that a test can
-// check what was sent, and what was not (a credential sent to the wrong host shows up in Header).
-type Request struct {
-	Method   string
-	Path     string
-	RawQuery string
-	// Header is a copy of the request's headers, Authorization included.
-	Header http.Header
-	// Body is the request body (at most 1 MiB are read).
-	Body []byte
-	At   time.Time
-}
-
 // Server is the fake Stripe API. It implements http.Handler and is safe for concurrent use.
 type Server struct {
 	log       *slog.Logger
@@ -75,7 +63,8 @@ type Server struct {
 	livemode  bool
 	retention time.Duration
 	mux       *http.ServeMux
-	client    *http.Client // webhook deliveries
+	requests  traffic.Log
+	hooks     *traffic.Sender[Delivery]
 
 	mu         sync.Mutex
 	lag        time.Duration
@@ -86,13 +75,8 @@ type Server struct {
 	refundByID map[string]*Refund
 	charges    map[string]*charge
 	keys       map[string]*keyEntry
-	faults     []Fault
-	requests   []Request
+	faults     fault.Queue[Fault]
 	events     []Event
-	deliveries []Delivery
-	stop       chan struct{}
-	closed     bool
-	hooks      sync.WaitGroup
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -108,14 +92,12 @@ func New(cfg Config) *Server {
 		now:        cfg.Now,
 		apiKey:     cfg.APIKey,
 		retention:  cfg.KeyRetention,
-		client:     &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects},
 		lag:        cfg.SearchLag,
 		endpoints:  cloneEndpoints(cfg.Webhooks),
 		intentByID: make(map[string]*PaymentIntent),
 		refundByID: make(map[string]*Refund),
 		charges:    make(map[string]*charge),
 		keys:       make(map[string]*keyEntry),
-		stop:       make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -130,6 +112,8 @@ func New(cfg Config) *Server {
 		s.retention = DefaultKeyRetention
 	}
 	s.livemode = strings.HasPrefix(s.apiKey, "sk_live_")
+	// Stripe counts a 3xx as a failed delivery.
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{RedirectIsFailure: true, Now: s.now, Logger: s.log})
 	s.routes()
 	return s
 }
@@ -149,10 +133,6 @@ func (c Config) validate() error {
 	return nil
 }
 
-// noRedirects makes webhook deliveries treat a redirect as the answer, as Stripe counts a 3xx
-// as a failed delivery.
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/payment_intents", s.handleCreateIntent)
@@ -171,31 +151,15 @@ func (s *Server) routes() {
 
 // ServeHTTP records the request, checks its credential and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	s.record(r, body)
-	if err != nil {
+	if err := s.requests.Read(w, r, maxBody, s.now().UTC()); err != nil {
 		writeError(w, http.StatusBadRequest, ErrorObject{Type: "invalid_request_error", Message: "The request body could not be read."})
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if msg, ok := s.authenticate(r); !ok {
 		writeError(w, http.StatusUnauthorized, ErrorObject{Type: "invalid_request_error", Message: msg})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-func (s *Server) record(r *http.Request, body []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = append(s.requests, Request{
-		Method:   r.Method,
-		Path:     r.URL.Path,
-		RawQuery: r.URL.RawQuery,
-		Header:   r.Header.Clone(),
-		Body:     append([]byte(nil), body...),
-		At:       s.now().UTC(),
-	})
 }
 
 // authenticate accepts the configured key as a bearer token or as the Basic username. It answers
@@ -235,18 +199,10 @@ func mask(key string) string {
 	return prefix + strings.Repeat("*", len(rest)-4) + rest[len(rest)-4:]
 }
 
-// Requests returns every request received so far, oldest first, including refused ones.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		r.Header = r.Header.Clone()
-		r.Body = append([]byte(nil), r.Body...)
-		out[i] = r
-	}
-	return out
-}
+// Requests returns every request received so far, oldest first, including refused ones, with
+// its headers and its body (at most 1 MiB), so that a test can check what was sent, and what was
+// not: a credential sent to the wrong host shows up in a Header.
+func (s *Server) Requests() []traffic.Request { return s.requests.All() }
 
 // Effects reports how many PaymentIntents and Refunds exist whose metadata["reference"] is
 // reference, whatever any client was told and regardless of the search lag: the ground truth a
@@ -308,15 +264,7 @@ func (s *Server) SetSearchLag(d time.Duration) {
 
 // Close stops pending webhook deliveries and waits for them to end. Objects created afterwards
 // send no webhooks; the handler keeps serving. It is idempotent.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.stop)
-	}
-	s.mu.Unlock()
-	s.hooks.Wait()
-}
+func (s *Server) Close() { s.hooks.Close() }
 
 // ErrorObject is Stripe's error object, the value of "error" in every error answer and the
 // last_payment_error of a PaymentIntent.
@@ -358,14 +306,4 @@ func mustJSON(v any) []byte {
 // newID returns prefix followed by 24 random characters, like Stripe's object ids.
 func newID(prefix string) string {
 	return prefix + rand.Text()[:24]
-}
-
-// dropConnection closes the client's connection without writing a response, so the client sees
-// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
-func dropConnection(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler)
 }

@@ -2,37 +2,15 @@ package stripe_test
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 	"github.com/actledger/actledger/mocksupplier/stripe"
 )
-
-// clock is a clock the test moves.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // fixture is a fake Stripe served over a real socket, and a client that never reuses
 // connections, so Go's transport never silently re-sends a request whose connection was dropped.
@@ -40,44 +18,29 @@ type fixture struct {
 	sup    *stripe.Server
 	url    string
 	client *http.Client
-	clock  *clock
+	clock  *faketest.Clock
 }
 
 func setup(t *testing.T, cfg stripe.Config) fixture {
 	t.Helper()
-	c := newClock()
+	c := faketest.NewClock(faketest.Start)
 	if cfg.Now == nil {
 		cfg.Now = c.Now
 	}
 	sup := stripe.New(cfg)
-	ts := httptest.NewServer(sup)
-	t.Cleanup(func() {
-		ts.Close()
-		sup.Close()
-	})
-	return fixture{
-		sup:    sup,
-		url:    ts.URL,
-		client: &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second},
-		clock:  c,
-	}
+	t.Cleanup(sup.Close)
+	return fixture{sup: sup, url: faketest.Serve(t, sup), client: faketest.Client(), clock: c}
 }
 
-// reply is what a client saw.
-type reply struct {
-	status int
-	header http.Header
-	body   []byte
-}
+// reply is what a client saw, read as Stripe answers.
+type reply struct{ faketest.Reply }
 
-func (r reply) replayed() bool { return r.header.Get("Idempotent-Replayed") == "true" }
+func (r reply) replayed() bool { return r.Header.Get("Idempotent-Replayed") == "true" }
 
 func (r reply) object(t *testing.T) map[string]any {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("decoding %s: %v", r.body, err)
-	}
+	r.Decode(t, &m)
 	return m
 }
 
@@ -86,37 +49,17 @@ func (r reply) err(t *testing.T) stripe.ErrorObject {
 	var e struct {
 		Error stripe.ErrorObject `json:"error"`
 	}
-	if err := json.Unmarshal(r.body, &e); err != nil || e.Error.Type == "" {
-		t.Fatalf("not a Stripe error body: %s (%v)", r.body, err)
+	if err := json.Unmarshal(r.Body, &e); err != nil || e.Error.Type == "" {
+		t.Fatalf("not a Stripe error body: %s (%v)", r.Body, err)
 	}
 	return e.Error
 }
 
 // send makes one request; auth is the Authorization header ("" for none).
 func (f fixture) send(method, path, auth, key, contentType, body string) (reply, error) {
-	req, err := http.NewRequest(method, f.url+path, strings.NewReader(body))
-	if err != nil {
-		return reply{}, err
-	}
-	if auth != "" {
-		req.Header.Set("Authorization", auth)
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	if contentType != "" {
-		req.Header.Set("Content-Type", contentType)
-	}
-	resp, err := f.client.Do(req)
-	if err != nil {
-		return reply{}, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return reply{}, err
-	}
-	return reply{status: resp.StatusCode, header: resp.Header, body: b}, nil
+	r, err := faketest.Do(f.client, method, f.url+path, body,
+		"Authorization", auth, "Idempotency-Key", key, "Content-Type", contentType)
+	return reply{r}, err
 }
 
 const bearer = "Bearer " + stripe.DefaultAPIKey
@@ -175,8 +118,8 @@ func TestCredentialsAreRequiredAndAnsweredAsStripeDoes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.status != tt.wantStatus {
-				t.Fatalf("status = %d, want %d (%s)", got.status, tt.wantStatus, got.body)
+			if got.Status != tt.wantStatus {
+				t.Fatalf("status = %d, want %d (%s)", got.Status, tt.wantStatus, got.Body)
 			}
 			if tt.wantStatus != http.StatusUnauthorized {
 				return
@@ -185,8 +128,8 @@ func TestCredentialsAreRequiredAndAnsweredAsStripeDoes(t *testing.T) {
 			if e.Type != "invalid_request_error" || !strings.HasPrefix(e.Message, tt.wantMsg) {
 				t.Errorf("error = %+v, want invalid_request_error %q…", e, tt.wantMsg)
 			}
-			if strings.Contains(string(got.body), "wrongkey9876") || strings.Contains(string(got.body), stripe.DefaultAPIKey) {
-				t.Errorf("the 401 body names a key in full: %s", got.body)
+			if strings.Contains(string(got.Body), "wrongkey9876") || strings.Contains(string(got.Body), stripe.DefaultAPIKey) {
+				t.Errorf("the 401 body names a key in full: %s", got.Body)
 			}
 		})
 	}
@@ -238,18 +181,18 @@ func TestSameKeySameParamsReplaysTheStoredAnswer(t *testing.T) {
 			t.Parallel()
 			f := setup(t, stripe.Config{})
 			first := f.mustPost(t, "/v1/payment_intents", "key-37", intent("po-37", "1000"))
-			if first.status != http.StatusOK || first.replayed() {
-				t.Fatalf("first: %d replayed=%v %s", first.status, first.replayed(), first.body)
+			if first.Status != http.StatusOK || first.replayed() {
+				t.Fatalf("first: %d replayed=%v %s", first.Status, first.replayed(), first.Body)
 			}
 			second, err := f.send(http.MethodPost, "/v1/payment_intents", bearer, "key-37", "application/x-www-form-urlencoded", tt.second)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if second.status != http.StatusOK || !second.replayed() {
-				t.Fatalf("second: %d replayed=%v %s", second.status, second.replayed(), second.body)
+			if second.Status != http.StatusOK || !second.replayed() {
+				t.Fatalf("second: %d replayed=%v %s", second.Status, second.replayed(), second.Body)
 			}
-			if string(second.body) != string(first.body) {
-				t.Errorf("replayed body differs:\n%s\n%s", first.body, second.body)
+			if string(second.Body) != string(first.Body) {
+				t.Errorf("replayed body differs:\n%s\n%s", first.Body, second.Body)
 			}
 			if n := f.sup.Effects("po-37"); n != 1 {
 				t.Errorf("Effects = %d, want 1", n)
@@ -275,8 +218,8 @@ func TestSameKeyOtherParamsOrEndpointIsAnIdempotencyError(t *testing.T) {
 			f := setup(t, stripe.Config{})
 			f.mustPost(t, "/v1/payment_intents", "key-38", intent("po-38", "1000"))
 			got := f.mustPost(t, tt.path, "key-38", tt.form)
-			if got.status != http.StatusBadRequest || got.err(t).Type != "idempotency_error" {
-				t.Fatalf("got %d %s, want 400 idempotency_error", got.status, got.body)
+			if got.Status != http.StatusBadRequest || got.err(t).Type != "idempotency_error" {
+				t.Fatalf("got %d %s, want 400 idempotency_error", got.Status, got.Body)
 			}
 			if n := f.sup.Effects("po-38") + f.sup.Effects("po-39"); n != 1 {
 				t.Errorf("effects = %d, want 1", n)
@@ -292,15 +235,15 @@ func TestKeyStillInFlightAnswers409(t *testing.T) {
 		f := setup(t, stripe.Config{})
 		f.sup.Fail(stripe.Fault{Kind: stripe.KeyInUse})
 		got := f.mustPost(t, "/v1/payment_intents", "key-40", intent("po-40", "1000"))
-		if got.status != http.StatusConflict || got.err(t).Code != "idempotency_key_in_use" {
-			t.Fatalf("got %d %s, want 409 idempotency_key_in_use", got.status, got.body)
+		if got.Status != http.StatusConflict || got.err(t).Code != "idempotency_key_in_use" {
+			t.Fatalf("got %d %s, want 409 idempotency_key_in_use", got.Status, got.Body)
 		}
 		if n := f.sup.Effects("po-40"); n != 0 {
 			t.Fatalf("Effects = %d after a 409, want 0", n)
 		}
 		again := f.mustPost(t, "/v1/payment_intents", "key-40", intent("po-40", "1000"))
-		if again.status != http.StatusOK || again.replayed() {
-			t.Errorf("retry after 409: %d replayed=%v, want a fresh 200", again.status, again.replayed())
+		if again.Status != http.StatusOK || again.replayed() {
+			t.Errorf("retry after 409: %d replayed=%v, want a fresh 200", again.Status, again.replayed())
 		}
 	})
 	t.Run("concurrent repeat", func(t *testing.T) {
@@ -312,32 +255,20 @@ func TestKeyStillInFlightAnswers409(t *testing.T) {
 			r, _ := f.post("/v1/payment_intents", "key-41", intent("po-41", "1000"))
 			firstDone <- r
 		}()
-		waitFor(t, func() bool { return f.sup.Effects("po-41") == 1 })
+		faketest.WaitFor(t, 5*time.Second, func() bool { return f.sup.Effects("po-41") == 1 })
 		during := f.mustPost(t, "/v1/payment_intents", "key-41", intent("po-41", "1000"))
-		if during.status != http.StatusConflict || during.err(t).Code != "idempotency_key_in_use" {
-			t.Fatalf("repeat while in flight: %d %s, want 409 idempotency_key_in_use", during.status, during.body)
+		if during.Status != http.StatusConflict || during.err(t).Code != "idempotency_key_in_use" {
+			t.Fatalf("repeat while in flight: %d %s, want 409 idempotency_key_in_use", during.Status, during.Body)
 		}
 		first := <-firstDone
 		after := f.mustPost(t, "/v1/payment_intents", "key-41", intent("po-41", "1000"))
-		if !after.replayed() || string(after.body) != string(first.body) {
-			t.Errorf("repeat after the first finished: replayed=%v body %s, want %s", after.replayed(), after.body, first.body)
+		if !after.replayed() || string(after.Body) != string(first.Body) {
+			t.Errorf("repeat after the first finished: replayed=%v body %s, want %s", after.replayed(), after.Body, first.Body)
 		}
 		if n := f.sup.Effects("po-41"); n != 1 {
 			t.Errorf("Effects = %d, want 1", n)
 		}
 	})
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func TestSearchFindsAPaymentIntentOnlyAfterTheLag(t *testing.T) {
@@ -349,12 +280,12 @@ func TestSearchFindsAPaymentIntentOnlyAfterTheLag(t *testing.T) {
 	search := func(q string) []any {
 		t.Helper()
 		got := f.get(t, "/v1/payment_intents/search?query="+url.QueryEscape(q))
-		if got.status != http.StatusOK {
-			t.Fatalf("search %q: %d %s", q, got.status, got.body)
+		if got.Status != http.StatusOK {
+			t.Fatalf("search %q: %d %s", q, got.Status, got.Body)
 		}
 		res := got.object(t)
 		if res["object"] != "search_result" {
-			t.Fatalf("search answered %s", got.body)
+			t.Fatalf("search answered %s", got.Body)
 		}
 		return res["data"].([]any)
 	}
@@ -383,8 +314,8 @@ func TestSearchFindsAPaymentIntentOnlyAfterTheLag(t *testing.T) {
 			t.Errorf("%s: found %v, want %v", tt.name, data[0], created["id"])
 		}
 	}
-	if got := f.get(t, "/v1/payment_intents/search?query="+url.QueryEscape("metadata.reference:'x'")); got.status != http.StatusBadRequest {
-		t.Errorf("an unsupported clause answered %d, want 400", got.status)
+	if got := f.get(t, "/v1/payment_intents/search?query="+url.QueryEscape("metadata.reference:'x'")); got.Status != http.StatusBadRequest {
+		t.Errorf("an unsupported clause answered %d, want 400", got.Status)
 	}
 }
 
@@ -416,18 +347,18 @@ func TestLostAndRefusedResponses(t *testing.T) {
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("err = %v, want an error: %v", err, tt.wantErr)
 			}
-			if !tt.wantErr && got.status != tt.wantStatus {
-				t.Fatalf("status = %d, want %d (%s)", got.status, tt.wantStatus, got.body)
+			if !tt.wantErr && got.Status != tt.wantStatus {
+				t.Fatalf("status = %d, want %d (%s)", got.Status, tt.wantStatus, got.Body)
 			}
-			if !tt.wantErr && got.header.Get("Retry-After") != tt.retryAfter {
-				t.Errorf("Retry-After = %q, want %q", got.header.Get("Retry-After"), tt.retryAfter)
+			if !tt.wantErr && got.Header.Get("Retry-After") != tt.retryAfter {
+				t.Errorf("Retry-After = %q, want %q", got.Header.Get("Retry-After"), tt.retryAfter)
 			}
 			if n := f.sup.Effects("po-60"); n != tt.wantEffects {
 				t.Fatalf("Effects = %d, want %d: the fault must say truthfully whether it committed", n, tt.wantEffects)
 			}
 			retry := f.mustPost(t, "/v1/payment_intents", "key-60", intent("po-60", "1000"))
-			if retry.status != tt.wantRetry || retry.replayed() != tt.retryReplayed {
-				t.Errorf("resend: %d replayed=%v, want %d replayed=%v (%s)", retry.status, retry.replayed(), tt.wantRetry, tt.retryReplayed, retry.body)
+			if retry.Status != tt.wantRetry || retry.replayed() != tt.retryReplayed {
+				t.Errorf("resend: %d replayed=%v, want %d replayed=%v (%s)", retry.Status, retry.replayed(), tt.wantRetry, tt.retryReplayed, retry.Body)
 			}
 			if n := f.sup.Effects("po-60"); n != 1 {
 				t.Errorf("Effects after the resend = %d, want 1", n)
@@ -441,11 +372,11 @@ func TestRateLimitStrikesBeforeTheIdempotencyLayer(t *testing.T) {
 	f := setup(t, stripe.Config{})
 	first := f.mustPost(t, "/v1/payment_intents", "key-61", intent("po-61", "1000"))
 	f.sup.Fail(stripe.Fault{Kind: stripe.RateLimited})
-	if got := f.mustPost(t, "/v1/payment_intents", "key-61", intent("po-61", "1000")); got.status != http.StatusTooManyRequests {
-		t.Fatalf("repeat under a rate limit: %d, want 429", got.status)
+	if got := f.mustPost(t, "/v1/payment_intents", "key-61", intent("po-61", "1000")); got.Status != http.StatusTooManyRequests {
+		t.Fatalf("repeat under a rate limit: %d, want 429", got.Status)
 	}
 	again := f.mustPost(t, "/v1/payment_intents", "key-61", intent("po-61", "1000"))
-	if !again.replayed() || string(again.body) != string(first.body) {
+	if !again.replayed() || string(again.Body) != string(first.Body) {
 		t.Errorf("after the 429 the key still replays: replayed=%v", again.replayed())
 	}
 }
@@ -492,8 +423,8 @@ func TestFormEncodingAndValidation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.status != http.StatusBadRequest {
-				t.Fatalf("status = %d, want 400 (%s)", got.status, got.body)
+			if got.Status != http.StatusBadRequest {
+				t.Fatalf("status = %d, want 400 (%s)", got.Status, got.Body)
 			}
 			e := got.err(t)
 			if e.Type != "invalid_request_error" || e.Code != tt.wantCode || e.Param != tt.wantParam {
@@ -501,8 +432,8 @@ func TestFormEncodingAndValidation(t *testing.T) {
 			}
 			// A request refused by validation stores nothing under its key.
 			ok := f.mustPost(t, "/v1/payment_intents", "key-80", intent("po-80", "1000"))
-			if ok.status != http.StatusOK || ok.replayed() {
-				t.Errorf("valid request with the same key: %d replayed=%v", ok.status, ok.replayed())
+			if ok.Status != http.StatusOK || ok.replayed() {
+				t.Errorf("valid request with the same key: %d replayed=%v", ok.Status, ok.replayed())
 			}
 		})
 	}
@@ -522,24 +453,24 @@ func TestPaymentIntentObjectShape(t *testing.T) {
 	}
 	for _, tt := range tests {
 		got := f.mustPost(t, "/v1/payment_intents", "", tt.form)
-		if got.status != http.StatusOK {
-			t.Fatalf("%s: %d %s", tt.name, got.status, got.body)
+		if got.Status != http.StatusOK {
+			t.Fatalf("%s: %d %s", tt.name, got.Status, got.Body)
 		}
 		pi := got.object(t)
 		if !strings.HasPrefix(pi["id"].(string), "pi_") || pi["object"] != "payment_intent" ||
 			pi["amount"] != 1999.0 || pi["currency"] != "eur" || pi["status"] != tt.wantStatus || pi["livemode"] != false {
-			t.Errorf("%s: object %s", tt.name, got.body)
+			t.Errorf("%s: object %s", tt.name, got.Body)
 		}
 		if md := pi["metadata"].(map[string]any); md["reference"] != tt.form.Get("metadata[reference]") {
 			t.Errorf("%s: metadata %v", tt.name, md)
 		}
 		byID := f.get(t, "/v1/payment_intents/"+pi["id"].(string))
-		if byID.status != http.StatusOK || byID.object(t)["id"] != pi["id"] {
-			t.Errorf("%s: retrieve by id: %d %s", tt.name, byID.status, byID.body)
+		if byID.Status != http.StatusOK || byID.object(t)["id"] != pi["id"] {
+			t.Errorf("%s: retrieve by id: %d %s", tt.name, byID.Status, byID.Body)
 		}
 	}
-	if got := f.get(t, "/v1/payment_intents/pi_missing"); got.status != http.StatusNotFound || got.err(t).Code != "resource_missing" {
-		t.Errorf("missing id: %d %s", got.status, got.body)
+	if got := f.get(t, "/v1/payment_intents/pi_missing"); got.Status != http.StatusNotFound || got.err(t).Code != "resource_missing" {
+		t.Errorf("missing id: %d %s", got.Status, got.Body)
 	}
 }
 
@@ -548,16 +479,16 @@ func TestCardDeclinedCreatesAFailedPaymentIntent(t *testing.T) {
 	f := setup(t, stripe.Config{})
 	f.sup.Fail(stripe.Fault{Kind: stripe.CardDeclined})
 	got := f.mustPost(t, "/v1/payment_intents", "key-100", intent("po-100", "1000"))
-	if got.status != http.StatusPaymentRequired {
-		t.Fatalf("status = %d, want 402 (%s)", got.status, got.body)
+	if got.Status != http.StatusPaymentRequired {
+		t.Fatalf("status = %d, want 402 (%s)", got.Status, got.Body)
 	}
 	e := got.err(t)
 	if e.Type != "card_error" || e.Code != "card_declined" || e.PaymentIntent == nil ||
 		e.PaymentIntent.Status != "requires_payment_method" || e.PaymentIntent.Metadata["reference"] != "po-100" {
 		t.Fatalf("error = %+v", e)
 	}
-	if again := f.mustPost(t, "/v1/payment_intents", "key-100", intent("po-100", "1000")); again.status != http.StatusPaymentRequired || !again.replayed() {
-		t.Errorf("the 402 is stored under the key: got %d replayed=%v", again.status, again.replayed())
+	if again := f.mustPost(t, "/v1/payment_intents", "key-100", intent("po-100", "1000")); again.Status != http.StatusPaymentRequired || !again.replayed() {
+		t.Errorf("the 402 is stored under the key: got %d replayed=%v", again.Status, again.replayed())
 	}
 	if pis := f.sup.PaymentIntents("po-100"); len(pis) != 1 || pis[0].Status != "requires_payment_method" || pis[0].AmountReceived != 0 {
 		t.Errorf("PaymentIntents = %+v, want one unpaid", pis)
@@ -589,8 +520,8 @@ func TestRefunds(t *testing.T) {
 	}
 	for _, tt := range tests { // sequential: each refund changes what is left
 		got := refund(tt.ref, tt.form)
-		if got.status != tt.wantStatus {
-			t.Fatalf("%s: status %d, want %d (%s)", tt.name, got.status, tt.wantStatus, got.body)
+		if got.Status != tt.wantStatus {
+			t.Fatalf("%s: status %d, want %d (%s)", tt.name, got.Status, tt.wantStatus, got.Body)
 		}
 		if tt.wantStatus != http.StatusOK {
 			if e := got.err(t); e.Code != tt.wantCode {
@@ -603,7 +534,7 @@ func TestRefunds(t *testing.T) {
 		}
 		re := got.object(t)
 		if !strings.HasPrefix(re["id"].(string), "re_") || re["object"] != "refund" || re["status"] != "succeeded" || re["payment_intent"] != pi["id"] {
-			t.Errorf("%s: refund %s", tt.name, got.body)
+			t.Errorf("%s: refund %s", tt.name, got.Body)
 		}
 		if n := f.sup.Effects(tt.ref); n != 1 {
 			t.Errorf("%s: Effects = %d, want 1", tt.name, n)

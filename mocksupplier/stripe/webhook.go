@@ -1,14 +1,14 @@
 package stripe
 
 import (
-	"bytes"
-	"context"
+	"cmp"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Webhook delivery defaults.
@@ -152,18 +152,11 @@ func (s *Server) Events() []Event {
 }
 
 // Deliveries returns every delivery attempt so far, oldest first.
-func (s *Server) Deliveries() []Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := slices.Clone(s.deliveries)
-	for i := range out {
-		out[i].Header = out[i].Header.Clone()
-	}
-	return out
-}
+func (s *Server) Deliveries() []Delivery { return s.hooks.Deliveries() }
 
-// scheduleLocked records events and starts their deliveries to the endpoints that want them.
-// s.mu must be held.
+// scheduleLocked records events and starts their deliveries to the endpoints that want them,
+// unless the Server is closed. Each attempt is signed afresh with a new timestamp, as Stripe
+// signs each delivery attempt. s.mu must be held.
 func (s *Server) scheduleLocked(events []Event) {
 	for _, ev := range events {
 		var targets []WebhookEndpoint
@@ -174,100 +167,29 @@ func (s *Server) scheduleLocked(events []Event) {
 		}
 		ev.PendingWebhooks = len(targets)
 		s.events = append(s.events, ev)
-		if s.closed {
-			continue
-		}
 		body := mustJSON(ev)
 		for _, ep := range targets {
-			s.hooks.Add(1)
-			go func() {
-				defer s.hooks.Done()
-				s.deliver(ep, ev, body)
-			}()
+			v0 := ""
+			if ep.TestModeV0 {
+				v0 = newID("v0_")
+			}
+			s.hooks.Send(traffic.Webhook[Delivery]{
+				URL:  ep.URL,
+				Body: body,
+				Headers: func(_ int, h http.Header) {
+					h.Set(SignatureHeader, signature(ep.Secret, s.now(), body, v0))
+				},
+				Delay:    ep.Delay,
+				Attempts: cmp.Or(ep.Attempts, DefaultAttempts),
+				Backoff:  cmp.Or(ep.Backoff, DefaultBackoff),
+				Delivery: func(a traffic.Attempt) Delivery {
+					return Delivery{
+						EventID: ev.ID, Type: ev.Type, URL: a.URL, Attempt: a.Number, Status: a.Status,
+						Err: a.Err, At: a.At, Header: a.Header, Body: a.Body,
+					}
+				},
+				LogAttrs: func(traffic.Attempt) []any { return []any{"event_id", ev.ID, "type", ev.Type} },
+			})
 		}
-	}
-}
-
-// deliver sends one event to one endpoint after its delay, retrying answers other than 2xx with
-// a doubling backoff, until it is acknowledged, the attempts run out, or Close is called.
-func (s *Server) deliver(ep WebhookEndpoint, ev Event, body []byte) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	attempts, backoff := ep.Attempts, ep.Backoff
-	if attempts == 0 {
-		attempts = DefaultAttempts
-	}
-	if backoff == 0 {
-		backoff = DefaultBackoff
-	}
-	v0 := ""
-	if ep.TestModeV0 {
-		v0 = newID("v0_")
-	}
-	pause := ep.Delay
-	for attempt := 1; attempt <= attempts; attempt++ {
-		if !sleep(ctx, pause) {
-			return
-		}
-		pause = backoff << (attempt - 1)
-		header := http.Header{}
-		header.Set("Content-Type", "application/json")
-		header.Set(SignatureHeader, signature(ep.Secret, s.now(), body, v0))
-		status, err := s.post(ctx, ep.URL, header, body)
-		if ctx.Err() != nil {
-			return
-		}
-		d := Delivery{
-			EventID: ev.ID, Type: ev.Type, URL: ep.URL, Attempt: attempt, Status: status,
-			At: s.now().UTC(), Header: header, Body: body,
-		}
-		if err != nil {
-			d.Err = err.Error()
-		}
-		s.mu.Lock()
-		s.deliveries = append(s.deliveries, d)
-		s.mu.Unlock()
-		if err == nil && status >= 200 && status < 300 {
-			return
-		}
-		s.log.WarnContext(ctx, "webhook not acknowledged",
-			"event_id", ev.ID, "type", ev.Type, "attempt", attempt, "status", status, "error", d.Err)
-	}
-}
-
-func (s *Server) post(ctx context.Context, url string, header http.Header, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header = header.Clone()
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-	return resp.StatusCode, nil
-}
-
-// sleep waits d, reporting false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
 	}
 }

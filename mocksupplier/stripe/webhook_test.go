@@ -5,57 +5,25 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/mocksupplier/internal/faketest"
 	"github.com/actledger/actledger/mocksupplier/stripe"
 )
 
 const secret = "whsec_test_actledger_signing_secret"
 
-// received is one webhook request as the receiver saw it.
-type received struct {
-	signature string
-	body      []byte
-}
-
 // receiver is a webhook endpoint answering the statuses in answers in turn (then 200).
-func receiver(t *testing.T, answers ...int) (string, <-chan received) {
+func receiver(t *testing.T, answers ...int) (string, <-chan faketest.Received) {
 	t.Helper()
-	ch := make(chan received, 64)
-	var mu sync.Mutex
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		ch <- received{signature: r.Header.Get("Stripe-Signature"), body: body}
-		mu.Lock()
-		status := http.StatusOK
-		if len(answers) > 0 {
-			status, answers = answers[0], answers[1:]
-		}
-		mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(ts.Close)
-	return ts.URL + "/v1/webhooks/stripe-payments", ch
-}
-
-func next(t *testing.T, ch <-chan received) received {
-	t.Helper()
-	select {
-	case r := <-ch:
-		return r
-	case <-time.After(5 * time.Second):
-		t.Fatal("no webhook within 5s")
-		return received{}
-	}
+	url, got := faketest.Receiver(t, http.StatusOK, answers...)
+	return url + "/v1/webhooks/stripe-payments", got
 }
 
 // verify checks a Stripe-Signature the way Stripe tells receivers to, computed here on its own:
@@ -86,7 +54,7 @@ func verify(t *testing.T, header string, body []byte) (time.Time, []string) {
 		ok = ok || hmac.Equal([]byte(v1), []byte(want))
 	}
 	if !ok {
-		t.Fatalf("no v1 signature in %q matches HMAC-SHA256(secret, t.body) = %s", header, want)
+		t.Fatalf("no v1 signature in %q matches HMAC-SHA256(secret, t.Body) = %s", header, want)
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {
@@ -127,17 +95,17 @@ func TestWebhookSignatureVerifiesWithAnIndependentComputation(t *testing.T) {
 				URL: hook, Secret: secret, EnabledEvents: []string{"payment_intent.succeeded"}, TestModeV0: tt.v0,
 			}}})
 			pi := f.mustPost(t, "/v1/payment_intents", "key-200", intent("po-200", "1000")).object(t)
-			r := next(t, got)
-			at, schemes := verify(t, r.signature, r.body)
+			r := faketest.Next(t, got)
+			at, schemes := verify(t, r.Header.Get("Stripe-Signature"), r.Body)
 			if !at.Equal(f.clock.Now().Truncate(time.Second)) {
 				t.Errorf("signed at %v, want the server clock %v", at, f.clock.Now())
 			}
 			if strings.Join(schemes, ",") != strings.Join(tt.wantScheme, ",") {
 				t.Errorf("schemes %v, want %v", schemes, tt.wantScheme)
 			}
-			ev, obj := event(t, r.body)
+			ev, obj := event(t, r.Body)
 			if !strings.HasPrefix(ev.ID, "evt_") || ev.Object != "event" || ev.Type != "payment_intent.succeeded" || ev.APIVersion == "" {
-				t.Errorf("event %s", r.body)
+				t.Errorf("event %s", r.Body)
 			}
 			if ev.Request.IdempotencyKey == nil || *ev.Request.IdempotencyKey != "key-200" {
 				t.Errorf("request.idempotency_key = %v, want key-200", ev.Request.IdempotencyKey)
@@ -153,7 +121,7 @@ func TestWebhookSignatureVerifiesWithAnIndependentComputation(t *testing.T) {
 func TestWebhookIsRetriedOnNon2xxAndSignedAfreshEachTime(t *testing.T) {
 	t.Parallel()
 	hook, got := receiver(t, http.StatusInternalServerError, http.StatusBadRequest)
-	c := newClock()
+	c := faketest.NewClock(faketest.Start)
 	ticking := func() time.Time { c.Advance(time.Second); return c.Now() } // every reading is later
 	f := setup(t, stripe.Config{Now: ticking, Webhooks: []stripe.WebhookEndpoint{{
 		URL: hook, Secret: secret, EnabledEvents: []string{"payment_intent.succeeded"}, Backoff: 10 * time.Millisecond,
@@ -162,10 +130,10 @@ func TestWebhookIsRetriedOnNon2xxAndSignedAfreshEachTime(t *testing.T) {
 	var stamps []time.Time
 	var ids []string
 	for range 3 {
-		r := next(t, got)
-		at, _ := verify(t, r.signature, r.body)
+		r := faketest.Next(t, got)
+		at, _ := verify(t, r.Header.Get("Stripe-Signature"), r.Body)
 		stamps = append(stamps, at)
-		ev, _ := event(t, r.body)
+		ev, _ := event(t, r.Body)
 		ids = append(ids, ev.ID)
 	}
 	if ids[0] != ids[1] || ids[1] != ids[2] {
@@ -174,7 +142,7 @@ func TestWebhookIsRetriedOnNon2xxAndSignedAfreshEachTime(t *testing.T) {
 	if !stamps[1].After(stamps[0]) || !stamps[2].After(stamps[1]) {
 		t.Errorf("each attempt is signed with a new timestamp: %v", stamps)
 	}
-	waitFor(t, func() bool { return len(f.sup.Deliveries()) == 3 })
+	faketest.WaitFor(t, 5*time.Second, func() bool { return len(f.sup.Deliveries()) == 3 })
 	var statuses []int
 	for _, d := range f.sup.Deliveries() {
 		statuses = append(statuses, d.Status)
@@ -199,9 +167,9 @@ func TestWebhookEventsForEachEffect(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for range want {
-		r := next(t, got)
-		verify(t, r.signature, r.body)
-		ev, obj := event(t, r.body)
+		r := faketest.Next(t, got)
+		verify(t, r.Header.Get("Stripe-Signature"), r.Body)
+		ev, obj := event(t, r.Body)
 		md, _ := obj["metadata"].(map[string]any)
 		ref, _ := md["reference"].(string)
 		seen[ev.Type] = ref
@@ -225,9 +193,9 @@ func TestWebhookIsSentForAnEffectWhoseResponseWasLost(t *testing.T) {
 	if _, err := f.post("/v1/payment_intents", "key-230", intent("po-230", "1000")); err == nil {
 		t.Fatal("the response was not dropped")
 	}
-	r := next(t, got)
-	verify(t, r.signature, r.body)
-	_, obj := event(t, r.body)
+	r := faketest.Next(t, got)
+	verify(t, r.Header.Get("Stripe-Signature"), r.Body)
+	_, obj := event(t, r.Body)
 	if md, _ := obj["metadata"].(map[string]any); md["reference"] != "po-230" {
 		t.Errorf("the webhook names %v, want po-230", md)
 	}

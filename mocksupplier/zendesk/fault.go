@@ -71,7 +71,7 @@ func (s *Server) Fail(faults ...Fault) {
 		}
 	}
 	s.mu.Lock()
-	s.faults = append(s.faults, faults...)
+	s.faults.Add(faults...)
 	s.mu.Unlock()
 }
 
@@ -79,18 +79,13 @@ func (s *Server) Fail(faults ...Fault) {
 func (s *Server) PendingFaults() []Fault {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Fault(nil), s.faults...)
+	return s.faults.Pending()
 }
 
 // takeFaultLocked removes and returns the head of the queue if it strikes at this stage. s.mu
 // must be held.
 func (s *Server) takeFaultLocked(beforeKey bool) (Fault, bool) {
-	if len(s.faults) == 0 || s.faults[0].beforeKey() != beforeKey {
-		return Fault{}, false
-	}
-	f := s.faults[0]
-	s.faults = s.faults[1:]
-	return f, true
+	return s.faults.TakeIf(func(f Fault) bool { return f.beforeKey() == beforeKey })
 }
 
 // retryAfterSeconds is d in whole seconds, rounded up, at least 1.

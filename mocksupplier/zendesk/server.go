@@ -1,15 +1,16 @@
 package zendesk
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Defaults for the zero Config.
@@ -64,18 +65,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Request is one request as the Server received it, whatever it was answered.
-type Request struct {
-	Method   string
-	Path     string
-	RawQuery string
-	// Header is a copy of the request's headers, Authorization included.
-	Header http.Header
-	// Body is the request body (at most 1 MiB are read).
-	Body []byte
-	At   time.Time
-}
-
 // Server is the fake Zendesk Support API. It implements http.Handler and is safe for concurrent
 // use.
 type Server struct {
@@ -87,22 +76,18 @@ type Server struct {
 	retention  time.Duration
 	accountID  int64
 	mux        *http.ServeMux
-	client     *http.Client
+	requests   traffic.Log
+	hooks      *traffic.Sender[Delivery]
 
-	mu         sync.Mutex
-	lag        time.Duration
-	webhook    *Webhook
-	tickets    []*Ticket
-	byID       map[int64]*Ticket
-	nextID     int64
-	nextAudit  int64
-	keys       map[string]*keyEntry
-	faults     []Fault
-	requests   []Request
-	deliveries []Delivery
-	stop       chan struct{}
-	closed     bool
-	hooks      sync.WaitGroup
+	mu        sync.Mutex
+	lag       time.Duration
+	webhook   *Webhook
+	tickets   []*Ticket
+	byID      map[int64]*Ticket
+	nextID    int64
+	nextAudit int64
+	keys      map[string]*keyEntry
+	faults    fault.Queue[Fault]
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -121,14 +106,12 @@ func New(cfg Config) *Server {
 		oauthToken: cfg.OAuthToken,
 		retention:  cfg.KeyRetention,
 		accountID:  cfg.AccountID,
-		client:     &http.Client{Timeout: 5 * time.Second, CheckRedirect: noRedirects},
 		lag:        cfg.LookupLag,
 		webhook:    cloneWebhook(cfg.Webhook),
 		byID:       make(map[int64]*Ticket),
 		nextID:     1,
 		nextAudit:  100001,
 		keys:       make(map[string]*keyEntry),
-		stop:       make(chan struct{}),
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -152,6 +135,8 @@ func New(cfg Config) *Server {
 	if s.accountID == 0 {
 		s.accountID = DefaultAccountID
 	}
+	// A redirect is an answer other than 2xx, which the fake retries.
+	s.hooks = traffic.NewSender[Delivery](traffic.Config{RedirectIsFailure: true, Now: s.now, Logger: s.log})
 	s.routes()
 	return s
 }
@@ -167,8 +152,6 @@ func (c Config) validate() error {
 	}
 	return nil
 }
-
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // routes serves each path with and without ".json": "Appending .json doesn't change the way the
 // endpoint works in any way."
@@ -186,32 +169,16 @@ func (s *Server) routes() {
 
 // ServeHTTP records the request, checks its credential and serves it.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	s.record(r, body)
-	if err != nil {
+	if err := s.requests.Read(w, r, maxBody, s.now().UTC()); err != nil {
 		writeJSON(w, http.StatusBadRequest, errorBody{Error: "InvalidRequest", Description: "The request body could not be read."})
 		return
 	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if !s.authenticated(r) {
 		// Zendesk's answer to a request it cannot authenticate.
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Couldn't authenticate you"})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
-}
-
-func (s *Server) record(r *http.Request, body []byte) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests = append(s.requests, Request{
-		Method:   r.Method,
-		Path:     r.URL.Path,
-		RawQuery: r.URL.RawQuery,
-		Header:   r.Header.Clone(),
-		Body:     append([]byte(nil), body...),
-		At:       s.now().UTC(),
-	})
 }
 
 // authenticated accepts an API token ({email}/token:{api_token} in Basic authentication) or an
@@ -226,18 +193,9 @@ func (s *Server) authenticated(r *http.Request) bool {
 	return false
 }
 
-// Requests returns every request received so far, oldest first, including refused ones.
-func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
-		r.Header = r.Header.Clone()
-		r.Body = append([]byte(nil), r.Body...)
-		out[i] = r
-	}
-	return out
-}
+// Requests returns every request received so far, oldest first, including refused ones, with
+// its headers (Authorization included) and its body (at most 1 MiB).
+func (s *Server) Requests() []traffic.Request { return s.requests.All() }
 
 // Effects reports how many tickets exist whose external_id is reference, whatever any client was
 // told and regardless of the lookup lag: the number a test asserts "at most once" against.
@@ -278,15 +236,7 @@ func (s *Server) SetLookupLag(d time.Duration) {
 
 // Close stops pending webhook deliveries and waits for them to end. Tickets created afterwards
 // send no webhooks; the handler keeps serving. It is idempotent.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if !s.closed {
-		s.closed = true
-		close(s.stop)
-	}
-	s.mu.Unlock()
-	s.hooks.Wait()
-}
+func (s *Server) Close() { s.hooks.Close() }
 
 // errorBody is Zendesk's error shape: an error name, a description and, for validation errors,
 // details per field.
@@ -315,14 +265,4 @@ func mustJSON(v any) []byte {
 		panic(fmt.Sprintf("zendesk: encoding %T: %v", v, err))
 	}
 	return b
-}
-
-// dropConnection closes the client's connection without writing a response, so the client sees
-// EOF. Without a hijackable connection (HTTP/2) it aborts the stream instead.
-func dropConnection(w http.ResponseWriter) {
-	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-		_ = conn.Close()
-		return
-	}
-	panic(http.ErrAbortHandler)
 }

@@ -2,7 +2,6 @@ package zendesk
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/fault"
 )
 
 // timeFormat is how Zendesk writes times: ISO 8601, in UTC.
@@ -126,32 +127,32 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, bad.status, bad.body)
 		return
 	}
-	fault, faulty := s.takeFaultLocked(false)
+	taken, faulty := s.takeFaultLocked(false)
 	if faulty {
-		s.log.InfoContext(ctx, "fault injected", "fault", string(fault.Kind))
+		s.log.InfoContext(ctx, "fault injected", "fault", string(taken.Kind))
 	}
 	switch {
-	case faulty && fault.Kind == KeyInUse:
+	case faulty && taken.Kind == KeyInUse:
 		s.releaseKeyLocked(key, entry)
 		s.mu.Unlock()
 		w.Header().Del("X-Idempotency-Lookup")
 		writeJSON(w, http.StatusConflict, keyInUse())
 		return
-	case faulty && fault.Kind == DropBeforeCommit:
+	case faulty && taken.Kind == DropBeforeCommit:
 		s.releaseKeyLocked(key, entry)
 		s.mu.Unlock()
-		dropConnection(w)
+		fault.DropConnection(w)
 		return
 	}
 	t, status, answer := s.commitLocked(r, in)
-	if faulty && fault.Kind == Error500AfterCommit {
+	if faulty && taken.Kind == Error500AfterCommit {
 		status, answer = http.StatusInternalServerError, mustJSON(errorBody{Error: "InternalError", Description: "Something went wrong. Please try again."})
 	}
 	s.scheduleLocked(t.clone())
 	s.mu.Unlock()
 
-	if faulty && fault.Kind == DelayAfterCommit {
-		wait(ctx, fault.Delay)
+	if faulty && taken.Kind == DelayAfterCommit {
+		fault.Hold(ctx, taken.Delay)
 	}
 	location := ""
 	if status == http.StatusCreated {
@@ -162,8 +163,8 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 		entry.done, entry.status, entry.body, entry.location = true, status, answer, location
 		s.mu.Unlock()
 	}
-	if faulty && fault.Kind == DropAfterCommit {
-		dropConnection(w)
+	if faulty && taken.Kind == DropAfterCommit {
+		fault.DropConnection(w)
 		return
 	}
 	if location != "" {
@@ -379,17 +380,4 @@ func (s *Server) handleShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]Ticket{"ticket": c})
-}
-
-// wait waits d or until ctx ends.
-func wait(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
 }

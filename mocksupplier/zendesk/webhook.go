@@ -1,15 +1,14 @@
 package zendesk
 
 import (
-	"bytes"
-	"context"
+	"cmp"
 	"crypto/rand"
 	"errors"
-	"io"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
+
+	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // Webhook delivery defaults.
@@ -125,20 +124,12 @@ type Delivery struct {
 }
 
 // Deliveries returns every delivery attempt so far, oldest first.
-func (s *Server) Deliveries() []Delivery {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := slices.Clone(s.deliveries)
-	for i := range out {
-		out[i].Header = out[i].Header.Clone()
-	}
-	return out
-}
+func (s *Server) Deliveries() []Delivery { return s.hooks.Deliveries() }
 
-// scheduleLocked starts the delivery of t's ticket.created event, if a webhook is set. s.mu must
-// be held.
+// scheduleLocked starts the delivery of t's ticket.created event, if a webhook is set (and the
+// Server is not closed). Each attempt is signed with the time it is sent. s.mu must be held.
 func (s *Server) scheduleLocked(t Ticket) {
-	if s.webhook == nil || s.closed {
+	if s.webhook == nil {
 		return
 	}
 	wh := *s.webhook
@@ -158,93 +149,24 @@ func (s *Server) scheduleLocked(t Ticket) {
 		},
 	}
 	body := mustJSON(ev)
-	s.hooks.Add(1)
-	go func() {
-		defer s.hooks.Done()
-		s.deliver(wh, ev.ID, t.ID, body)
-	}()
-}
-
-// deliver sends one event after the delay, retrying answers other than 2xx with a doubling
-// backoff, until it is acknowledged, the attempts run out, or Close is called. Each attempt is
-// signed with the time it is sent.
-func (s *Server) deliver(wh Webhook, eventID string, ticketID int64, body []byte) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-s.stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	attempts, backoff := wh.Attempts, wh.Backoff
-	if attempts == 0 {
-		attempts = DefaultAttempts
-	}
-	if backoff == 0 {
-		backoff = DefaultBackoff
-	}
-	pause := wh.Delay
-	for attempt := 1; attempt <= attempts; attempt++ {
-		if !sleep(ctx, pause) {
-			return
-		}
-		pause = backoff << (attempt - 1)
-		ts := s.now().UTC().Format(timeFormat)
-		header := http.Header{}
-		header.Set("Content-Type", "application/json")
-		header.Set("X-Zendesk-Webhook-Id", wh.ID)
-		header.Set(SignatureTimestampHeader, ts)
-		header.Set(SignatureHeader, signature(wh.Secret, ts, body))
-		status, err := s.post(ctx, wh.URL, header, body)
-		if ctx.Err() != nil {
-			return
-		}
-		d := Delivery{
-			EventID: eventID, TicketID: ticketID, URL: wh.URL, Attempt: attempt, Status: status,
-			At: s.now().UTC(), Header: header, Body: body,
-		}
-		if err != nil {
-			d.Err = err.Error()
-		}
-		s.mu.Lock()
-		s.deliveries = append(s.deliveries, d)
-		s.mu.Unlock()
-		if err == nil && status >= 200 && status < 300 {
-			return
-		}
-		s.log.WarnContext(ctx, "webhook not acknowledged",
-			"event_id", eventID, "ticket_id", ticketID, "attempt", attempt, "status", status, "error", d.Err)
-	}
-}
-
-func (s *Server) post(ctx context.Context, url string, header http.Header, body []byte) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header = header.Clone()
-	resp, err := s.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxBody))
-	return resp.StatusCode, nil
-}
-
-// sleep waits d, reporting false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	s.hooks.Send(traffic.Webhook[Delivery]{
+		URL:  wh.URL,
+		Body: body,
+		Headers: func(_ int, h http.Header) {
+			ts := s.now().UTC().Format(timeFormat)
+			h.Set("X-Zendesk-Webhook-Id", wh.ID)
+			h.Set(SignatureTimestampHeader, ts)
+			h.Set(SignatureHeader, signature(wh.Secret, ts, body))
+		},
+		Delay:    wh.Delay,
+		Attempts: cmp.Or(wh.Attempts, DefaultAttempts),
+		Backoff:  cmp.Or(wh.Backoff, DefaultBackoff),
+		Delivery: func(a traffic.Attempt) Delivery {
+			return Delivery{
+				EventID: ev.ID, TicketID: t.ID, URL: a.URL, Attempt: a.Number, Status: a.Status,
+				Err: a.Err, At: a.At, Header: a.Header, Body: a.Body,
+			}
+		},
+		LogAttrs: func(traffic.Attempt) []any { return []any{"event_id", ev.ID, "ticket_id", t.ID} },
+	})
 }
