@@ -12,8 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/internal/display"
+	"github.com/actledger/actledger/ledger"
 )
 
 // DefaultMaxBody is the default request body limit (1 MiB).
