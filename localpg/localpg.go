@@ -20,7 +20,9 @@ import (
 	"os/user"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -104,61 +106,131 @@ func refused(err error) bool {
 	return errors.As(err, &connectErr) && strings.Contains(err.Error(), "connection refused")
 }
 
-// startPrivate initialises (once) and starts a cluster in dir. PostgreSQL
-// refuses to run as root, so as root it runs the binaries as the postgres
-// system user, which then owns dir.
+// startPrivate initialises (once) and starts a cluster in dir on
+// privatePort, with a database named actledger.
 func startPrivate(ctx context.Context, dir string, logger *slog.Logger) (string, func(), error) {
-	bin, err := findBinaries()
+	c, err := StartPrivate(ctx, dir, privatePort, logger)
 	if err != nil {
 		return "", nil, err
+	}
+	dbURL := c.URL("actledger")
+	if err := ensureDatabase(ctx, dbURL); err != nil {
+		c.Stop()
+		return "", nil, err
+	}
+	return dbURL, c.Stop, nil
+}
+
+// Private is a PostgreSQL cluster of this process's own, from the local
+// binaries: `make run`'s fallback, and the Postgres that actchaos crashes
+// (SIGKILL) and restarts, which a shared server must never be.
+type Private struct {
+	// Dir holds the cluster's data, its socket and server.log.
+	Dir string
+	// Port is its TCP port on 127.0.0.1.
+	Port   string
+	bin    string
+	logger *slog.Logger
+}
+
+// StartPrivate initialises (once) and starts a cluster in dir on port.
+// PostgreSQL refuses to run as root, so as root it runs the binaries as
+// the postgres system user, which then owns dir.
+func StartPrivate(ctx context.Context, dir, port string, logger *slog.Logger) (*Private, error) {
+	bin, err := findBinaries()
+	if err != nil {
+		return nil, err
 	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", nil, err
+		return nil, err
 	}
-	run := func(name string, args ...string) error {
-		cmdArgs := append([]string{filepath.Join(bin, name)}, args...)
-		if os.Geteuid() == 0 {
-			if _, err := user.Lookup("postgres"); err != nil {
-				return errors.New("running as root and there is no postgres system user to run PostgreSQL as")
-			}
-			cmdArgs = append([]string{"runuser", "-u", "postgres", "--"}, cmdArgs...)
-		}
-		out, err := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
-		}
-		return nil
-	}
+	c := &Private{Dir: abs, Port: port, bin: bin, logger: cmp.Or(logger, slog.Default())}
 	if err := os.MkdirAll(abs, 0o700); err != nil {
-		return "", nil, err
+		return nil, err
 	}
 	if os.Geteuid() == 0 {
 		if out, err := exec.CommandContext(ctx, "chown", "postgres:postgres", abs).CombinedOutput(); err != nil {
-			return "", nil, fmt.Errorf("chown %s: %w: %s", abs, err, out)
+			return nil, fmt.Errorf("chown %s: %w: %s", abs, err, out)
 		}
 	}
 	if _, err := os.Stat(filepath.Join(abs, "PG_VERSION")); err != nil {
-		logger.InfoContext(ctx, "initialising private Postgres cluster", "dir", abs)
-		if err := run("initdb", "-D", abs, "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
-			return "", nil, err
+		c.logger.InfoContext(ctx, "initialising private Postgres cluster", "dir", abs)
+		if err := c.run(ctx, "initdb", "-D", abs, "-U", "postgres", "--auth=trust", "-E", "UTF8"); err != nil {
+			return nil, err
 		}
 	}
-	opts := fmt.Sprintf("-p %s -k %s -c listen_addresses=127.0.0.1", privatePort, abs)
-	if err := run("pg_ctl", "-D", abs, "-o", opts, "-l", filepath.Join(abs, "server.log"), "-w", "start"); err != nil {
-		return "", nil, err
+	if err := c.Start(ctx); err != nil {
+		return nil, err
 	}
-	stop := func() {
-		if err := run("pg_ctl", "-D", abs, "-m", "fast", "-w", "stop"); err != nil {
-			logger.Warn("stop private Postgres", "err", err)
+	return c, nil
+}
+
+// URL is the URL of database on the cluster.
+func (c *Private) URL(database string) string {
+	return "postgres://postgres@127.0.0.1:" + c.Port + "/" + database + "?sslmode=disable"
+}
+
+// Start starts the cluster and waits until it accepts connections; after
+// a Kill that includes crash recovery from the write-ahead log. Backends
+// of a killed server may hold its shared memory for a moment: the start
+// is tried again for a few seconds.
+func (c *Private) Start(ctx context.Context) error {
+	opts := fmt.Sprintf("-p %s -k %s -c listen_addresses=127.0.0.1", c.Port, c.Dir)
+	var err error
+	for range 20 {
+		if err = c.run(ctx, "pg_ctl", "-D", c.Dir, "-o", opts, "-l", filepath.Join(c.Dir, "server.log"), "-w", "start"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
-	dbURL := "postgres://postgres@127.0.0.1:" + privatePort + "/actledger?sslmode=disable"
-	if err := ensureDatabase(ctx, dbURL); err != nil {
-		stop()
-		return "", nil, err
+	return err
+}
+
+// Kill ends the server as a crash does: SIGKILL to the postmaster, whose
+// backends then exit on their own; nothing is flushed or checkpointed.
+func (c *Private) Kill() error {
+	raw, err := os.ReadFile(filepath.Join(c.Dir, "postmaster.pid"))
+	if err != nil {
+		return fmt.Errorf("read postmaster.pid: %w", err)
 	}
-	return dbURL, stop, nil
+	first, _, _ := strings.Cut(string(raw), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(first))
+	if err != nil {
+		return fmt.Errorf("postmaster.pid: %w", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("kill postmaster %d: %w", pid, err)
+	}
+	return nil
+}
+
+// Stop shuts the cluster down cleanly.
+func (c *Private) Stop() {
+	if err := c.run(context.Background(), "pg_ctl", "-D", c.Dir, "-m", "fast", "-w", "stop"); err != nil {
+		c.logger.Warn("stop private Postgres", "err", err)
+	}
+}
+
+// run runs one of the cluster's binaries, as the postgres system user
+// when this process is root.
+func (c *Private) run(ctx context.Context, name string, args ...string) error {
+	cmdArgs := append([]string{filepath.Join(c.bin, name)}, args...)
+	if os.Geteuid() == 0 {
+		if _, err := user.Lookup("postgres"); err != nil {
+			return errors.New("running as root and there is no postgres system user to run PostgreSQL as")
+		}
+		cmdArgs = append([]string{"runuser", "-u", "postgres", "--"}, cmdArgs...)
+	}
+	out, err := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
+	}
+	return nil
 }
 
 // findBinaries returns the newest /usr/lib/postgresql/<v>/bin holding

@@ -7,7 +7,9 @@
 // (internal/testcluster; streams at 3 replicas) and three `actledger serve`
 // processes with the roles split (A: api,relay; B: dispatcher; C:
 // dispatcher,reconciler), all reaching Postgres through a TCP proxy it can
-// cut. The mock supplier runs inside actchaos, so its order book is read
+// cut. Postgres is a private cluster started from the local PostgreSQL
+// binaries (localpg.StartPrivate), so that it can be crashed too
+// (-shared-postgres uses -database-url's server instead, never crashed). The mock supplier runs inside actchaos, so its order book is read
 // directly; a third of the operations get a random supplier fault (a
 // response dropped after commit, 503 with Retry-After, an answer slower
 // than the timeout, a late commit, a stall, a 500 after commit), and every
@@ -16,9 +18,10 @@
 // An open-loop load submits approved operations at -rate a second to A.
 // A seeded scheduler (the seed is printed; the same seed replays the same
 // schedule) injects, every few seconds: SIGKILL and restart of an
-// actledger process, SIGKILL and restart of a NATS node, and a cut of
-// every Postgres connection for a few seconds. Then the load stops,
-// everything is brought back, and actchaos waits (at most -quiesce) until
+// actledger process, SIGKILL and restart of a NATS node, a cut of every
+// Postgres connection for a few seconds, and SIGKILL of the Postgres
+// server and its restart (crash recovery from the write-ahead log). Then
+// the load stops, everything is brought back, and actchaos waits (at most -quiesce) until
 // no accepted operation is in flight, and checks:
 //
 //   - no operation has two orders at the supplier unless it is in review
@@ -59,6 +62,7 @@ import (
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/localpg"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/schema"
 )
@@ -75,6 +79,9 @@ type options struct {
 	rate              int
 	bin               string
 	adminURL          string
+	// sharedPostgres runs on adminURL's server instead of a private
+	// cluster: then Postgres is cut but never crashed.
+	sharedPostgres bool
 	// lyingSupplier makes the supplier ignore Idempotency-Key while the
 	// providers file says it honours them: the contract actledger relies
 	// on is broken, and the checker must say so (a check of the checker).
@@ -88,7 +95,8 @@ func main() {
 	flag.Uint64Var(&o.seed, "seed", uint64(time.Now().UnixNano()), "seed of the fault schedule and the supplier faults")
 	flag.IntVar(&o.rate, "rate", 20, "operations submitted per second")
 	flag.StringVar(&o.bin, "bin", "bin", "directory holding the actledger binary")
-	flag.StringVar(&o.adminURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "Postgres maintenance database (a fresh database is created beside it)")
+	flag.StringVar(&o.adminURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "with -shared-postgres: the Postgres maintenance database (a fresh database is created beside it)")
+	flag.BoolVar(&o.sharedPostgres, "shared-postgres", false, "use -database-url's server, which is cut but never crashed, instead of a private cluster from the local PostgreSQL binaries, which is also SIGKILLed and restarted")
 	flag.BoolVar(&o.lyingSupplier, "lying-supplier", false, "the supplier ignores idempotency keys its contract promises to honour (the checker must report duplicates)")
 	flag.Parse()
 	os.Exit(run(o))
@@ -242,15 +250,18 @@ type soak struct {
 	// the scheduler's faults, so each sequence replays from the seed
 	// whatever the other does.
 	loadRng, schedRng *rand.Rand
-	pool              *pgxpool.Pool
-	dbName            string
-	proxy             *testproxy.Proxy
-	cluster           *testcluster.Cluster
-	supplier          *mocksupplier.Server
-	procs             []*process
-	apiURL            string
-	store             *ledger.Store
-	tenant            testfactory.Tenant
+	// pg is the private cluster the scheduler crashes; nil with
+	// -shared-postgres.
+	pg       *localpg.Private
+	pool     *pgxpool.Pool
+	dbName   string
+	proxy    *testproxy.Proxy
+	cluster  *testcluster.Cluster
+	supplier *mocksupplier.Server
+	procs    []*process
+	apiURL   string
+	store    *ledger.Store
+	tenant   testfactory.Tenant
 
 	mu       sync.Mutex
 	accepted map[string]string // operation id -> external key
@@ -269,6 +280,21 @@ func newSoak(e *env, o options, bin string) *soak {
 
 func (s *soak) setUp() {
 	e, ctx := s.e, context.Background()
+	if !s.o.sharedPostgres {
+		// A private cluster, crashed and restarted by the scheduler: the
+		// machine's shared server must never be. Its owner (the postgres
+		// system user, as root) must reach into the run's directory.
+		if err := os.Chmod(e.dir, 0o755); err != nil {
+			e.Fatal(err)
+		}
+		port := fmt.Sprint(testcluster.FreePorts(e, 1)[0])
+		pg, err := localpg.StartPrivate(ctx, filepath.Join(e.dir, "pg"), port, slog.New(slog.DiscardHandler))
+		if err != nil {
+			e.Fatalf("private Postgres: %v", err)
+		}
+		e.Cleanup(pg.Stop)
+		s.pg, s.o.adminURL = pg, pg.URL("postgres")
+	}
 	s.dbName = fmt.Sprintf("actchaos_%d", time.Now().Unix())
 	admin, err := pgx.Connect(ctx, s.o.adminURL)
 	if err != nil {
@@ -502,7 +528,11 @@ func (s *soak) schedule(ctx context.Context) {
 		}
 		outage := time.Duration(2+s.intn(5)) * time.Second
 		var kind string
-		switch s.intn(4) {
+		faults := 4
+		if s.pg != nil {
+			faults = 5
+		}
+		switch s.intn(faults) {
 		case 0:
 			p := s.procs[s.intn(len(s.procs))]
 			kind = "sigkill actledger " + p.name
@@ -520,6 +550,18 @@ func (s *soak) schedule(ctx context.Context) {
 			s.proxy.Cut()
 			startstop.Sleep(ctx, outage)
 			s.proxy.Restore()
+		case 4:
+			// A crash of the database: the WAL is all that survives, and
+			// crash recovery replays it when it starts again.
+			kind = "sigkill postgres"
+			if err := s.pg.Kill(); err != nil {
+				kind = "sigkill postgres failed: " + err.Error()
+				break
+			}
+			startstop.Sleep(ctx, outage)
+			if err := s.pg.Start(context.WithoutCancel(ctx)); err != nil {
+				s.e.Fatalf("restart Postgres after its crash: %v", err)
+			}
 		case 3:
 			kind = "operator pause"
 			if !s.dispatchControl("pause") {
