@@ -50,7 +50,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 			fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"approval_id":%q}`, testpipeline.Action, key, params, a.ID))
 	}
 	// Work waits, paused, while the approver's token is revoked.
-	if err := p.Store.PauseDispatch(ctx, p.TenantID, "", "", "test"); err != nil {
+	if err := p.Store.PauseDispatch(ctx, ledger.WholeTenant(p.TenantID), "", "", "test"); err != nil {
 		t.Fatal(err)
 	}
 	p.Start(1)
@@ -66,7 +66,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := p.Store.GetByKey(ctx, p.TenantID, testpipeline.Action, "po-revoked")
+	op, err := p.Store.GetByKey(ctx, ledger.WholeTenant(p.TenantID), testpipeline.Action, "po-revoked")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	if status, out := p.Do("POST", "/v1/dispatch/resume", p.Operator, `{}`); status != http.StatusOK {
 		t.Fatalf("resume: %d %v", status, out)
 	}
-	ctl, err := p.Store.GetByKey(ctx, p.TenantID, testpipeline.Action, "po-control")
+	ctl, err := p.Store.GetByKey(ctx, ledger.WholeTenant(p.TenantID), testpipeline.Action, "po-control")
 	if err != nil {
 		t.Fatal(err)
 	}
