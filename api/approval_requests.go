@@ -75,7 +75,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 		RequestTTL: contract.Approval.RequestTTL.Duration, AutoApproval: auto,
 	})
 	if err != nil {
-		if errors.Is(err, ledger.ErrKeyConflict) {
+		if errors.Is(err, ledger.ErrKeyConflict) || errors.Is(err, ledger.ErrKeyInUseElsewhere) {
 			s.log.InfoContext(ctx, "proposal refused", "tenant", p.Tenant, "action", req.Action, "key", key,
 				"client_key", clientKey, "reason", err.Error())
 		}

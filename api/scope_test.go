@@ -379,12 +379,14 @@ func TestAKeyInUseByAnotherScopeIs409KeyInUseElsewhereNamingNothingOfIt(t *testi
 
 // TestBusinessKeysAreUniquePerTenantAcrossScopes: with an action's business
 // key, a second department proposing the same purchase order under a key
-// of its own gets 409 key_in_use_elsewhere naming nothing, and the
-// supplier still gets one order; the first department's re-planned
-// proposal is its operation again (200).
+// of its own gets 409 key_in_use_elsewhere naming nothing (also when its
+// params break the action's schema: a taken key answers first, whoever
+// holds it), and the supplier still gets one order; the first
+// department's re-planned proposal is its operation again (200).
 func TestBusinessKeysAreUniquePerTenantAcrossScopes(t *testing.T) {
 	t.Parallel()
 	s := setupScopes(t, testpipeline.Options{ActionContract: `key: '"po-" + string(params.purchase_order)', ` +
+		`params_schema: {type: object, required: [purchase_order, sku, qty]}, ` +
 		`approval: {auto_approve: "params.qty <= 10", policy_version: p1}`})
 	p := s.p
 	p.Start(1)
@@ -397,9 +399,11 @@ func TestBusinessKeysAreUniquePerTenantAcrossScopes(t *testing.T) {
 	}
 	first := p.WaitStatus(p.Operation(out), ledger.StatusSucceeded, 10*time.Second)
 
-	status, out = propose(s.us[auth.RoleAgent], "us-plan-1", `{"purchase_order":37,"sku":"A-1","qty":4}`)
-	if raw, _ := json.Marshal(out); status != http.StatusConflict || errCode(out) != "key_in_use_elsewhere" || strings.Contains(string(raw), first.ID.String()) {
-		t.Errorf("supply-us proposes PO 37: %d %s, want 409 key_in_use_elsewhere naming nothing", status, raw)
+	for _, params := range []string{`{"purchase_order":37,"sku":"A-1","qty":4}`, `{"purchase_order":37,"qty":4}`} {
+		status, out = propose(s.us[auth.RoleAgent], "us-plan-1", params)
+		if raw, _ := json.Marshal(out); status != http.StatusConflict || errCode(out) != "key_in_use_elsewhere" || strings.Contains(string(raw), first.ID.String()) {
+			t.Errorf("supply-us proposes PO 37 with %s: %d %s, want 409 key_in_use_elsewhere naming nothing", params, status, raw)
+		}
 	}
 	if status, out = propose(s.eu[auth.RoleAgent], "plan-b-7", `{"purchase_order":37,"sku":"A-1","qty":4}`); status != http.StatusOK || out["id"] != first.ID.String() {
 		t.Errorf("supply-eu re-plans PO 37: %d %v, want 200 with %s", status, out, first.ID)
