@@ -106,7 +106,7 @@ func (p Principal) Access() ledger.Access {
 // and logs, and Postgres cannot store U+0000 in it at all.
 const maxNameLength = 128
 
-// MaxScopeLength bounds an access scope, in characters (schema 021
+// MaxScopeLength bounds an access scope, in characters (schema 024
 // checks the same).
 const MaxScopeLength = 64
 

@@ -14,7 +14,7 @@
 --
 -- requires: scope_admits
 --
--- p_scope is the new operation's access scope (schema 021): the scope of
+-- p_scope is the new operation's access scope (schema 024): the scope of
 -- the token that requested it, or of the operation a compensation is for;
 -- NULL for a token of the whole tenant. The approval must admit it
 -- (scope_admits): an approval of another scope is no approval here, and

@@ -1,5 +1,5 @@
 -- scope_admits: whether a caller of access scope p_access may see and act
--- on an object of scope p_scope, inside one tenant (schema 021).
+-- on an object of scope p_scope, inside one tenant (schema 024).
 --
 -- The rule of access scopes, stated once: a caller without a scope (NULL)
 -- sees its whole tenant; a caller with one sees exactly the objects of that

@@ -1,4 +1,4 @@
--- 021_access_scopes: access scopes inside a tenant (a department, a team).
+-- 024_access_scopes: access scopes inside a tenant (a department, a team).
 --
 -- A token may have a scope. An operation takes the scope of the token that
 -- proposed or requested it (a compensation, the scope of the operation it
