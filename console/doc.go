@@ -20,8 +20,8 @@
 //   - a POST from another origin changes anything
 //     (http.CrossOriginProtection, and the Referer when neither
 //     Sec-Fetch-Site nor Origin is sent, guard every route);
-//   - another tenant's (or another access scope's) object is shown, or
-//     answered differently from one that does not exist;
+//   - another tenant's object is shown, or answered differently from one
+//     that does not exist;
 //   - a character of params, a key or a reason is hidden or reorders what
 //     is shown (a right-to-left override, a zero-width space): such
 //     characters are shown as their JSON escapes, so what an approver

@@ -77,13 +77,14 @@ const approvalRefused = "AL403"
 // same canonical params it returns the current operation and replayed=true;
 // with other params it records a conflict event and returns a
 // *KeyConflictError (ErrKeyConflict, naming the existing operation, which
-// comes back too). Keys are unique per tenant, not per scope: when the
-// operation that holds the key is one req.Scope may not see (another
-// scope's), it returns ErrKeyInUseElsewhere, and neither the operation
-// nor its history learns of the request. Approval problems return
-// *ApprovalError.
+// comes back too). Approval problems return *ApprovalError.
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
+//
+// Keys are unique per tenant, not per access scope: when the operation
+// that holds the key is one req.Scope may not see (another scope's), it
+// returns ErrKeyInUseElsewhere, and neither the operation nor its history
+// learns of the request.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
 	c, err := s.newEnqueueCall(req)
 	if err != nil {

@@ -201,16 +201,19 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 	}, nil)
 }
 
-// Approve decides proposal id, which in must see: in one transaction an
-// approval bound to it (action, fingerprint, policy version, approver,
-// expiry, one use) is created and used, the operation becomes queued and
-// its dispatch message is written. It returns ErrNotFound (no such
-// operation that in may see), ErrNotAwaitingApproval (decided already, or lapsed: of two
+// Approve decides proposal id of tenant: in one transaction an approval
+// bound to it (action, fingerprint, policy version, approver, expiry, one
+// use) is created and used, the operation becomes queued and its dispatch
+// message is written. It returns ErrNotFound (no such operation in the
+// tenant), ErrNotAwaitingApproval (decided already, or lapsed: of two
 // approvers deciding at once exactly one wins) or ErrFingerprintMismatch
 // (the approver saw other params; nothing changes).
 //
 // decide makes the decision for the locked operation (its TTL and policy
 // version may depend on its action).
+//
+// The tenant is in's, and a proposal in may not see (another access
+// scope's) is ErrNotFound too, as a missing one.
 func (s *Store) Approve(ctx context.Context, in Access, id uuid.UUID, decide func(Operation) Decision) (Operation, Approval, error) {
 	var (
 		op       Operation
