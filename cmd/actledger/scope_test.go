@@ -85,7 +85,7 @@ func TestApprovalsListOfAScopedApproverShowsItsScopesProposalsOnly(t *testing.T)
 		t.Errorf("supply-eu's approvals list shows supply-us's proposal:\n%s", list)
 	}
 	var out bytes.Buffer
-	err := run(t.Context(), []string{"approvals", "approve", usID}, in.clientEnv(euApprover), &out, io.Discard)
+	err := run(t.Context(), []string{"approvals", "approve", usID, "--fingerprint", us["params_fingerprint"].(string)}, in.clientEnv(euApprover), &out, io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "not_found") {
 		t.Errorf("supply-eu approves supply-us's proposal: %v, printed %q; want not_found", err, out.String())
 	}
