@@ -70,12 +70,12 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 		reason = *req.Reason
 	}
 	op, replayed, err := s.cfg.Ledger.Propose(ctx, ledger.ProposeRequest{
-		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
+		TenantID: p.TenantID, TokenID: p.TokenID, Scope: p.Scope, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
 		Provider: providerName, Params: req.Params, Reason: reason,
 		RequestTTL: contract.Approval.RequestTTL.Duration, AutoApproval: auto,
 	})
 	if err != nil {
-		if errors.Is(err, ledger.ErrKeyConflict) {
+		if errors.Is(err, ledger.ErrKeyConflict) || errors.Is(err, ledger.ErrKeyInUseElsewhere) {
 			s.log.InfoContext(ctx, "proposal refused", "tenant", p.Tenant, "action", req.Action, "key", key,
 				"client_key", clientKey, "reason", err.Error())
 		}
@@ -148,7 +148,7 @@ func (s *Server) listApprovalRequests(w http.ResponseWriter, r *http.Request, p 
 // proposals after the position after (nil: from the oldest), oldest
 // first, and the position of the next page (nil when this is the last).
 func (s *Server) ApprovalRequests(ctx context.Context, p auth.Principal, after *ledger.AwaitingCursor, limit int) ([]ApprovalRequest, *ledger.AwaitingCursor, error) {
-	reqs, err := s.cfg.Ledger.AwaitingPage(ctx, p.TenantID, after, limit+1)
+	reqs, err := s.cfg.Ledger.AwaitingPage(ctx, p.Access(), after, limit+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -268,7 +268,7 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 		}
 		return d
 	}
-	op, approval, err := s.cfg.Ledger.Approve(ctx, p.TenantID, id, decide)
+	op, approval, err := s.cfg.Ledger.Approve(ctx, p.Access(), id, decide)
 	if errors.Is(err, ledger.ErrNoTarget) && missingProvider != "" {
 		// The proposal was made before the providers file dropped its
 		// provider: a configuration to fix (or a proposal to deny), not
@@ -324,7 +324,7 @@ func (s *Server) DenyProposal(ctx context.Context, p auth.Principal, id uuid.UUI
 	if err := checkText("reason", reason, maxNoteLength); err != nil {
 		return ledger.Operation{}, err
 	}
-	op, err := s.cfg.Ledger.Deny(ctx, p.TenantID, id, p.Actor(), reason)
+	op, err := s.cfg.Ledger.Deny(ctx, p.Access(), id, p.Actor(), reason)
 	if err != nil {
 		return op, err
 	}

@@ -607,7 +607,7 @@ actions:
 	if r.status != http.StatusUnprocessableEntity || r.errorCode() != "unknown_provider" {
 		t.Fatalf("approve = %d %s, want 422 unknown_provider", r.status, r.raw)
 	}
-	got, err := f.store.Get(ctx, agent.TenantID, op.ID)
+	got, err := f.store.Get(ctx, ledger.WholeTenant(agent.TenantID), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func (s *Server) createApproval(w http.ResponseWriter, r *http.Request, p auth.P
 		maxUses = *req.MaxUses
 	}
 	a, err := s.cfg.Ledger.CreateApproval(r.Context(), ledger.NewApproval{
-		TenantID: p.TenantID, ApproverTokenID: p.TokenID, Action: req.Action, Params: req.Params,
+		TenantID: p.TenantID, ApproverTokenID: p.TokenID, Scope: p.Scope, Action: req.Action, Params: req.Params,
 		PolicyVersion: req.PolicyVersion, ExpiresAt: expires, MaxUses: maxUses, Target: &target,
 	})
 	if err != nil {
@@ -133,7 +133,7 @@ func (s *Server) revokeApproval(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, errNotFound)
 		return
 	}
-	a, held, err := s.cfg.Ledger.RevokeApproval(r.Context(), p.TenantID, id, p.Actor())
+	a, held, err := s.cfg.Ledger.RevokeApproval(r.Context(), p.Access(), id, p.Actor())
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -75,7 +75,7 @@ func (s *Server) PauseDispatch(ctx context.Context, p auth.Principal, sc Dispatc
 	if err := s.checkScope(sc); err != nil {
 		return err
 	}
-	if err := s.cfg.Ledger.PauseDispatch(ctx, p.TenantID, sc.Provider, sc.Action, p.Actor()); err != nil {
+	if err := s.cfg.Ledger.PauseDispatch(ctx, p.Access(), sc.Provider, sc.Action, p.Actor()); err != nil {
 		return err
 	}
 	s.log.WarnContext(ctx, "dispatch paused", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "by", p.Name)
@@ -106,7 +106,7 @@ func (s *Server) ResumeDispatch(ctx context.Context, p auth.Principal, sc Dispat
 	if err := s.checkScope(sc); err != nil {
 		return 0, 0, err
 	}
-	removed, released, err = s.cfg.Ledger.ResumeDispatch(ctx, p.TenantID, sc.Provider, sc.Action)
+	removed, released, err = s.cfg.Ledger.ResumeDispatch(ctx, p.Access(), sc.Provider, sc.Action)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -217,7 +217,7 @@ func (s *Server) DispatchState(ctx context.Context, p auth.Principal, after *led
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ops, err := s.cfg.Ledger.InFlight(ctx, p.TenantID, after, limit+1)
+	ops, err := s.cfg.Ledger.InFlight(ctx, p.Access(), after, limit+1)
 	if err != nil {
 		return nil, nil, nil, err
 	}

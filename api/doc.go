@@ -6,9 +6,11 @@
 // tests hold the document and the table to each other, and check every
 // request and answer of the API tests against the document.
 //
-// Every request is authenticated (token → tenant and role) before anything
-// else, and every lookup is scoped to the caller's tenant, so another
-// tenant's object answers 404 exactly like a missing one. Errors are mapped
+// Every request is authenticated (token → tenant, role and access scope)
+// before anything else, and every lookup goes through the ledger with the
+// caller's ledger.Access (auth.Principal.Access), so another tenant's
+// object, or another scope's, answers 404 exactly like a missing one; no
+// handler filters on its own. Errors are mapped
 // to statuses and codes in one place (errors.go); bodies are always
 // {"error":{"code","message"}} and never carry internals.
 //

@@ -101,6 +101,14 @@ func toAPIError(err error) *Error {
 	case errors.Is(err, ledger.ErrKeyConflict):
 		return errorf(http.StatusConflict, "key_reused_with_different_params",
 			"this key was already used for this action with different params; nothing was sent")
+	case errors.Is(err, ledger.ErrKeyInUseElsewhere):
+		// Keys are unique per tenant; the operation that holds this one is
+		// outside the caller's scope, and nothing of it is told.
+		return errorf(http.StatusConflict, "key_in_use_elsewhere",
+			"this key of this action is in use outside your scope; nothing was stored or sent. A new intention needs another key")
+	case errors.Is(err, ledger.ErrWholeTenantOnly):
+		return errorf(http.StatusForbidden, "forbidden",
+			"this acts on every scope of the tenant: it needs a token without a scope")
 	case errors.Is(err, ledger.ErrInvalidParams):
 		return errorf(http.StatusBadRequest, "invalid_field", "params: "+err.Error())
 	case errors.Is(err, reconciler.ErrNotResolvable):

@@ -94,12 +94,12 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 		return
 	}
 	op, replayed, err := s.cfg.Ledger.Enqueue(r.Context(), ledger.EnqueueRequest{
-		TenantID: p.TenantID, TokenID: p.TokenID, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
+		TenantID: p.TenantID, TokenID: p.TokenID, Scope: p.Scope, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
 		Provider: providerName, Params: req.Params, ApprovalID: approvalID,
 	})
 	if err != nil {
 		var approvalErr *ledger.ApprovalError
-		if errors.As(err, &approvalErr) || errors.Is(err, ledger.ErrKeyConflict) {
+		if errors.As(err, &approvalErr) || errors.Is(err, ledger.ErrKeyConflict) || errors.Is(err, ledger.ErrKeyInUseElsewhere) {
 			s.log.InfoContext(r.Context(), "operation refused", "tenant", p.Tenant, "action", req.Action, "key", key,
 				"client_key", clientKey, "reason", err.Error())
 		}
@@ -117,7 +117,9 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 }
 
 // keyTaken reports whether the tenant already has an operation of action
-// under key; without a key the ledger keys the operation by its approval.
+// under key, in any scope (keys are unique per tenant: another scope's is
+// answered 409 key_in_use_elsewhere by the ledger); without a key the
+// ledger keys the operation by its approval.
 func (s *Server) keyTaken(r *http.Request, p auth.Principal, action, key string, approvalID uuid.UUID) (bool, error) {
 	if key == "" && approvalID != uuid.Nil {
 		key = approvalID.String()
@@ -125,14 +127,7 @@ func (s *Server) keyTaken(r *http.Request, p auth.Principal, action, key string,
 	if key == "" {
 		return false, nil
 	}
-	_, err := s.cfg.Ledger.GetByKey(r.Context(), p.TenantID, action, key)
-	switch {
-	case errors.Is(err, ledger.ErrNotFound):
-		return false, nil
-	case err != nil:
-		return false, err
-	}
-	return true, nil
+	return s.cfg.Ledger.KeyTaken(r.Context(), p.TenantID, action, key)
 }
 
 // validate checks the fields other than action (the handler checks that
@@ -185,7 +180,7 @@ func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_query", "both action and key query parameters are required"))
 		return
 	}
-	op, err := s.cfg.Ledger.GetByKey(r.Context(), p.TenantID, action, key)
+	op, err := s.cfg.Ledger.GetByKey(r.Context(), p.Access(), action, key)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -214,7 +209,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request, p auth.
 		s.writeError(w, r, err)
 		return
 	}
-	events, err := s.cfg.Ledger.EventsPage(r.Context(), p.TenantID, id, afterSeq, page.limit+1)
+	events, err := s.cfg.Ledger.EventsPage(r.Context(), p.Access(), id, afterSeq, page.limit+1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -24,7 +24,7 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request, p auth.P
 		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_query", "status: not a state of the contract ("+string(status)+")"))
 		return
 	}
-	ops, err := s.cfg.Ledger.OperationsPage(r.Context(), p.TenantID, status, afterPtr, limit+1)
+	ops, err := s.cfg.Ledger.OperationsPage(r.Context(), p.Access(), status, afterPtr, limit+1)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

@@ -81,7 +81,7 @@ func (f *fixture) pageAll(t *testing.T, path, token, key string, limit int) [][]
 func (f *fixture) inReview(t *testing.T, key string) uuid.UUID {
 	t.Helper()
 	id := uuid.MustParse(f.queuedOperation(t, key))
-	op, err := f.store.Get(context.Background(), f.tenantID(t), id)
+	op, err := f.store.Get(context.Background(), ledger.WholeTenant(f.tenantID(t)), id)
 	if err != nil {
 		t.Fatal(err)
 	}

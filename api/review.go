@@ -25,7 +25,7 @@ func (s *Server) listReview(w http.ResponseWriter, r *http.Request, p auth.Princ
 		s.writeError(w, r, err)
 		return
 	}
-	items, next, err := s.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, afterPtr, limit)
+	items, next, err := s.cfg.Reconciler.ReviewPage(r.Context(), p.Access(), afterPtr, limit)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -76,7 +76,7 @@ func (s *Server) ResolveOperation(ctx context.Context, p auth.Principal, id uuid
 	if err := validateResolution(res); err != nil {
 		return ledger.Operation{}, nil, err
 	}
-	return s.cfg.Reconciler.Resolve(ctx, p.TenantID, p.TokenID, p.Actor(), id, res)
+	return s.cfg.Reconciler.Resolve(ctx, p.Access(), p.TokenID, p.Actor(), id, res)
 }
 
 // validateResolution checks the free text of a resolution and its
@@ -145,7 +145,7 @@ func (s *Server) ResolveEvidence(ctx context.Context, p auth.Principal, id int64
 	if err := checkText("note", note, maxNoteLength); err != nil {
 		return err
 	}
-	return s.cfg.Reconciler.ResolveEvidence(ctx, p.TenantID, p.Actor(), id, note)
+	return s.cfg.Reconciler.ResolveEvidence(ctx, p.Access(), p.Actor(), id, note)
 }
 
 // retryOperation is POST /v1/operations/{id}/retry.
@@ -179,7 +179,7 @@ func (s *Server) RetryOperation(ctx context.Context, p auth.Principal, id uuid.U
 	if err := checkText("note", note, maxNoteLength); err != nil {
 		return ledger.Operation{}, err
 	}
-	return s.cfg.Reconciler.Retry(ctx, p.TenantID, p.Actor(), id, note)
+	return s.cfg.Reconciler.Retry(ctx, p.Access(), p.Actor(), id, note)
 }
 
 type replayRequest struct {
@@ -218,7 +218,7 @@ func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Pri
 	w.WriteHeader(http.StatusOK)
 	enc := json.NewEncoder(w)
 	flusher, _ := w.(http.Flusher)
-	sum, err := s.cfg.Reconciler.Replay(r.Context(), p.TenantID, p.Tenant, opts, func(item reconciler.ReplayItem) {
+	sum, err := s.cfg.Reconciler.Replay(r.Context(), p.Access(), p.Tenant, opts, func(item reconciler.ReplayItem) {
 		_ = enc.Encode(map[string]any{"item": item})
 		if flusher != nil {
 			flusher.Flush()

@@ -30,6 +30,9 @@ type operationView struct {
 	Review            *reviewView     `json:"review,omitempty"`
 	Flags             []string        `json:"flags,omitempty"`
 	Summary           string          `json:"summary"`
+	// Scope is the access scope of the token that requested the
+	// operation; null: a token of the whole tenant's.
+	Scope *string `json:"scope"`
 }
 
 type reviewView struct {
@@ -44,7 +47,7 @@ func viewOperation(op ledger.Operation) operationView {
 		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint,
 		ExternalKey: op.ExternalKey, Provider: op.Provider, ProviderReference: op.ProviderReference,
 		Attempts: op.Attempts, CreatedAt: rfc3339(op.CreatedAt), UpdatedAt: rfc3339(op.UpdatedAt),
-		Flags: op.Flags, Summary: op.Summary(),
+		Flags: op.Flags, Summary: op.Summary(), Scope: op.Scope,
 	}
 	if op.ApprovalID != uuid.Nil {
 		v.ApprovalID = &op.ApprovalID
@@ -70,6 +73,9 @@ type approvalView struct {
 	// for; null on an approval older than the binding.
 	Account     *string `json:"account"`
 	Environment *string `json:"environment"`
+	// Scope is the approver's access scope, the only scope whose
+	// operations the approval authorises; null: any scope of the tenant.
+	Scope *string `json:"scope"`
 }
 
 func viewApproval(a ledger.Approval) approvalView {
@@ -77,7 +83,7 @@ func viewApproval(a ledger.Approval) approvalView {
 		ID: a.ID, Action: a.Action, Params: a.Params, ParamsFingerprint: a.ParamsFingerprint,
 		PolicyVersion: a.PolicyVersion, ExpiresAt: rfc3339(a.ExpiresAt), MaxUses: a.MaxUses,
 		Uses: a.Uses, RevokedAt: rfc3339Ptr(a.RevokedAt), CreatedAt: rfc3339(a.CreatedAt),
-		Account: a.Account, Environment: a.Environment,
+		Account: a.Account, Environment: a.Environment, Scope: a.Scope,
 	}
 }
 

@@ -101,7 +101,7 @@ func (s *Server) getOperation(w http.ResponseWriter, r *http.Request, p auth.Pri
 		s.writeError(w, r, err)
 		return
 	}
-	op, err := s.cfg.Ledger.Get(r.Context(), p.TenantID, id)
+	op, err := s.cfg.Ledger.Get(r.Context(), p.Access(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -153,7 +153,7 @@ func (s *Server) awaitChange(w http.ResponseWriter, r *http.Request, p auth.Prin
 	}
 	for {
 		if changed != nil {
-			next, err := s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
+			next, err := s.cfg.Ledger.Get(r.Context(), p.Access(), op.ID)
 			if err != nil {
 				return op, err
 			}
@@ -164,9 +164,9 @@ func (s *Server) awaitChange(w http.ResponseWriter, r *http.Request, p auth.Prin
 		select {
 		case <-changed:
 		case <-timer.C:
-			return s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
+			return s.cfg.Ledger.Get(r.Context(), p.Access(), op.ID)
 		case <-s.draining:
-			return s.cfg.Ledger.Get(r.Context(), p.TenantID, op.ID)
+			return s.cfg.Ledger.Get(r.Context(), p.Access(), op.ID)
 		case <-r.Context().Done():
 			return op, nil
 		}

@@ -4,6 +4,11 @@
 // stored: tokens are 256 random bits, so a fast hash cannot be brute-forced,
 // and a leaked database leaks no usable token. Tokens are never logged.
 //
+// A token may also have an access scope inside its tenant (a department, a
+// team; CreateScoped): it then sees and acts on its own scope's objects
+// only, and a token without one sees its whole tenant. Principal.Access
+// carries the scope to the ledger, whose queries keep the rule.
+//
 // Authenticate keeps the principals of agent tokens for a second
 // (Config.CacheTTL), by hash, so an agent's requests do not each cost a
 // query. Revoke announces the revoked token in its transaction
@@ -31,6 +36,7 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -88,14 +94,47 @@ type Principal struct {
 	TenantID uuid.UUID
 	Tenant   string
 	Role     Role
+	// Scope is the token's access scope inside its tenant; empty: the
+	// whole tenant.
+	Scope string
 }
 
 // Actor names the principal in operation events.
 func (p Principal) Actor() string { return string(p.Role) + ":" + p.Name }
 
+// Access is what the principal may see and act on in the ledger: its
+// tenant, narrowed to its scope when it has one. Every request reads and
+// decides through it, so a scoped token's answers are its scope's alone.
+func (p Principal) Access() ledger.Access {
+	return ledger.Access{Tenant: p.TenantID, Scope: p.Scope}
+}
+
 // maxNameLength bounds a token name: it is shown in events ("agent:<name>")
 // and logs, and Postgres cannot store U+0000 in it at all.
 const maxNameLength = 128
+
+// MaxScopeLength bounds an access scope, in characters (schema 024
+// checks the same).
+const MaxScopeLength = 64
+
+// CheckScope says why scope cannot be an access scope: it must be 1 to
+// MaxScopeLength characters, each one visible (a letter, mark, digit,
+// punctuation or symbol: no space, control or format character, so no
+// zero-width or right-to-left character makes two scopes look alike, or
+// one look like none). Scopes are compared exactly, case included.
+func CheckScope(scope string) error {
+	n := 0
+	for _, r := range scope {
+		n++
+		if r == utf8.RuneError || !unicode.IsGraphic(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("auth: scope %q must hold visible characters only (no space, control or invisible character)", scope)
+		}
+	}
+	if n == 0 || n > MaxScopeLength {
+		return fmt.Errorf("auth: scope must be 1 to %d characters, got %d", MaxScopeLength, n)
+	}
+	return nil
+}
 
 // tokenPrefix makes actledger tokens recognisable to secret scanners.
 const tokenPrefix = "alt_"
@@ -105,9 +144,9 @@ const (
 ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name
 RETURNING id`
 
-	tokenInsert = `INSERT INTO api_tokens (id, tenant_id, name, role, token_hash) VALUES ($1, $2, $3, $4, $5)`
+	tokenInsert = `INSERT INTO api_tokens (id, tenant_id, name, role, token_hash, scope) VALUES ($1, $2, $3, $4, $5, $6)`
 
-	tokenAuthenticate = `SELECT k.id, k.name, k.tenant_id, t.name, k.role
+	tokenAuthenticate = `SELECT k.id, k.name, k.tenant_id, t.name, k.role, coalesce(k.scope, '')
 FROM api_tokens k JOIN tenants t ON t.id = k.tenant_id
 WHERE k.token_hash = $1 AND k.revoked_at IS NULL`
 
@@ -204,10 +243,25 @@ type Created struct {
 	Secret string
 }
 
-// Create issues a token for tenant (created if new) with role. An empty name
-// gets a generated one; a name already in use, in any tenant, is
-// ErrNameTaken, and then nothing is created (not even the tenant).
+// Create issues a token for tenant (created if new) with role, without a
+// scope: it sees the whole tenant. An empty name gets a generated one; a
+// name already in use, in any tenant, is ErrNameTaken, and then nothing is
+// created (not even the tenant).
 func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name string) (Created, error) {
+	return t.create(ctx, tenant, role, name, nil)
+}
+
+// CreateScoped is Create for a token with the access scope scope (see
+// CheckScope): it sees and acts on that scope's operations, approval
+// requests, review items and events only.
+func (t *Tokens) CreateScoped(ctx context.Context, tenant string, role Role, name, scope string) (Created, error) {
+	if err := CheckScope(scope); err != nil {
+		return Created{}, err
+	}
+	return t.create(ctx, tenant, role, name, &scope)
+}
+
+func (t *Tokens) create(ctx context.Context, tenant string, role Role, name string, scope *string) (Created, error) {
 	if strings.TrimSpace(tenant) == "" || len(tenant) > 128 {
 		return Created{}, fmt.Errorf("auth: tenant name must be 1 to 128 characters, got %q", tenant)
 	}
@@ -237,7 +291,7 @@ func (t *Tokens) Create(ctx context.Context, tenant string, role Role, name stri
 			return fmt.Errorf("auth: create tenant %s: %w", tenant, err)
 		}
 		h := hash(secret)
-		_, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, h[:])
+		_, err := tx.Exec(ctx, tokenInsert, id, tenantID, name, role, h[:], scope)
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == uniqueViolation && pgErr.ConstraintName == tokenNameUnique {
 			return fmt.Errorf("%w: %q", ErrNameTaken, name)
@@ -271,7 +325,7 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 		generation = gen
 	}
 	var p Principal
-	err := t.pool.QueryRow(ctx, tokenAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role)
+	err := t.pool.QueryRow(ctx, tokenAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role, &p.Scope)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}

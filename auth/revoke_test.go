@@ -52,7 +52,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 			fmt.Sprintf(`{"action":%q,"key":%q,"params":%s,"approval_id":%q}`, testpipeline.Action, key, params, a.ID))
 	}
 	// Work waits, paused, while the approver's token is revoked.
-	if err := p.Store.PauseDispatch(ctx, p.TenantID, "", "", "test"); err != nil {
+	if err := p.Store.PauseDispatch(ctx, ledger.WholeTenant(p.TenantID), "", "", "test"); err != nil {
 		t.Fatal(err)
 	}
 	p.Start(1)
@@ -68,7 +68,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	op, err := p.Store.GetByKey(ctx, p.TenantID, testpipeline.Action, "po-revoked")
+	op, err := p.Store.GetByKey(ctx, ledger.WholeTenant(p.TenantID), testpipeline.Action, "po-revoked")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestRevokingAnApproverTokenRevokesItsApprovalsAndHoldsTheirUnsentWork(t *te
 	if status, out := p.Do("POST", "/v1/dispatch/resume", p.Operator, `{}`); status != http.StatusOK {
 		t.Fatalf("resume: %d %v", status, out)
 	}
-	ctl, err := p.Store.GetByKey(ctx, p.TenantID, testpipeline.Action, "po-control")
+	ctl, err := p.Store.GetByKey(ctx, ledger.WholeTenant(p.TenantID), testpipeline.Action, "po-control")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestRevokingAnApproverWhileItDecidesNeverLeavesAStandingApproval(t *testing
 			wg       sync.WaitGroup
 		)
 		decide := func() {
-			approved, _, errs[0] = p.Store.Approve(ctx, p.TenantID, proposal.ID, func(op ledger.Operation) ledger.Decision {
+			approved, _, errs[0] = p.Store.Approve(ctx, ledger.WholeTenant(p.TenantID), proposal.ID, func(op ledger.Operation) ledger.Decision {
 				return ledger.Decision{ApproverTokenID: approver.TokenID, Approver: approver.Actor(), Fingerprint: op.ParamsFingerprint,
 					PolicyVersion: "p1", TTL: time.Hour, Target: &testpipeline.DefaultTarget}
 			})

@@ -31,7 +31,7 @@ VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond')`
 
 	// sessionAuthenticate is tokenAuthenticate for a session: the
 	// session unexpired, its token unrevoked.
-	sessionAuthenticate = `SELECT k.id, k.name, k.tenant_id, t.name, k.role
+	sessionAuthenticate = `SELECT k.id, k.name, k.tenant_id, t.name, k.role, coalesce(k.scope, '')
 FROM console_sessions s JOIN api_tokens k ON k.id = s.token_id JOIN tenants t ON t.id = k.tenant_id
 WHERE s.id_hash = $1 AND s.expires_at > now() AND k.revoked_at IS NULL`
 
@@ -80,7 +80,7 @@ func (t *Tokens) Session(ctx context.Context, secret string) (Principal, error) 
 	}
 	h := hash(secret)
 	var p Principal
-	err := t.pool.QueryRow(ctx, sessionAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role)
+	err := t.pool.QueryRow(ctx, sessionAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role, &p.Scope)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}

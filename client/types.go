@@ -64,6 +64,9 @@ type Operation struct {
 	Review            *Review         `json:"review,omitempty"`
 	Flags             []string        `json:"flags,omitempty"`
 	Summary           string          `json:"summary"`
+	// Scope is the access scope of the token that requested the
+	// operation; nil for a token of the whole tenant.
+	Scope *string `json:"scope"`
 	// Compensation is the linked compensating operation a resolution
 	// created (POST /v1/operations/{id}/resolve only).
 	Compensation *Operation `json:"compensation,omitempty"`

@@ -8,7 +8,8 @@
 // calls the same function as the JSON API (api.Server's ApproveProposal,
 // DenyProposal, ResolveOperation, RetryOperation, PauseDispatch, …; the
 // ledger's reads; the reconciler's ReviewPage), scoped to the signed-in
-// token's tenant, and shows errors in the API's words (api.ErrorOf).
+// token's tenant and access scope (auth.Principal.Access), and shows
+// errors in the API's words (api.ErrorOf).
 //
 // What must never happen:
 //   - an agent token signs in: agents propose, people decide;

@@ -64,7 +64,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, p auth.Princ
 		c.fail(w, r, &p, ledger.ErrNotFound)
 		return
 	}
-	op, err := c.cfg.Ledger.Get(r.Context(), p.TenantID, id)
+	op, err := c.cfg.Ledger.Get(r.Context(), p.Access(), id)
 	if err != nil {
 		c.fail(w, r, &p, err)
 		return
@@ -72,7 +72,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, p auth.Princ
 	var afterSeq int64
 	decodeCursor(r, eventsList, &afterSeq)
 	limit := pageSize(r)
-	events, err := c.cfg.Ledger.EventsPage(r.Context(), p.TenantID, id, afterSeq, limit+1)
+	events, err := c.cfg.Ledger.EventsPage(r.Context(), p.Access(), id, afterSeq, limit+1)
 	if err != nil {
 		c.fail(w, r, &p, err)
 		return

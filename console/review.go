@@ -60,11 +60,11 @@ func (c *Console) review(w http.ResponseWriter, r *http.Request, p auth.Principa
 // unless it is the last (and fewer than limit+MaxPageSize).
 func (c *Console) reviewPage(r *http.Request, p auth.Principal, after *reconciler.ReviewCursor, limit int, reason, owner string) ([]reconciler.ReviewItem, *reconciler.ReviewCursor, error) {
 	if reason == "" && owner == "" {
-		return c.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, after, limit)
+		return c.cfg.Reconciler.ReviewPage(r.Context(), p.Access(), after, limit)
 	}
 	var out []reconciler.ReviewItem
 	for {
-		items, next, err := c.cfg.Reconciler.ReviewPage(r.Context(), p.TenantID, after, MaxPageSize)
+		items, next, err := c.cfg.Reconciler.ReviewPage(r.Context(), p.Access(), after, MaxPageSize)
 		if err != nil {
 			return nil, nil, err
 		}

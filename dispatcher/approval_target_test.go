@@ -30,7 +30,7 @@ func TestApprovalForAnotherAccountIsHeldBeforeAnyCall(t *testing.T) {
 	p.Retarget("acme", ledger.Target{Account: "acct_other", Environment: "test"})
 	p.Start(1)
 	held := p.WaitStatus(op, ledger.StatusHeld, settle)
-	events, err := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	events, err := p.Store.Events(context.Background(), ledger.WholeTenant(p.TenantID), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -125,7 +125,7 @@ func TestRefusedResendAfterAnUnknownOutcomeGoesToReviewNotFailed(t *testing.T) {
 	if summary, _ := out["summary"].(string); status != http.StatusOK || strings.Contains(summary, "nothing happened") || !strings.Contains(summary, "do not repeat") {
 		t.Errorf("agent told %d %q: must not say nothing happened, must say not to repeat it", status, summary)
 	}
-	events, err := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	events, err := p.Store.Events(context.Background(), ledger.WholeTenant(p.TenantID), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,7 @@ func TestStuckOperationIsRepublishedWithADoublingBackoff(t *testing.T) {
 			t.Fatalf("step %d (+%s): %d dispatch messages, want %d", i, s.advance, got, s.want)
 		}
 	}
-	events, err := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	events, err := p.Store.Events(context.Background(), ledger.WholeTenant(p.TenantID), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

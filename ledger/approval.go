@@ -38,6 +38,12 @@ type Approval struct {
 	// 013), which match any.
 	Account     *string `db:"account"`
 	Environment *string `db:"environment"`
+	// Scope is the access scope of the approver who granted it (of the
+	// proposal, for one granted on a proposal); nil for an approver of the
+	// whole tenant. It authorises only operations of that scope, and only
+	// approvers it admits may revoke it; without one it serves every scope
+	// of its tenant.
+	Scope *string `db:"scope"`
 }
 
 // ApprovalCode is the machine-readable reason an approval cannot be used.
@@ -68,6 +74,8 @@ type NewApproval struct {
 	PolicyVersion   string
 	ExpiresAt       time.Time
 	MaxUses         int // 0 means 1
+	// Scope is the approver's access scope (empty: the whole tenant's).
+	Scope string
 	// Target is the provider account and environment the action points at
 	// as the approval is granted (the registry's config of the action's
 	// provider). Required: every creator, a person's grant or a policy's,
@@ -79,7 +87,7 @@ type NewApproval struct {
 const (
 	approvalColumns = `id, tenant_id, action, params, params_fingerprint, policy_version,
     approver_token_id, expires_at, max_uses, uses, revoked_at, created_at, approver, operation_id, note,
-    account, environment`
+    account, environment, scope`
 
 	// approvalInsert creates an approval only while its approver's token
 	// stands, holding that token's row FOR SHARE until the transaction
@@ -88,9 +96,9 @@ const (
     SELECT id FROM api_tokens WHERE id = @approver AND revoked_at IS NULL FOR SHARE
 )
 INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
-    policy_version, approver_token_id, expires_at, max_uses, created_at, account, environment)
+    policy_version, approver_token_id, expires_at, max_uses, created_at, account, environment, scope)
 SELECT @id::uuid, @tenant::uuid, @action::text, @params::jsonb, @fingerprint::text, @policy_version::text, approver.id,
-    @expires_at::timestamptz, @max_uses::int, coalesce(@now::timestamptz, now()), @account::text, @environment::text
+    @expires_at::timestamptz, @max_uses::int, coalesce(@now::timestamptz, now()), @account::text, @environment::text, @scope::text
 FROM approver
 RETURNING ` + approvalColumns
 
@@ -106,8 +114,9 @@ RETURNING ` + approvalColumns
 	// committed left a standing approval of a revoked token.
 	approverTokenLock = `SELECT revoked_at IS NULL FROM api_tokens WHERE id = $1 FOR SHARE`
 
+	// approvalRevoke revokes an approval the caller ($2, $4) may see.
 	approvalRevoke = `UPDATE approvals SET revoked_at = coalesce(revoked_at, coalesce($3::timestamptz, now()))
-WHERE id = $1 AND tenant_id = $2
+WHERE id = $1 AND tenant_id = $2 AND scope_admits($4, scope)
 RETURNING ` + approvalColumns
 )
 
@@ -144,7 +153,7 @@ func (s *Store) CreateApprovalTx(ctx context.Context, db DBTX, a NewApproval) (A
 		"id": uuid.Must(uuid.NewV7()), "tenant": a.TenantID, "action": a.Action,
 		"params": canonical, "fingerprint": fingerprint, "policy_version": a.PolicyVersion,
 		"approver": a.ApproverTokenID, "expires_at": a.ExpiresAt, "max_uses": a.MaxUses, "now": s.nowArg(),
-		"account": a.Target.Account, "environment": a.Target.Environment,
+		"account": a.Target.Account, "environment": a.Target.Environment, "scope": nullString(a.Scope),
 	})
 	approval, err := collectApproval(rows)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -175,16 +184,16 @@ func collectApproval(rows pgx.Rows) (Approval, error) {
 	return pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
 }
 
-// RevokeApproval revokes approval id of tenant and, in the same
+// RevokeApproval revokes approval id, which in must see, and, in the same
 // transaction, holds every operation under it that was never executed
 // (queued, retry_wait). An operation whose outcome is unknown is left to
 // evidence: it will not be sent again because the dispatcher re-checks the
 // approval before every call. It returns the operations it held.
-func (s *Store) RevokeApproval(ctx context.Context, tenant, id uuid.UUID, actor string) (Approval, []Operation, error) {
+func (s *Store) RevokeApproval(ctx context.Context, in Access, id uuid.UUID, actor string) (Approval, []Operation, error) {
 	var approval Approval
 	var held []Operation
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, _ := tx.Query(ctx, approvalRevoke, id, tenant, s.nowArg())
+		rows, _ := tx.Query(ctx, approvalRevoke, id, in.Tenant, s.nowArg(), in.scope())
 		var err error
 		approval, err = collectApproval(rows)
 		if errors.Is(err, pgx.ErrNoRows) {

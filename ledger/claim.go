@@ -10,21 +10,22 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// operationsInFlight is a page of the tenant's dispatching operations,
-// oldest claim first, after position ($2, $3) when $2 is set.
+// operationsInFlight is a page of the dispatching operations the caller
+// ($1, $5) may see, oldest claim first, after position ($2, $3) when $2 is
+// set.
 const operationsInFlight = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.tenant_id = $1 AND o.status = 'dispatching'
+WHERE o.tenant_id = $1 AND scope_admits($5, o.scope) AND o.status = 'dispatching'
   AND ($2::timestamptz IS NULL OR (o.updated_at, o.id) > ($2, $3))
 ORDER BY o.updated_at, o.id
 LIMIT $4`
 
-// InFlight lists at most limit of the tenant's operations being dispatched
-// now, after position after (nil: from the oldest claim): what may still
-// land at a provider even after a pause.
-func (s *Store) InFlight(ctx context.Context, tenant uuid.UUID, after *Position, limit int) ([]Operation, error) {
+// InFlight lists at most limit of the operations being dispatched now that
+// in may see, after position after (nil: from the oldest claim): what may
+// still land at a provider even after a pause.
+func (s *Store) InFlight(ctx context.Context, in Access, after *Position, limit int) ([]Operation, error) {
 	at, id := after.args()
-	rows, _ := s.pool.Query(ctx, operationsInFlight, tenant, at, id, limit)
+	rows, _ := s.pool.Query(ctx, operationsInFlight, in.Tenant, at, id, limit, in.scope())
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("list in-flight operations: %w", err)

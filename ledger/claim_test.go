@@ -70,7 +70,7 @@ func TestConfirmClaimHoldsOnlyForItsOwnerAndFencesOlderVersions(t *testing.T) {
 		}
 	}
 	// A shorter hold never shortens the lease; a revoke is seen at once.
-	if _, _, err := f.store.RevokeApproval(ctx, f.tenant, a.ID, "approver:test"); err != nil {
+	if _, _, err := f.store.RevokeApproval(ctx, ledger.WholeTenant(f.tenant), a.ID, "approver:test"); err != nil {
 		t.Fatal(err)
 	}
 	again, err := f.store.ConfirmClaim(ctx, op.ID, conf.Version, "a", time.Second, testTarget)

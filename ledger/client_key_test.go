@@ -45,7 +45,7 @@ func TestClientKeyIsKeptForTracingAndDecidesNothing(t *testing.T) {
 		if err != nil || replayed || first.ClientKey == nil || *first.ClientKey != "tool-call-1" {
 			t.Fatalf("%s: first = %+v, %v, %v; want a new operation with client key tool-call-1", tc.name, first, replayed, err)
 		}
-		if got, err := f.store.Get(ctx, f.tenant, first.ID); err != nil || got.ClientKey == nil || *got.ClientKey != "tool-call-1" {
+		if got, err := f.store.Get(ctx, ledger.WholeTenant(f.tenant), first.ID); err != nil || got.ClientKey == nil || *got.ClientKey != "tool-call-1" {
 			t.Errorf("%s: read back: client key %v, %v", tc.name, got.ClientKey, err)
 		}
 
@@ -59,7 +59,7 @@ func TestClientKeyIsKeptForTracingAndDecidesNothing(t *testing.T) {
 		if !errors.As(err, &conflict) || !errors.Is(err, ledger.ErrKeyConflict) || conflict.Existing.ID != first.ID || conflict.Existing.Status != first.Status {
 			t.Fatalf("%s: other params = %v; want a *KeyConflictError naming %s", tc.name, err, first.ID)
 		}
-		events, err := f.store.Events(ctx, f.tenant, first.ID)
+		events, err := f.store.Events(ctx, ledger.WholeTenant(f.tenant), first.ID)
 		if err != nil {
 			t.Fatal(err)
 		}

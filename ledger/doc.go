@@ -40,6 +40,13 @@
 // writes to commit together uses InTx and the …Tx methods, and relays are
 // woken after the commit (Config.OutboxCommitted).
 //
+// Every read and decision for a request takes the caller's Access (a
+// tenant, narrowed to an access scope when the caller has one), and its
+// query asks scope_admits (schema/functions/scope_admits.sql) beside the
+// tenant: another tenant's or another scope's object is ErrNotFound, and a
+// key another scope holds ErrKeyInUseElsewhere. Keys stay unique per
+// tenant.
+//
 // Judge is the one reading of an operation's history: whether an earlier
 // attempt may have had an effect, and whether one was confirmed.
 //

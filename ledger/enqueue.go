@@ -21,7 +21,13 @@ type EnqueueRequest struct {
 	Key      string // caller's business reference; empty means the approval's id
 	// ClientKey is the caller's key when Key is the action's business key
 	// (derived from the params); kept for tracing, it decides nothing.
-	ClientKey  string
+	ClientKey string
+	// Scope is the new operation's access scope: the asking token's, or,
+	// for a compensation, the scope of the operation it compensates
+	// (empty: the whole tenant's). The approval must admit it, and a key
+	// held by an operation this scope may not see is ErrKeyInUseElsewhere:
+	// keys are unique per tenant.
+	Scope      string
 	Provider   string // the provider the action maps to
 	Params     []byte // any JSON object; canonicalised here
 	ApprovalID uuid.UUID
@@ -57,7 +63,8 @@ const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operat
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
-    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key)`
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key,
+    p_scope => @scope)`
 
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
@@ -74,6 +81,11 @@ const approvalRefused = "AL403"
 // return *ApprovalError.
 // The unique key makes concurrent identical requests converge on one
 // operation: INSERT … ON CONFLICT waits for the first inserter to commit.
+//
+// Keys are unique per tenant, not per access scope: when the operation
+// that holds the key is one req.Scope may not see (another scope's), it
+// returns ErrKeyInUseElsewhere, and neither the operation nor its history
+// learns of the request.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
 	c, err := s.newEnqueueCall(req)
 	if err != nil {
@@ -119,7 +131,8 @@ const operationsEnqueue = `SELECT ord, created_at, tenant FROM enqueue_operation
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
-    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key)`
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key,
+    p_scope => @scope)`
 
 var enqueuesStmt = mustNamed(operationsEnqueue)
 
@@ -143,7 +156,7 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		actions, keys, providers, fingerprints = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		externalKeys, actors, subjects, msgIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		params, payloads                       = make([][]byte, n), make([][]byte, n)
-		clientKeys                             = make([]*string, n)
+		clientKeys, scopes                     = make([]*string, n), make([]*string, n)
 	)
 	for i, item := range items {
 		c := item.(*enqueueCall)
@@ -151,13 +164,13 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		ids[i], tenants[i], approvals[i], tokens[i] = c.id, c.req.TenantID, c.req.ApprovalID, c.req.TokenID
 		actions[i], keys[i], providers[i], fingerprints[i] = c.req.Action, c.req.Key, c.req.Provider, c.fingerprint
 		externalKeys[i], actors[i], subjects[i], msgIDs[i] = ExternalKey(c.id), c.req.Actor, c.msg.Subject, c.msg.MsgID
-		params[i], payloads[i], clientKeys[i] = c.canonical, c.msg.Payload, nullString(c.req.ClientKey)
+		params[i], payloads[i], clientKeys[i], scopes[i] = c.canonical, c.msg.Payload, nullString(c.req.ClientKey), nullString(c.req.Scope)
 	}
 	args, err := enqueuesStmt.args(pgx.StrictNamedArgs{
 		"id": ids, "tenant": tenants, "action": actions, "key": keys, "provider": providers,
 		"params": params, "fingerprint": fingerprints, "approval": approvals, "token": tokens,
 		"external_key": externalKeys, "now": s.nowArg(), "actor": actors,
-		"subject": subjects, "msg_id": msgIDs, "payload": payloads, "client_key": clientKeys,
+		"subject": subjects, "msg_id": msgIDs, "payload": payloads, "client_key": clientKeys, "scope": scopes,
 	})
 	if err != nil {
 		return err
@@ -231,6 +244,7 @@ func (c *enqueueCall) namedArgs() ([]any, error) {
 		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
 		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
 		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload, "client_key": nullString(c.req.ClientKey),
+		"scope": nullString(c.req.Scope),
 	})
 }
 
@@ -258,19 +272,20 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 			Provider: req.Provider, Params: c.canonical, ParamsFingerprint: c.fingerprint,
 			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(c.id),
 			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *c.createdAt, UpdatedAt: *c.createdAt,
-			ClientKey: nullString(req.ClientKey),
+			ClientKey: nullString(req.ClientKey), Scope: nullString(req.Scope),
 		}, false, nil
 	}
 
 	// The key exists: the conflicting row is committed (ON CONFLICT waited
 	// for it, or it was inserted by an earlier enqueue of the same shared
-	// transaction, which has committed now), so this read sees it.
-	rows, _ := db.Query(ctx, operationGetByKey, req.TenantID, req.Action, req.Key)
-	op, err := collectOperation(rows)
+	// transaction, which has committed now), so this read sees it, unless
+	// the request's scope may not: then another scope holds the key.
+	// Operations are never deleted, so not found means exactly that.
+	op, err := s.getByKey(ctx, db, Access{Tenant: req.TenantID, Scope: req.Scope}, req.Action, req.Key)
+	if errors.Is(err, ErrNotFound) {
+		return Operation{}, false, fmt.Errorf("%w: %s/%s", ErrKeyInUseElsewhere, req.Action, req.Key)
+	}
 	if err != nil {
-		if !errors.Is(err, ErrNotFound) {
-			err = fmt.Errorf("get operation %s/%s: %w", req.Action, req.Key, err)
-		}
 		return Operation{}, false, err
 	}
 	if op.ParamsFingerprint == c.fingerprint {

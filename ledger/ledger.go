@@ -97,7 +97,11 @@ type Operation struct {
 	// ClientKey is the key the caller sent when the action derives Key
 	// from the params (a business key): kept for tracing, it decides
 	// nothing. Nil when the caller sent none, or Key is the caller's.
-	ClientKey *string   `db:"client_key"`
+	ClientKey *string `db:"client_key"`
+	// Scope is the access scope of the token that requested or proposed
+	// it (a compensation's: the operation's it compensates); nil for a
+	// token of the whole tenant. Only callers it admits see it (Access).
+	Scope     *string   `db:"scope"`
 	CreatedAt time.Time `db:"created_at"`
 	UpdatedAt time.Time `db:"updated_at"`
 }
@@ -180,16 +184,22 @@ const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, 
     o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,
     o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
     o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
-    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key`
+    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key, o.scope`
 
+// The reads of a request take its Access: the tenant, and scope_admits
+// on the caller's scope ($3, @scope; NULL for the whole tenant).
 const (
 	operationGet = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.id = $1 AND o.tenant_id = $2`
+WHERE o.id = $1 AND o.tenant_id = $2 AND scope_admits($3, o.scope)`
 
 	operationGetByKey = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.tenant_id = $1 AND o.action = $2 AND o.key = $3`
+WHERE o.tenant_id = $1 AND o.action = $2 AND o.key = $3 AND scope_admits($4, o.scope)`
+
+	// operationKeyTaken says whether any operation of the tenant holds
+	// the key, whatever its scope: keys are unique per tenant.
+	operationKeyTaken = `SELECT EXISTS (SELECT 1 FROM operations WHERE tenant_id = $1 AND action = $2 AND key = $3)`
 
 	// operationGetAnyTenant is for internal workers, which act on ids
 	// taken from the ledger's own messages.
@@ -225,9 +235,10 @@ func collectOperation(rows pgx.Rows) (Operation, error) {
 	return op, err
 }
 
-// Get returns the operation id of tenant, or ErrNotFound.
-func (s *Store) Get(ctx context.Context, tenant, id uuid.UUID) (Operation, error) {
-	rows, _ := s.pool.Query(ctx, operationGet, id, tenant)
+// Get returns the operation id that in may see, or ErrNotFound (also
+// for another tenant's or another scope's).
+func (s *Store) Get(ctx context.Context, in Access, id uuid.UUID) (Operation, error) {
+	rows, _ := s.pool.Query(ctx, operationGet, id, in.Tenant, in.scope())
 	op, err := collectOperation(rows)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return op, fmt.Errorf("get operation %s: %w", id, err)
@@ -246,9 +257,13 @@ func (s *Store) GetInternal(ctx context.Context, id uuid.UUID) (Operation, error
 	return op, err
 }
 
-// GetByKey returns the operation of tenant for action and key.
-func (s *Store) GetByKey(ctx context.Context, tenant uuid.UUID, action, key string) (Operation, error) {
-	rows, _ := s.pool.Query(ctx, operationGetByKey, tenant, action, key)
+// GetByKey returns the operation for action and key that in may see.
+func (s *Store) GetByKey(ctx context.Context, in Access, action, key string) (Operation, error) {
+	return s.getByKey(ctx, s.pool, in, action, key)
+}
+
+func (s *Store) getByKey(ctx context.Context, db DBTX, in Access, action, key string) (Operation, error) {
+	rows, _ := db.Query(ctx, operationGetByKey, in.Tenant, action, key, in.scope())
 	op, err := collectOperation(rows)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return op, fmt.Errorf("get operation %s/%s: %w", action, key, err)
@@ -256,12 +271,26 @@ func (s *Store) GetByKey(ctx context.Context, tenant uuid.UUID, action, key stri
 	return op, err
 }
 
-// Events returns the history of operation id of tenant, oldest first.
-func (s *Store) Events(ctx context.Context, tenant, id uuid.UUID) ([]Event, error) {
-	if _, err := s.Get(ctx, tenant, id); err != nil {
+// KeyTaken reports whether an operation of tenant holds key for action,
+// in any scope: a business key is unique per tenant, so a key another
+// scope holds is taken (and a request for it is refused with
+// ErrKeyInUseElsewhere) though the caller may not see its operation.
+func (s *Store) KeyTaken(ctx context.Context, tenant uuid.UUID, action, key string) (bool, error) {
+	var taken bool
+	if err := s.pool.QueryRow(ctx, operationKeyTaken, tenant, action, key).Scan(&taken); err != nil {
+		return false, fmt.Errorf("look up key %s/%s: %w", action, key, err)
+	}
+	return taken, nil
+}
+
+// Events returns the history of operation id that in may see, oldest
+// first. Get decides whether in may (an operation's scope never changes),
+// so the history's query needs only the tenant.
+func (s *Store) Events(ctx context.Context, in Access, id uuid.UUID) ([]Event, error) {
+	if _, err := s.Get(ctx, in, id); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, operationEvents, id, tenant)
+	rows, _ := s.pool.Query(ctx, operationEvents, id, in.Tenant)
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", id, err)
@@ -269,13 +298,14 @@ func (s *Store) Events(ctx context.Context, tenant, id uuid.UUID) ([]Event, erro
 	return events, nil
 }
 
-// EventsPage returns at most limit events of operation id of tenant after
-// seq afterSeq (0: from the first), oldest first, or ErrNotFound.
-func (s *Store) EventsPage(ctx context.Context, tenant, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
-	if _, err := s.Get(ctx, tenant, id); err != nil {
+// EventsPage returns at most limit events of operation id that in may
+// see, after seq afterSeq (0: from the first), oldest first, or
+// ErrNotFound.
+func (s *Store) EventsPage(ctx context.Context, in Access, id uuid.UUID, afterSeq int64, limit int) ([]Event, error) {
+	if _, err := s.Get(ctx, in, id); err != nil {
 		return nil, err
 	}
-	rows, _ := s.pool.Query(ctx, operationEventsPage, id, tenant, afterSeq, limit)
+	rows, _ := s.pool.Query(ctx, operationEventsPage, id, in.Tenant, afterSeq, limit)
 	events, err := pgx.CollectRows(rows, pgx.RowToStructByName[Event])
 	if err != nil {
 		return nil, fmt.Errorf("list events of %s: %w", id, err)

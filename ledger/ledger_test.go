@@ -132,7 +132,7 @@ func TestEnqueueWritesOperationEventAndOutboxRowTogether(t *testing.T) {
 	if got, want := f.count(t, `SELECT count(*) FROM outbox WHERE msg_id = $1`, ledger.DispatchMsgID(op.ID, 1)), 1; got != want {
 		t.Errorf("outbox rows = %d, want %d", got, want)
 	}
-	events, err := f.store.Events(context.Background(), f.tenant, op.ID)
+	events, err := f.store.Events(context.Background(), ledger.WholeTenant(f.tenant), op.ID)
 	if err != nil || len(events) != 1 || events[0].Kind != "created" || events[0].To != ledger.StatusQueued {
 		t.Errorf("events = %+v, err %v", events, err)
 	}
@@ -251,7 +251,7 @@ func TestApprovalProblemsAreNamed(t *testing.T) {
 		t.Fatal(err)
 	}
 	revoked := f.approve(t, `{"sku":"A-1"}`, 1)
-	if _, _, err := f.store.RevokeApproval(ctx, f.tenant, revoked.ID, "test"); err != nil {
+	if _, _, err := f.store.RevokeApproval(ctx, ledger.WholeTenant(f.tenant), revoked.ID, "test"); err != nil {
 		t.Fatal(err)
 	}
 	otherAction, err := f.store.CreateApproval(ctx, ledger.NewApproval{
@@ -322,7 +322,7 @@ func TestStaleWriterCannotOverwriteNewerState(t *testing.T) {
 	if err := f.store.AppendEvent(ctx, op.ID, "stale_result", "worker:b", map[string]string{"saw": "timeout"}); err != nil {
 		t.Fatal(err)
 	}
-	got, _ := f.store.Get(ctx, f.tenant, op.ID)
+	got, _ := f.store.Get(ctx, ledger.WholeTenant(f.tenant), op.ID)
 	if got.Status != ledger.StatusSucceeded {
 		t.Errorf("status = %s, want succeeded", got.Status)
 	}
@@ -363,7 +363,7 @@ func TestRevokingApprovalHoldsUnsentOperations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, held, err := f.store.RevokeApproval(context.Background(), f.tenant, a.ID, "approver:test")
+	_, held, err := f.store.RevokeApproval(context.Background(), ledger.WholeTenant(f.tenant), a.ID, "approver:test")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,10 +395,10 @@ func TestOtherTenantsOperationIsNotFound(t *testing.T) {
 	f := setup(t)
 	op, _ := f.queued(t, "po-1", `{"sku":"A-1"}`)
 	other := uuid.New()
-	if _, err := f.store.Get(context.Background(), other, op.ID); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := f.store.Get(context.Background(), ledger.WholeTenant(other), op.ID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Get from other tenant: %v, want ErrNotFound", err)
 	}
-	if _, err := f.store.Events(context.Background(), other, op.ID); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := f.store.Events(context.Background(), ledger.WholeTenant(other), op.ID); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("Events from other tenant: %v, want ErrNotFound", err)
 	}
 }
@@ -524,7 +524,7 @@ func TestEventDetailTimesAreUTC(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	events, err := f.store.Events(ctx, f.tenant, op.ID)
+	events, err := f.store.Events(ctx, ledger.WholeTenant(f.tenant), op.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

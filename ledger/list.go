@@ -11,10 +11,11 @@ import (
 
 // operationsPage lists a tenant's operations, newest first, optionally of
 // one status, after a (created_at, id) position. It is an agent's view of
-// its own work (GET /v1/operations?status=), tenant-scoped like every read.
+// its own work (GET /v1/operations?status=), scoped to the caller's access
+// like every read.
 const operationsPage = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.tenant_id = @tenant
+WHERE o.tenant_id = @tenant AND scope_admits(@scope, o.scope)
   AND (@status::text IS NULL OR o.status = @status::text)
   AND (@before_at::timestamptz IS NULL OR (o.created_at, o.id) < (@before_at::timestamptz, @before_id::uuid))
 ORDER BY o.created_at DESC, o.id DESC
@@ -26,10 +27,10 @@ type OperationsCursor struct {
 	ID        uuid.UUID `json:"id"`
 }
 
-// OperationsPage returns at most limit operations of tenant, newest
+// OperationsPage returns at most limit operations that in may see, newest
 // first, after the position after (nil: from the newest); status, when not
 // empty, keeps only operations in that state.
-func (s *Store) OperationsPage(ctx context.Context, tenant uuid.UUID, status Status, after *OperationsCursor, limit int) ([]Operation, error) {
+func (s *Store) OperationsPage(ctx context.Context, in Access, status Status, after *OperationsCursor, limit int) ([]Operation, error) {
 	var beforeAt *time.Time
 	beforeID := uuid.Nil
 	if after != nil {
@@ -41,7 +42,7 @@ func (s *Store) OperationsPage(ctx context.Context, tenant uuid.UUID, status Sta
 		statusArg = &st
 	}
 	rows, _ := s.pool.Query(ctx, operationsPage, pgx.StrictNamedArgs{
-		"tenant": tenant, "status": statusArg, "before_at": beforeAt, "before_id": beforeID, "limit": limit,
+		"tenant": in.Tenant, "scope": in.scope(), "status": statusArg, "before_at": beforeAt, "before_id": beforeID, "limit": limit,
 	})
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {

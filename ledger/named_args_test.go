@@ -40,7 +40,7 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args, err := call.namedArgs(); err != nil || len(args) != 16 {
+	if args, err := call.namedArgs(); err != nil || len(args) != 17 {
 		t.Errorf("operationEnqueue: %d positional arguments, err %v", len(args), err)
 	}
 }

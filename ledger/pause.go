@@ -68,9 +68,14 @@ LIMIT @limit`
 )
 
 // PauseDispatch stops claims of the tenant's operations for provider and/or
-// action (empty means any). Work already in flight finishes.
-func (s *Store) PauseDispatch(ctx context.Context, tenant uuid.UUID, provider, action, actor string) error {
-	if _, err := s.pool.Exec(ctx, pauseInsert, tenant, nullString(provider), nullString(action), actor, s.nowArg()); err != nil {
+// action (empty means any). Work already in flight finishes. A pause holds
+// every scope's work of the tenant, so only a caller of the whole tenant
+// may pause: one with a scope gets ErrWholeTenantOnly.
+func (s *Store) PauseDispatch(ctx context.Context, in Access, provider, action, actor string) error {
+	if in.Scope != "" {
+		return fmt.Errorf("%w: a pause holds the work of every scope of the tenant", ErrWholeTenantOnly)
+	}
+	if _, err := s.pool.Exec(ctx, pauseInsert, in.Tenant, nullString(provider), nullString(action), actor, s.nowArg()); err != nil {
 		return fmt.Errorf("pause dispatch: %w", err)
 	}
 	return nil
@@ -119,8 +124,13 @@ func (r Requeue) message(subject string, at time.Time) OutboxMessage {
 // the earlier batches released; the error says so, and a repeated resume
 // (or the stuck sweeper) releases the rest. Resuming where nothing is
 // paused is not an error: it removes nothing and still releases what
-// waits, so a resume can be repeated safely.
-func (s *Store) ResumeDispatch(ctx context.Context, tenant uuid.UUID, provider, action string) (removed, released int, err error) {
+// waits, so a resume can be repeated safely. As PauseDispatch, it is for a
+// caller of the whole tenant only (ErrWholeTenantOnly).
+func (s *Store) ResumeDispatch(ctx context.Context, in Access, provider, action string) (removed, released int, err error) {
+	if in.Scope != "" {
+		return 0, 0, fmt.Errorf("%w: a resume releases the work of every scope of the tenant", ErrWholeTenantOnly)
+	}
+	tenant := in.Tenant
 	var afterAt *time.Time
 	var afterID uuid.UUID
 	now := s.Now()
@@ -178,7 +188,9 @@ const (
 	maxPausesSQL = "500"
 )
 
-// Pauses lists the tenant's active pauses (at most MaxPauses).
+// Pauses lists the tenant's active pauses (at most MaxPauses). Every scope
+// sees them: they hold its work too, and only callers of the whole tenant
+// make them.
 func (s *Store) Pauses(ctx context.Context, tenant uuid.UUID) ([]Pause, error) {
 	rows, _ := s.pool.Query(ctx, pausesList, tenant)
 	pauses, err := pgx.CollectRows(rows, pgx.RowToStructByName[Pause])

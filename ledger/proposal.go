@@ -32,8 +32,12 @@ type ProposeRequest struct {
 	// ClientKey is the caller's key when Key is the action's business key
 	// (derived from the params); kept for tracing, it decides nothing.
 	ClientKey string
-	Provider  string // the provider the action maps to
-	Params    []byte // any JSON object; canonicalised here
+	// Scope is the asking token's access scope, which the proposal takes
+	// (empty: the whole tenant's). A key held by an operation this scope
+	// may not see is ErrKeyInUseElsewhere.
+	Scope    string
+	Provider string // the provider the action maps to
+	Params   []byte // any JSON object; canonicalised here
 	// Reason is the agent's one sentence for the approver; may be empty.
 	Reason string
 	// RequestTTL is how long the proposal may wait for a decision before
@@ -74,11 +78,11 @@ const (
 	operationPropose = `WITH ins AS (
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
         approval_id, requested_by, external_key, status, request_reason, request_expires_at,
-        created_at, updated_at, client_key)
+        created_at, updated_at, client_key, scope)
     VALUES (@id, @tenant, @action, @key, @provider, @params, @fingerprint,
         NULL, @token, @external_key, 'awaiting_approval', @reason,
         coalesce(@now::timestamptz, now()) + @request_ttl::bigint * interval '1 microsecond',
-        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()), @client_key)
+        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()), @client_key, @scope)
     ON CONFLICT (tenant_id, action, key) DO NOTHING
     RETURNING *
 ), ev AS (
@@ -88,11 +92,11 @@ const (
 SELECT ` + operationColumns + `
 FROM ins o JOIN tenants t ON t.id = o.tenant_id`
 
-	// operationLockAwaiting reads an operation of a tenant and locks it,
-	// so two decisions on one proposal take turns.
+	// operationLockAwaiting reads an operation the caller may see and
+	// locks it, so two decisions on one proposal take turns.
 	operationLockAwaiting = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.id = @id AND o.tenant_id = @tenant
+WHERE o.id = @id AND o.tenant_id = @tenant AND scope_admits(@scope, o.scope)
 FOR UPDATE OF o`
 
 	// operationRequestLapsed says whether a proposal's request_ttl has run
@@ -102,22 +106,24 @@ FOR UPDATE OF o`
 FROM operations WHERE id = @id`
 
 	// approvalGrant creates an approval bound to one operation and uses
-	// its only use at once.
+	// its only use at once. It takes the operation's scope: it serves that
+	// operation alone, whoever (a person of the whole tenant, a policy)
+	// granted it.
 	approvalGrant = `INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint,
     policy_version, approver_token_id, approver, operation_id, note, expires_at, max_uses, uses, created_at,
-    account, environment)
+    account, environment, scope)
 VALUES (@id, @tenant, @action, @params, @fingerprint, @policy_version, @approver_token, @approver,
     @operation, @note, coalesce(@now::timestamptz, now()) + @ttl::bigint * interval '1 microsecond',
-    1, 1, coalesce(@now::timestamptz, now()), @account, @environment)
+    1, 1, coalesce(@now::timestamptz, now()), @account, @environment, @scope)
 RETURNING ` + approvalColumns
 
-	// operationsAwaitingPage is a page of a tenant's open proposals, oldest
-	// first, after the position (created_at, id) of the previous page. A
-	// proposal past its request_ttl is no longer open (it is held), even
-	// before the expiry sweep marks it.
+	// operationsAwaitingPage is a page of the open proposals the caller
+	// may see, oldest first, after the position (created_at, id) of the
+	// previous page. A proposal past its request_ttl is no longer open (it
+	// is held), even before the expiry sweep marks it.
 	operationsAwaitingPage = `SELECT ` + operationColumns + `, k.name AS requested_by_name
 FROM operations o JOIN tenants t ON t.id = o.tenant_id JOIN api_tokens k ON k.id = o.requested_by
-WHERE o.tenant_id = @tenant AND o.status = 'awaiting_approval'
+WHERE o.tenant_id = @tenant AND scope_admits(@scope, o.scope) AND o.status = 'awaiting_approval'
   AND (o.request_expires_at IS NULL OR o.request_expires_at > coalesce(@now::timestamptz, now()))
   AND (@after_at::timestamptz IS NULL OR (o.created_at, o.id) > (@after_at::timestamptz, @after_id::uuid))
 ORDER BY o.created_at, o.id
@@ -165,7 +171,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 			"id": id, "tenant": req.TenantID, "action": req.Action, "key": req.Key, "provider": req.Provider,
 			"params": canonical, "fingerprint": fingerprint, "token": req.TokenID, "external_key": ExternalKey(id),
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
-			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey),
+			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey), "scope": nullString(req.Scope),
 		})
 		var err error
 		op, err = collectOperation(rows)
@@ -190,7 +196,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 	// The existing key's row is committed (ON CONFLICT waited for it).
 	return s.finishEnqueue(ctx, s.pool, &enqueueCall{
 		req: EnqueueRequest{TenantID: req.TenantID, TokenID: req.TokenID, Actor: req.Actor, Action: req.Action, Key: req.Key,
-			ClientKey: req.ClientKey},
+			ClientKey: req.ClientKey, Scope: req.Scope},
 		fingerprint: fingerprint,
 	}, nil)
 }
@@ -206,13 +212,16 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 //
 // decide makes the decision for the locked operation (its TTL and policy
 // version may depend on its action).
-func (s *Store) Approve(ctx context.Context, tenant, id uuid.UUID, decide func(Operation) Decision) (Operation, Approval, error) {
+//
+// The tenant is in's, and a proposal in may not see (another access
+// scope's) is ErrNotFound too, as a missing one.
+func (s *Store) Approve(ctx context.Context, in Access, id uuid.UUID, decide func(Operation) Decision) (Operation, Approval, error) {
 	var (
 		op       Operation
 		approval Approval
 	)
 	err := s.InTx(ctx, func(tx *Tx) error {
-		locked, err := s.lockAwaiting(ctx, tx.tx, tenant, id)
+		locked, err := s.lockAwaiting(ctx, tx.tx, in, id)
 		if err != nil {
 			return err
 		}
@@ -229,13 +238,13 @@ func (s *Store) Approve(ctx context.Context, tenant, id uuid.UUID, decide func(O
 	return op, approval, nil
 }
 
-// Deny declines proposal id of tenant: it becomes cancelled, with reason
-// in its event and its summary; nothing was sent and nothing will be. Errors
-// as for Approve.
-func (s *Store) Deny(ctx context.Context, tenant, id uuid.UUID, actor, reason string) (Operation, error) {
+// Deny declines proposal id, which in must see: it becomes cancelled,
+// with reason in its event and its summary; nothing was sent and nothing
+// will be. Errors as for Approve.
+func (s *Store) Deny(ctx context.Context, in Access, id uuid.UUID, actor, reason string) (Operation, error) {
 	var op Operation
 	err := s.InTx(ctx, func(tx *Tx) error {
-		locked, err := s.lockAwaiting(ctx, tx.tx, tenant, id)
+		locked, err := s.lockAwaiting(ctx, tx.tx, in, id)
 		if err != nil {
 			return err
 		}
@@ -249,11 +258,11 @@ func (s *Store) Deny(ctx context.Context, tenant, id uuid.UUID, actor, reason st
 	return op, err
 }
 
-// lockAwaiting reads and locks operation id of tenant, which must be
-// awaiting approval and within its request_ttl: a proposal past it is held
-// (the expiry sweep marks it), so no decision may revive it.
-func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, tenant, id uuid.UUID) (Operation, error) {
-	rows, _ := tx.Query(ctx, operationLockAwaiting, pgx.StrictNamedArgs{"id": id, "tenant": tenant})
+// lockAwaiting reads and locks operation id, which in must see and which
+// must be awaiting approval and within its request_ttl: a proposal past it
+// is held (the expiry sweep marks it), so no decision may revive it.
+func (s *Store) lockAwaiting(ctx context.Context, tx pgx.Tx, in Access, id uuid.UUID) (Operation, error) {
+	rows, _ := tx.Query(ctx, operationLockAwaiting, pgx.StrictNamedArgs{"id": id, "tenant": in.Tenant, "scope": in.scope()})
 	op, err := collectOperation(rows)
 	if err != nil {
 		if !errors.Is(err, ErrNotFound) {
@@ -294,7 +303,7 @@ func (s *Store) approveTx(ctx context.Context, tx *Tx, op Operation, d Decision)
 		"id": uuid.Must(uuid.NewV7()), "tenant": op.TenantID, "action": op.Action, "params": []byte(op.Params),
 		"fingerprint": op.ParamsFingerprint, "policy_version": d.PolicyVersion, "approver_token": approverToken,
 		"approver": d.Approver, "operation": op.ID, "note": nullString(d.Note), "ttl": d.TTL.Microseconds(), "now": now,
-		"account": d.Target.Account, "environment": d.Target.Environment,
+		"account": d.Target.Account, "environment": d.Target.Environment, "scope": op.Scope,
 	})
 	approval, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Approval])
 	if err != nil {
@@ -330,16 +339,16 @@ type ApprovalRequest struct {
 	RequestedByName string `db:"requested_by_name"`
 }
 
-// AwaitingPage returns at most limit open proposals of tenant, oldest
-// first, after the position after (nil: from the oldest).
-func (s *Store) AwaitingPage(ctx context.Context, tenant uuid.UUID, after *AwaitingCursor, limit int) ([]ApprovalRequest, error) {
+// AwaitingPage returns at most limit open proposals that in may see,
+// oldest first, after the position after (nil: from the oldest).
+func (s *Store) AwaitingPage(ctx context.Context, in Access, after *AwaitingCursor, limit int) ([]ApprovalRequest, error) {
 	var afterAt *time.Time
 	afterID := uuid.Nil
 	if after != nil {
 		afterAt, afterID = &after.CreatedAt, after.ID
 	}
 	rows, _ := s.pool.Query(ctx, operationsAwaitingPage, pgx.StrictNamedArgs{
-		"tenant": tenant, "after_at": afterAt, "after_id": afterID, "limit": limit, "now": s.nowArg(),
+		"tenant": in.Tenant, "scope": in.scope(), "after_at": afterAt, "after_id": afterID, "limit": limit, "now": s.nowArg(),
 	})
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[ApprovalRequest])
 	if err != nil {

@@ -18,20 +18,22 @@ const (
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
 WHERE o.id = $1`
 
-	// operationsInReview is a page of the tenant's operations in review,
-	// longest waiting first, after position ($2, $3) when $2 is set.
+	// operationsInReview is a page of the operations in review the caller
+	// ($1, $5) may see, longest waiting first, after position ($2, $3)
+	// when $2 is set.
 	operationsInReview = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.tenant_id = $1 AND o.status = 'review'
+WHERE o.tenant_id = $1 AND scope_admits($5, o.scope) AND o.status = 'review'
   AND ($2::timestamptz IS NULL OR (o.updated_at, o.id) > ($2, $3))
 ORDER BY o.updated_at, o.id
 LIMIT $4`
 
-	// operationEventsOf is the history of each of the operations $1 of
-	// tenant $2, in one query (a review page judges every item's history).
+	// operationEventsOf is the history of each of the operations $1 the
+	// caller ($2, $3) may see, in one query (a review page judges every
+	// item's history).
 	operationEventsOf = `SELECT e.operation_id, e.seq, e.at, e.kind, e.from_status, e.to_status, e.actor, e.detail
-FROM operation_events e
-WHERE e.operation_id = ANY ($1) AND e.tenant_id = $2
+FROM operation_events e JOIN operations o ON o.id = e.operation_id
+WHERE e.operation_id = ANY ($1) AND o.tenant_id = $2 AND scope_admits($3, o.scope)
 ORDER BY e.operation_id, e.seq`
 
 	// operationLapses is operationLapse (CheckLapse) for each of the
@@ -75,12 +77,12 @@ func (s *Store) GetByExternalKey(ctx context.Context, key string) (Operation, er
 	return op, err
 }
 
-// InReview lists at most limit of the tenant's operations waiting for a
-// person, longest waiting first, after position after (nil: from the
-// first).
-func (s *Store) InReview(ctx context.Context, tenant uuid.UUID, after *Position, limit int) ([]Operation, error) {
+// InReview lists at most limit of the operations waiting for a person
+// that in may see, longest waiting first, after position after (nil: from
+// the first).
+func (s *Store) InReview(ctx context.Context, in Access, after *Position, limit int) ([]Operation, error) {
 	at, id := after.args()
-	rows, _ := s.pool.Query(ctx, operationsInReview, tenant, at, id, limit)
+	rows, _ := s.pool.Query(ctx, operationsInReview, in.Tenant, at, id, limit, in.scope())
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("list review items: %w", err)
@@ -88,14 +90,14 @@ func (s *Store) InReview(ctx context.Context, tenant uuid.UUID, after *Position,
 	return ops, nil
 }
 
-// EventsOf returns the history of each of the operations ids of tenant,
-// oldest first, in one query.
-func (s *Store) EventsOf(ctx context.Context, tenant uuid.UUID, ids []uuid.UUID) (map[uuid.UUID][]Event, error) {
+// EventsOf returns the history of each of the operations ids that in may
+// see, oldest first, in one query.
+func (s *Store) EventsOf(ctx context.Context, in Access, ids []uuid.UUID) (map[uuid.UUID][]Event, error) {
 	type row struct {
 		OperationID uuid.UUID `db:"operation_id"`
 		Event
 	}
-	rows, _ := s.pool.Query(ctx, operationEventsOf, ids, tenant)
+	rows, _ := s.pool.Query(ctx, operationEventsOf, ids, in.Tenant, in.scope())
 	all, err := pgx.CollectRows(rows, pgx.RowToStructByName[row])
 	if err != nil {
 		return nil, fmt.Errorf("list events of %d operations: %w", len(ids), err)
@@ -150,19 +152,22 @@ RETURNING ` + unmatchedColumns
 
 	// unmatchedOpen lists the open items a tenant's operators see: their
 	// own only. Evidence no tenant owns (tenant_id NULL) is shown to
-	// nobody: it must never cross tenants. A page: after position ($2, $3)
-	// when $2 is set, at most $4.
+	// nobody: it must never cross tenants. Evidence has no scope (it
+	// matches no operation, so it may be any department's effect):
+	// scope_admits shows it to operators of the whole tenant only. A page:
+	// after position ($2, $3) when $2 is set, at most $4; $5 is the
+	// caller's scope.
 	unmatchedOpen = `SELECT ` + unmatchedColumns + ` FROM unmatched_evidence
-WHERE resolved_at IS NULL AND tenant_id = $1
+WHERE resolved_at IS NULL AND tenant_id = $1 AND scope_admits($5, NULL)
   AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3))
 ORDER BY created_at, id
 LIMIT $4`
 
 	unmatchedResolve = `UPDATE unmatched_evidence
 SET resolved_at = coalesce($4::timestamptz, now()), resolved_by = $3, resolution_note = $5
-WHERE id = $1 AND resolved_at IS NULL AND tenant_id = $2`
+WHERE id = $1 AND resolved_at IS NULL AND tenant_id = $2 AND scope_admits($6, NULL)`
 
-	unmatchedOwned = `SELECT EXISTS (SELECT 1 FROM unmatched_evidence WHERE id = $1 AND tenant_id = $2)`
+	unmatchedOwned = `SELECT EXISTS (SELECT 1 FROM unmatched_evidence WHERE id = $1 AND tenant_id = $2 AND scope_admits($3, NULL))`
 )
 
 // RecordUnmatched stores u (once per provider and source) and announces it
@@ -213,15 +218,16 @@ type EvidencePosition struct {
 	ID int64
 }
 
-// OpenUnmatched lists at most limit of the unmatched evidence the tenant's
-// operators see, oldest first, after position after (nil: from the first).
-func (s *Store) OpenUnmatched(ctx context.Context, tenant uuid.UUID, after *EvidencePosition, limit int) ([]Unmatched, error) {
+// OpenUnmatched lists at most limit of the unmatched evidence in may see
+// (none with a scope), oldest first, after position after (nil: from the
+// first).
+func (s *Store) OpenUnmatched(ctx context.Context, in Access, after *EvidencePosition, limit int) ([]Unmatched, error) {
 	var at *time.Time
 	var id int64
 	if after != nil {
 		at, id = &after.At, after.ID
 	}
-	rows, _ := s.pool.Query(ctx, unmatchedOpen, tenant, at, id, limit)
+	rows, _ := s.pool.Query(ctx, unmatchedOpen, in.Tenant, at, id, limit, in.scope())
 	items, err := pgx.CollectRows(rows, pgx.RowToStructByName[Unmatched])
 	if err != nil {
 		return nil, fmt.Errorf("list unmatched evidence: %w", err)
@@ -229,19 +235,20 @@ func (s *Store) OpenUnmatched(ctx context.Context, tenant uuid.UUID, after *Evid
 	return items, nil
 }
 
-// UnmatchedOwnedBy reports whether unmatched evidence id is tenant's.
-func (s *Store) UnmatchedOwnedBy(ctx context.Context, tenant uuid.UUID, id int64) (bool, error) {
+// UnmatchedOwnedBy reports whether in may see unmatched evidence id: it
+// is in's tenant's, and in is the whole tenant.
+func (s *Store) UnmatchedOwnedBy(ctx context.Context, in Access, id int64) (bool, error) {
 	var owned bool
-	if err := s.pool.QueryRow(ctx, unmatchedOwned, id, tenant).Scan(&owned); err != nil {
+	if err := s.pool.QueryRow(ctx, unmatchedOwned, id, in.Tenant, in.scope()).Scan(&owned); err != nil {
 		return false, fmt.Errorf("owner of unmatched evidence %d: %w", id, err)
 	}
 	return owned, nil
 }
 
-// ResolveUnmatched closes an unmatched evidence item with an operator's
-// note, or returns ErrNotFound.
-func (s *Store) ResolveUnmatched(ctx context.Context, tenant uuid.UUID, id int64, actor, note string) error {
-	tag, err := s.pool.Exec(ctx, unmatchedResolve, id, tenant, actor, s.nowArg(), note)
+// ResolveUnmatched closes an unmatched evidence item in may see with an
+// operator's note, or returns ErrNotFound.
+func (s *Store) ResolveUnmatched(ctx context.Context, in Access, id int64, actor, note string) error {
+	tag, err := s.pool.Exec(ctx, unmatchedResolve, id, in.Tenant, actor, s.nowArg(), note, in.scope())
 	if err != nil {
 		return fmt.Errorf("resolve unmatched evidence %d: %w", id, err)
 	}

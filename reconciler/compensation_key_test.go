@@ -29,14 +29,14 @@ func TestCompensationIsKeyedByTheActionsBusinessKey(t *testing.T) {
 	}
 	// The operation resolved waits at beta (paused); its compensation is
 	// an order at acme.
-	if err := p.Store.PauseDispatch(ctx, p.TenantID, "beta", "", "test"); err != nil {
+	if err := p.Store.PauseDispatch(ctx, ledger.WholeTenant(p.TenantID), "beta", "", "test"); err != nil {
 		t.Fatal(err)
 	}
 	p.Start(1)
 	original := p.EnqueueAction(testpipeline.OtherAction, "ticket-1", `{"subject":"restock"}`)
 	const params = `{"purchase_order":39,"sku":"A-1","qty":1}`
 	resolve := func(params string) (*ledger.Operation, error) {
-		_, comp, err := p.Reconciler.Resolve(ctx, p.TenantID, operator.TokenID, operator.Actor(), original.ID, reconciler.Resolution{
+		_, comp, err := p.Reconciler.Resolve(ctx, ledger.WholeTenant(p.TenantID), operator.TokenID, operator.Actor(), original.ID, reconciler.Resolution{
 			Outcome: "cancelled", Note: "order instead",
 			Compensation: &reconciler.Compensation{Action: testpipeline.Action, Key: "undo-1", Params: []byte(params), ApprovalID: p.Approve(params, time.Hour).ID},
 		})

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+
+	"github.com/actledger/actledger/ledger"
 )
 
 // ReviewItems lists every open review item of the tenant, page after page:
@@ -12,7 +14,7 @@ func (r *Reconciler) ReviewItems(ctx context.Context, tenant uuid.UUID) ([]Revie
 	var all []ReviewItem
 	var after *ReviewCursor
 	for {
-		items, next, err := r.ReviewPage(ctx, tenant, after, 500)
+		items, next, err := r.ReviewPage(ctx, ledger.WholeTenant(tenant), after, 500)
 		if err != nil {
 			return nil, err
 		}

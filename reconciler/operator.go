@@ -65,12 +65,13 @@ type ReviewCursor struct {
 	Unmatched *ledger.EvidencePosition `json:"u,omitempty"`
 }
 
-// ReviewPage lists at most limit of the tenant's open review items after
+// ReviewPage lists at most limit of the open review items in may see after
 // cursor after (nil: from the first), and the cursor of the next page (nil
-// when this is the last). However many items a page holds, it costs four
-// queries: the operations, their histories, their approvals' standing, and
-// the unmatched evidence.
-func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *ReviewCursor, limit int) ([]ReviewItem, *ReviewCursor, error) {
+// when this is the last): with a scope, its scope's operations only, and no
+// unmatched evidence (which has none). However many items a page holds, it
+// costs four queries: the operations, their histories, their approvals'
+// standing, and the unmatched evidence.
+func (r *Reconciler) ReviewPage(ctx context.Context, in ledger.Access, after *ReviewCursor, limit int) ([]ReviewItem, *ReviewCursor, error) {
 	now := r.store.Now()
 	items := make([]ReviewItem, 0, limit)
 	var afterEvidence *ledger.EvidencePosition
@@ -81,13 +82,13 @@ func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *Re
 		if after != nil {
 			afterOp = after.Operation
 		}
-		ops, err := r.store.InReview(ctx, tenant, afterOp, limit+1)
+		ops, err := r.store.InReview(ctx, in, afterOp, limit+1)
 		if err != nil {
 			return nil, nil, err
 		}
 		more := len(ops) > limit
 		ops = ops[:min(len(ops), limit)]
-		opItems, err := r.reviewItems(ctx, tenant, ops, now)
+		opItems, err := r.reviewItems(ctx, in, ops, now)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -98,7 +99,7 @@ func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *Re
 		}
 	}
 	room := limit - len(items)
-	unmatched, err := r.store.OpenUnmatched(ctx, tenant, afterEvidence, room+1)
+	unmatched, err := r.store.OpenUnmatched(ctx, in, afterEvidence, room+1)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -131,7 +132,7 @@ func (r *Reconciler) ReviewPage(ctx context.Context, tenant uuid.UUID, after *Re
 
 // reviewItems builds the review items of ops, reading their histories and
 // their approvals' standing in one query each.
-func (r *Reconciler) reviewItems(ctx context.Context, tenant uuid.UUID, ops []ledger.Operation, now time.Time) ([]ReviewItem, error) {
+func (r *Reconciler) reviewItems(ctx context.Context, in ledger.Access, ops []ledger.Operation, now time.Time) ([]ReviewItem, error) {
 	if len(ops) == 0 {
 		return nil, nil
 	}
@@ -139,7 +140,7 @@ func (r *Reconciler) reviewItems(ctx context.Context, tenant uuid.UUID, ops []le
 	for i, op := range ops {
 		ids[i] = op.ID
 	}
-	events, err := r.store.EventsOf(ctx, tenant, ids)
+	events, err := r.store.EventsOf(ctx, in, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +220,11 @@ type Compensation struct {
 // and no outcome is confirmed.
 var resolvable = []ledger.Status{ledger.StatusReview, ledger.StatusUnknown, ledger.StatusHeld, ledger.StatusQueued, ledger.StatusRetryWait}
 
-// Resolve settles operation id of tenant as the operator decides. It
-// returns the operation and, with a compensation, the new linked one.
-func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, actor string, id uuid.UUID, res Resolution) (ledger.Operation, *ledger.Operation, error) {
+// Resolve settles operation id, which in must see, as the operator
+// decides. It returns the operation and, with a compensation, the new
+// linked one, which takes the operation's scope: it belongs to the same
+// department's business, whoever resolved it.
+func (r *Reconciler) Resolve(ctx context.Context, in ledger.Access, tokenID uuid.UUID, actor string, id uuid.UUID, res Resolution) (ledger.Operation, *ledger.Operation, error) {
 	to := ledger.Status(res.Outcome)
 	switch {
 	case to != ledger.StatusSucceeded && to != ledger.StatusFailed && to != ledger.StatusCancelled:
@@ -229,7 +232,7 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 	case to == ledger.StatusSucceeded && res.ProviderReference == "":
 		return ledger.Operation{}, nil, fmt.Errorf("%w: a succeeded resolution needs the provider_reference", ErrBadResolution)
 	}
-	op, err := r.store.Get(ctx, tenant, id)
+	op, err := r.store.Get(ctx, in, id)
 	if err != nil {
 		return ledger.Operation{}, nil, err
 	}
@@ -258,7 +261,8 @@ func (r *Reconciler) Resolve(ctx context.Context, tenant, tokenID uuid.UUID, act
 		detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
 		if res.Compensation != nil {
 			c, _, err := r.store.EnqueueTx(ctx, tx, ledger.EnqueueRequest{
-				TenantID: tenant, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: compKey, ClientKey: compClientKey,
+				TenantID: op.TenantID, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: compKey, ClientKey: compClientKey,
+				Scope:    deref(op.Scope),
 				Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
 			})
 			if err != nil {
@@ -297,17 +301,18 @@ func (r *Reconciler) actionProvider(action string) (string, bool) {
 	return pc.Name, true
 }
 
-// ResolveEvidence closes an unmatched evidence item with a note.
-func (r *Reconciler) ResolveEvidence(ctx context.Context, tenant uuid.UUID, actor string, id int64, note string) error {
-	return r.store.ResolveUnmatched(ctx, tenant, id, actor, note)
+// ResolveEvidence closes an unmatched evidence item in may see (only a
+// caller of the whole tenant sees any) with a note.
+func (r *Reconciler) ResolveEvidence(ctx context.Context, in ledger.Access, actor string, id int64, note string) error {
+	return r.store.ResolveUnmatched(ctx, in, id, actor, note)
 }
 
-// Retry sends operation id again with the same external key, when that is
-// safe: it failed or waits in review, and either no attempt can have had an
-// effect or a lookup confirmed absence since; and its approval still
-// stands. The retry gets a fresh retry budget.
-func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, id uuid.UUID, note string) (ledger.Operation, error) {
-	op, err := r.store.Get(ctx, tenant, id)
+// Retry sends operation id, which in must see, again with the same
+// external key, when that is safe: it failed or waits in review, and either
+// no attempt can have had an effect or a lookup confirmed absence since; and
+// its approval still stands. The retry gets a fresh retry budget.
+func (r *Reconciler) Retry(ctx context.Context, in ledger.Access, actor string, id uuid.UUID, note string) (ledger.Operation, error) {
+	op, err := r.store.Get(ctx, in, id)
 	if err != nil {
 		return op, err
 	}
@@ -325,7 +330,7 @@ func (r *Reconciler) Retry(ctx context.Context, tenant uuid.UUID, actor string, 
 	// after an attempt whose outcome was unknown says nothing about that
 	// attempt's effect (operations recorded failed that way before the
 	// dispatcher sent them to review must not be sent again blindly).
-	events, err := r.store.Events(ctx, tenant, op.ID)
+	events, err := r.store.Events(ctx, in, op.ID)
 	if err != nil {
 		return op, err
 	}

@@ -101,7 +101,7 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	if err != nil || len(items) != 1 || items[0].RetryAllowed {
 		t.Errorf("review items %+v (err %v): want one, retry not allowed", items, err)
 	}
-	if _, err := p.Reconciler.Retry(context.Background(), p.TenantID, "operator:test", op.ID, "try again"); !errors.Is(err, reconciler.ErrRetryNotAllowed) {
+	if _, err := p.Reconciler.Retry(context.Background(), ledger.WholeTenant(p.TenantID), "operator:test", op.ID, "try again"); !errors.Is(err, reconciler.ErrRetryNotAllowed) {
 		t.Errorf("retry of a confirmed effect: err = %v, want ErrRetryNotAllowed", err)
 	}
 }

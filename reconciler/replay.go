@@ -84,16 +84,19 @@ type ReplaySummary struct {
 	DryRun    bool `json:"dry_run"`
 }
 
-// Replay re-reads the tenant's review stream and re-runs reconciliation (a
-// lookup) for every item still open, calling emit for each as it goes.
-// Items it can settle are settled; the rest are left for a person, and a
-// second replay changes nothing more.
+// Replay re-reads the review stream of in's tenant and re-runs
+// reconciliation (a lookup) for every item still open that in may see,
+// calling emit for each as it goes. Items it can settle are settled; the
+// rest are left for a person, and a second replay changes nothing more.
 //
 // It reads only the subject of the tenant's id, and emits nothing of
 // another tenant even if an announcement of one were found there: an
-// item's operation id, key and reason are that tenant's business.
-// tenantName is kept for callers; subjects never use it.
-func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName string, opts ReplayOptions, emit func(ReplayItem)) (ReplaySummary, error) {
+// item's operation id, key and reason are that tenant's business. The
+// subject holds every scope's items; a caller with a scope replays, and
+// hears of, its own scope's only. tenantName is kept for callers; subjects
+// never use it.
+func (r *Reconciler) Replay(ctx context.Context, in ledger.Access, tenantName string, opts ReplayOptions, emit func(ReplayItem)) (ReplaySummary, error) {
+	tenant := in.Tenant
 	sum := ReplaySummary{DryRun: opts.DryRun}
 	// An empty reason reads every reason's subject.
 	reason := cmp.Or(string(opts.Reason), "*")
@@ -119,10 +122,15 @@ func (r *Reconciler) Replay(ctx context.Context, tenant uuid.UUID, tenantName st
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		item, err := r.replayOne(ctx, tenant, a, opts.DryRun)
+		item, err := r.replayOne(ctx, in, a, opts.DryRun)
 		if errors.Is(err, errNotThisTenants) {
-			r.log.WarnContext(ctx, "review announcement of another tenant on this tenant's subject skipped",
-				"tenant", tenantName, "operation_id", a.OperationID, "evidence_id", a.EvidenceID)
+			if in.Scope == "" {
+				// A caller with a scope skips the other scopes' items of
+				// its tenant's subject as a matter of course; for one of
+				// the whole tenant, the item is another tenant's.
+				r.log.WarnContext(ctx, "review announcement of another tenant on this tenant's subject skipped",
+					"tenant", tenantName, "operation_id", a.OperationID, "evidence_id", a.EvidenceID)
+			}
 			continue
 		}
 		if err != nil {
@@ -175,17 +183,17 @@ func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since
 }
 
 // errNotThisTenants: an announcement names an operation or evidence that
-// is not the replaying tenant's.
+// is not the replaying tenant's, or not of the replaying caller's scope.
 var errNotThisTenants = errors.New("not this tenant's review item")
 
 // replayOne re-runs reconciliation for one announced item.
-func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.ReviewAnnouncement, dryRun bool) (ReplayItem, error) {
+func (r *Reconciler) replayOne(ctx context.Context, in ledger.Access, a ledger.ReviewAnnouncement, dryRun bool) (ReplayItem, error) {
 	item := ReplayItem{OperationID: a.OperationID, EvidenceID: a.EvidenceID, Key: a.Key, Reason: a.Reason}
 	if a.OperationID == nil {
 		if a.EvidenceID == nil {
 			return item, errNotThisTenants
 		}
-		owned, err := r.store.UnmatchedOwnedBy(ctx, tenant, *a.EvidenceID)
+		owned, err := r.store.UnmatchedOwnedBy(ctx, in, *a.EvidenceID)
 		if err != nil || !owned {
 			return item, cmp.Or(err, errNotThisTenants)
 		}
@@ -193,7 +201,7 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.R
 		item.Result, item.Detail = ReplayLeftForAPerson, "evidence that matches no operation is settled by an operator"
 		return item, nil
 	}
-	op, err := r.store.Get(ctx, tenant, *a.OperationID)
+	op, err := r.store.Get(ctx, in, *a.OperationID)
 	if errors.Is(err, ledger.ErrNotFound) {
 		return item, errNotThisTenants
 	}
@@ -254,7 +262,7 @@ func (r *Reconciler) replayOne(ctx context.Context, tenant uuid.UUID, a ledger.R
 		item.Result = ReplayAbsentNotYetBelievable
 		return item, nil
 	case ledger.LookupAbsentConfirmed:
-		events, err := r.store.Events(ctx, tenant, op.ID)
+		events, err := r.store.Events(ctx, in, op.ID)
 		if err != nil {
 			return item, err
 		}

@@ -29,7 +29,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 	}
 	// The original operation waits (acme is paused); compensations go to
 	// beta, whose supplier counts them.
-	if err := p.Store.PauseDispatch(ctx, p.TenantID, "acme", "", "test"); err != nil {
+	if err := p.Store.PauseDispatch(ctx, ledger.WholeTenant(p.TenantID), "acme", "", "test"); err != nil {
 		t.Fatal(err)
 	}
 	p.Start(1)
@@ -44,7 +44,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 		t.Fatal(err)
 	}
 	resolve := func(key, note string, approval ledger.Approval) error {
-		_, _, err := p.Reconciler.Resolve(ctx, p.TenantID, operator.TokenID, operator.Actor(), op.ID, reconciler.Resolution{
+		_, _, err := p.Reconciler.Resolve(ctx, ledger.WholeTenant(p.TenantID), operator.TokenID, operator.Actor(), op.ID, reconciler.Resolution{
 			Outcome: "cancelled", Note: note,
 			Compensation: &reconciler.Compensation{Action: testpipeline.OtherAction, Key: key, Params: []byte(compParams), ApprovalID: approval.ID},
 		})
@@ -56,7 +56,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 	if err := resolve("undo-1", "bad\x00note", compApproval); err == nil {
 		t.Fatal("resolve with an unstorable note succeeded")
 	}
-	if _, err := p.Store.GetByKey(ctx, p.TenantID, testpipeline.OtherAction, "undo-1"); !errors.Is(err, ledger.ErrNotFound) {
+	if _, err := p.Store.GetByKey(ctx, ledger.WholeTenant(p.TenantID), testpipeline.OtherAction, "undo-1"); !errors.Is(err, ledger.ErrNotFound) {
 		t.Errorf("compensation of a failed resolve: err %v, want ErrNotFound (it must not exist)", err)
 	}
 	// A refused compensation (another approval's params) leaves the
@@ -74,7 +74,7 @@ func TestResolveAndItsCompensationCommitTogetherOrNotAtAll(t *testing.T) {
 	if err := resolve("undo-3", "fine", compApproval); err != nil {
 		t.Fatal(err)
 	}
-	comp, err := p.Store.GetByKey(ctx, p.TenantID, testpipeline.OtherAction, "undo-3")
+	comp, err := p.Store.GetByKey(ctx, ledger.WholeTenant(p.TenantID), testpipeline.OtherAction, "undo-3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,13 +48,13 @@ func TestOperatorRetryOfAFailureAfterAnUnknownOutcomeIsRefused(t *testing.T) {
 	// Control: refused the first time, nothing else ever sent.
 	plain := failWith(t, p, p.Enqueue("po-2", `{"sku":"A-2"}`), "rejected")
 
-	if _, err := p.Reconciler.Retry(context.Background(), p.TenantID, "operator:test", risky.ID, "try again"); !errors.Is(err, reconciler.ErrRetryNotAllowed) {
+	if _, err := p.Reconciler.Retry(context.Background(), ledger.WholeTenant(p.TenantID), "operator:test", risky.ID, "try again"); !errors.Is(err, reconciler.ErrRetryNotAllowed) {
 		t.Errorf("retry after an unknown outcome: err = %v, want ErrRetryNotAllowed", err)
 	}
 	if got := p.Get(risky); got.Status != ledger.StatusFailed {
 		t.Errorf("status %s, want failed (untouched)", got.Status)
 	}
-	if got, err := p.Reconciler.Retry(context.Background(), p.TenantID, "operator:test", plain.ID, "try again"); err != nil || got.Status != ledger.StatusQueued {
+	if got, err := p.Reconciler.Retry(context.Background(), ledger.WholeTenant(p.TenantID), "operator:test", plain.ID, "try again"); err != nil || got.Status != ledger.StatusQueued {
 		t.Errorf("retry of a plain refusal: %s, %v; want queued", got.Status, err)
 	}
 }

@@ -22,7 +22,7 @@ const usage = `actledger: one approved intention, at most one external effect.
 Usage:
   actledger serve [--roles api,relay,...] [--providers FILE]
   actledger migrate
-  actledger token create --tenant T --role agent|approver|operator|metrics [--name N]
+  actledger token create --tenant T --role agent|approver|operator|metrics [--name N] [--scope S]
   actledger token revoke NAME|ID
   actledger demo [--timeout 30s]
   actledger ops list                      what waits for a person

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		tenant := fs.String("tenant", "", "tenant name (created if new)")
 		role := fs.String("role", "", "agent, approver, operator or metrics (scrapes /metrics, nothing else)")
 		name := fs.String("name", "", "token name, unique (generated if empty)")
+		scope := fs.String("scope", "", "access scope inside the tenant (a department, a team); the token sees only its scope's work (empty: the whole tenant)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return fmt.Errorf("%v: %w", err, errUsage)
 		}
@@ -30,6 +32,16 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		}
 		if *tenant == "" || !auth.Role(*role).Valid() {
 			return fmt.Errorf("token create needs --tenant and --role agent|approver|operator|metrics: %w", errUsage)
+		}
+		scoped := false
+		fs.Visit(func(f *flag.Flag) { scoped = scoped || f.Name == "scope" })
+		if scoped {
+			// Given, it must be a scope: an empty or invisible one would
+			// silently make a token of the whole tenant, or one nobody can
+			// tell apart from another.
+			if err := auth.CheckScope(*scope); err != nil {
+				return fmt.Errorf("--scope: %v: %w", err, errUsage)
+			}
 		}
 		pool, stop, err := openDatabase(ctx, e, logger)
 		if err != nil {
@@ -40,7 +52,12 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		if err != nil {
 			return err
 		}
-		created, err := tokens.Create(ctx, *tenant, auth.Role(*role), *name)
+		var created auth.Created
+		if scoped {
+			created, err = tokens.CreateScoped(ctx, *tenant, auth.Role(*role), *name, *scope)
+		} else {
+			created, err = tokens.Create(ctx, *tenant, auth.Role(*role), *name)
+		}
 		if errors.Is(err, auth.ErrNameTaken) {
 			// Names are unique across tenants, so that revoking by name is
 			// never ambiguous: say so, and how to get on.
@@ -49,7 +66,7 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		if err != nil {
 			return err
 		}
-		logger.Info("token created", "name", created.Name, "tenant", *tenant, "role", *role)
+		logger.Info("token created", "name", created.Name, "tenant", *tenant, "role", *role, "scope", *scope)
 		fmt.Fprintln(stdout, created.Secret)
 		return nil
 	case "revoke":

@@ -69,12 +69,28 @@ func NewTenant(t TB, tokens *auth.Tokens, name string) Tenant {
 // if new) and authenticates it once. A failure ends t.
 func NewToken(t TB, tokens *auth.Tokens, name string, role auth.Role) Token {
 	t.Helper()
-	ctx := context.Background()
-	c, err := tokens.Create(ctx, name, role, "")
+	c, err := tokens.Create(context.Background(), name, role, "")
 	if err != nil {
 		t.Fatalf("testfactory: create a %s token for %s: %v", role, name, err)
 	}
-	p, err := tokens.Authenticate(ctx, c.Secret)
+	return authenticated(t, tokens, c, name, role)
+}
+
+// NewScopedToken is NewToken for a token of the access scope scope inside
+// the tenant: it sees and acts on that scope's objects only.
+func NewScopedToken(t TB, tokens *auth.Tokens, name string, role auth.Role, scope string) Token {
+	t.Helper()
+	c, err := tokens.CreateScoped(context.Background(), name, role, "", scope)
+	if err != nil {
+		t.Fatalf("testfactory: create a %s token of scope %s for %s: %v", role, scope, name, err)
+	}
+	return authenticated(t, tokens, c, name, role)
+}
+
+// authenticated authenticates the new token c once.
+func authenticated(t TB, tokens *auth.Tokens, c auth.Created, name string, role auth.Role) Token {
+	t.Helper()
+	p, err := tokens.Authenticate(context.Background(), c.Secret)
 	if err != nil {
 		t.Fatalf("testfactory: authenticate the new %s token of %s: %v", role, name, err)
 	}

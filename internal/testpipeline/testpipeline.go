@@ -382,6 +382,13 @@ func (p *Pipeline) TokenFor(tenant string, role auth.Role) string {
 	return c.Secret
 }
 
+// ScopedToken issues a token of role for the pipeline's tenant with the
+// access scope scope.
+func (p *Pipeline) ScopedToken(scope string, role auth.Role) string {
+	p.t.Helper()
+	return testfactory.NewScopedToken(p.t, p.Tokens, p.Tenant, role, scope).Secret
+}
+
 // CLITokens is a token store of another process on the pipeline's
 // database, as `actledger token create|revoke` opens one: what it revokes
 // is not evicted from the API process's cache.
@@ -473,7 +480,7 @@ func (p *Pipeline) EnqueueAction(action, key, params string) ledger.Operation {
 	if status != http.StatusCreated {
 		p.t.Fatalf("enqueue %s: %d %v", key, status, out)
 	}
-	op, err := p.Store.Get(context.Background(), p.TenantID, uuid.MustParse(out["id"].(string)))
+	op, err := p.Store.Get(context.Background(), ledger.WholeTenant(p.TenantID), uuid.MustParse(out["id"].(string)))
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -495,7 +502,7 @@ func (p *Pipeline) Operation(out map[string]any) ledger.Operation {
 	if err != nil {
 		p.t.Fatalf("the answer names no operation: %v", out)
 	}
-	op, err := p.Store.Get(context.Background(), p.TenantID, id)
+	op, err := p.Store.Get(context.Background(), ledger.WholeTenant(p.TenantID), id)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -561,7 +568,7 @@ func (p *Pipeline) Do(method, path, token, body string) (int, map[string]any) {
 // Get reads op again.
 func (p *Pipeline) Get(op ledger.Operation) ledger.Operation {
 	p.t.Helper()
-	got, err := p.Store.Get(context.Background(), p.TenantID, op.ID)
+	got, err := p.Store.Get(context.Background(), ledger.WholeTenant(p.TenantID), op.ID)
 	if err != nil {
 		p.t.Fatal(err)
 	}
@@ -587,7 +594,7 @@ func (p *Pipeline) WaitStatus(op ledger.Operation, want ledger.Status, timeout t
 
 // History renders op's events for failure messages.
 func (p *Pipeline) History(op ledger.Operation) string {
-	events, _ := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	events, _ := p.Store.Events(context.Background(), ledger.WholeTenant(p.TenantID), op.ID)
 	var b strings.Builder
 	for _, e := range events {
 		from := ""
@@ -604,7 +611,7 @@ func (p *Pipeline) History(op ledger.Operation) string {
 // lands before a claim depends on timing a test does not control.
 func (p *Pipeline) Kinds(op ledger.Operation) []string {
 	p.t.Helper()
-	events, err := p.Store.Events(context.Background(), p.TenantID, op.ID)
+	events, err := p.Store.Events(context.Background(), ledger.WholeTenant(p.TenantID), op.ID)
 	if err != nil {
 		p.t.Fatal(err)
 	}

@@ -11,10 +11,19 @@
 -- p_client_key is the key the caller sent when the action derives the
 -- operation's key from its params (a business key), kept for tracing; it
 -- is stored with a new operation and decides nothing.
+--
+-- requires: scope_admits
+--
+-- p_scope is the new operation's access scope (schema 024): the scope of
+-- the token that requested it, or of the operation a compensation is for;
+-- NULL for a token of the whole tenant. The approval must admit it
+-- (scope_admits): an approval of another scope is no approval here, and
+-- is refused exactly as a missing one.
 CREATE OR REPLACE FUNCTION enqueue_operation(
     p_id uuid, p_tenant uuid, p_action text, p_key text, p_provider text, p_params jsonb,
     p_fingerprint text, p_approval uuid, p_token uuid, p_external_key text, p_now timestamptz,
-    p_actor text, p_subject text, p_msg_id text, p_payload bytea, p_client_key text DEFAULT NULL
+    p_actor text, p_subject text, p_msg_id text, p_payload bytea, p_client_key text DEFAULT NULL,
+    p_scope text DEFAULT NULL
 ) RETURNS TABLE (created boolean, created_at timestamptz, tenant text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -25,9 +34,9 @@ BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, so
     -- identical concurrent requests converge on one operation.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at, client_key)
+        approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope)
     VALUES (p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
-        p_approval, p_token, p_external_key, 'queued', v_now, v_now, p_client_key)
+        p_approval, p_token, p_external_key, 'queued', v_now, v_now, p_client_key, p_scope)
     ON CONFLICT (tenant_id, action, key) DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
@@ -39,12 +48,12 @@ BEGIN
     -- The row lock makes concurrent consumers queue; each re-checks
     -- uses < max_uses on the newest row.
     UPDATE approvals SET uses = uses + 1
-    WHERE id = p_approval AND tenant_id = p_tenant AND action = p_action
+    WHERE id = p_approval AND tenant_id = p_tenant AND scope_admits(scope, p_scope) AND action = p_action
       AND params_fingerprint = p_fingerprint AND revoked_at IS NULL
       AND expires_at > v_now AND uses < max_uses
     RETURNING * INTO a;
     IF NOT FOUND THEN
-        SELECT * INTO a FROM approvals WHERE id = p_approval AND tenant_id = p_tenant;
+        SELECT * INTO a FROM approvals WHERE id = p_approval AND tenant_id = p_tenant AND scope_admits(scope, p_scope);
         IF NOT FOUND THEN
             RAISE EXCEPTION USING ERRCODE = 'AL403', MESSAGE = 'approval_mismatch', DETAIL = 'no such approval';
         ELSIF a.revoked_at IS NOT NULL THEN

@@ -22,11 +22,16 @@
 -- by primary key. A plan cached while a table was small would otherwise
 -- stay cached while the table grows (transition_operations says more).
 --
--- p_client_key holds each operation's client key, as enqueue_operation's.
+-- p_client_key holds each operation's client key, and p_scope each one's
+-- access scope, as enqueue_operation's; an approval must admit the scope
+-- of every operation of the group under it.
+--
+-- requires: scope_admits
 CREATE OR REPLACE FUNCTION enqueue_operations(
     p_id uuid[], p_tenant uuid[], p_action text[], p_key text[], p_provider text[], p_params jsonb[],
     p_fingerprint text[], p_approval uuid[], p_token uuid[], p_external_key text[], p_now timestamptz,
-    p_actor text[], p_subject text[], p_msg_id text[], p_payload bytea[], p_client_key text[] DEFAULT NULL
+    p_actor text[], p_subject text[], p_msg_id text[], p_payload bytea[], p_client_key text[] DEFAULT NULL,
+    p_scope text[] DEFAULT NULL
 ) RETURNS TABLE (ord bigint, created_at timestamptz, tenant text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
@@ -53,7 +58,10 @@ BEGIN
     FROM want w
     WHERE a.id = w.approval AND a.tenant_id = w.tenant AND a.action = w.action
       AND a.params_fingerprint = w.fingerprint AND a.revoked_at IS NULL
-      AND a.expires_at > v_now AND a.uses + w.n <= a.max_uses;
+      AND a.expires_at > v_now AND a.uses + w.n <= a.max_uses
+      AND NOT EXISTS (
+          SELECT 1 FROM unnest(p_approval, p_scope) AS s(approval, scope)
+          WHERE s.approval = a.id AND NOT scope_admits(a.scope, s.scope));
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     SELECT count(*) INTO v_groups FROM (
         SELECT DISTINCT * FROM unnest(p_approval, p_tenant, p_action, p_fingerprint)) g;
@@ -64,12 +72,12 @@ BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, as
     -- enqueue_operation does; a key that exists is not clean.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at, client_key)
+        approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope)
     SELECT r.id, r.tenant, r.action, r.key, r.provider, r.params, r.fingerprint,
-        r.approval, r.token, r.external_key, 'queued', v_now, v_now, r.client_key
+        r.approval, r.token, r.external_key, 'queued', v_now, v_now, r.client_key, r.scope
     FROM unnest(p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
-        p_approval, p_token, p_external_key, p_client_key)
-        AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key, client_key)
+        p_approval, p_token, p_external_key, p_client_key, p_scope)
+        AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key, client_key, scope)
     ON CONFLICT (tenant_id, action, key) DO NOTHING;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     IF v_rows <> v_n THEN

@@ -48,7 +48,7 @@ CREATE OR REPLACE FUNCTION transition_operations(
     next_attempt_at timestamptz, first_sent_at timestamptz, last_sent_at timestamptz, provider_reference text,
     review_reason text, review_owner text, review_deadline timestamptz, flags text[], created_at timestamptz,
     updated_at timestamptz, request_reason text, request_expires_at timestamptz, decision_reason text,
-    client_key text, ord bigint, lapse text
+    client_key text, scope text, ord bigint, lapse text
 )
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
@@ -134,7 +134,7 @@ BEGIN
         o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
         o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
         o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key,
-        o.c_ord AS ord,
+        o.scope, o.c_ord AS ord,
         CASE WHEN o.c_check_lapse THEN operation_lapse(a, k, v_now, o.c_account, o.c_environment) ELSE '' END AS lapse
     FROM upd o JOIN tenants t ON t.id = o.tenant_id
     LEFT JOIN approvals a ON a.id = o.approval_id AND o.c_check_lapse
