@@ -1,0 +1,18 @@
+-- 024_held_list_index: a tenant's held operations, newest first, without
+-- reading its history.
+--
+-- GET /v1/operations?status=held pages a tenant's held operations by
+-- (created_at, id). No index holds them: the page walked
+-- operations_tenant_created_idx and dropped every other state, or (held
+-- being rare) read the whole table: a Seq Scan of 200,000 operations,
+-- 56 ms, on the ledger of TestQueriesStayBoundedOnALargeLedger, and ever
+-- more as terminal operations pile up. Every other state of the list is
+-- served: the open ones by their partial indexes (awaiting_approval by
+-- operations_awaiting_approval_idx, queued, retry_wait, unknown and review
+-- by operations_waiting_idx and operations_due_idx, dispatching by
+-- operations_lease_idx), the terminal ones, which are most of the
+-- tenant's history, by the tenant index under the page's limit.
+--
+-- Partial: an entry is written only as an operation enters held (a lapse,
+-- a revocation, an expired request), never on the hot path.
+CREATE INDEX operations_held_idx ON operations (tenant_id, created_at, id) WHERE status = 'held';
