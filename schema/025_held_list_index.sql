@@ -1,4 +1,4 @@
--- 024_held_list_index: a tenant's held operations, newest first, without
+-- 025_held_list_index: a tenant's held operations, newest first, without
 -- reading its history.
 --
 -- GET /v1/operations?status=held pages a tenant's held operations by

@@ -1,4 +1,4 @@
--- 025_waiting_dispatch_index: whether an operation's dispatch message
+-- 026_waiting_dispatch_index: whether an operation's dispatch message
 -- still waits in the outbox, answered by an index.
 --
 -- The stuck-dispatch sweep and a resume take only operations whose
