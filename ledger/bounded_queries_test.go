@@ -45,6 +45,8 @@ ORDER BY created_at, id OFFSET 50000 LIMIT 1`, tenant).Scan(&middleAt, &middleID
 	}
 
 	detail := []byte(`{"reason": "replay"}`)
+	// whole is a caller of the whole tenant (no scope): the widest read.
+	whole := WholeTenant(tenant).scope()
 	queries := []bigledger.Query{
 		{Name: "lease sweep (operationsLeaseExpired)", SQL: operationsLeaseExpired, Args: []any{now, 500}},
 		{Name: "stuck-dispatch sweep (operationsRedispatch)", SQL: operationsRedispatch, Args: []any{pgx.StrictNamedArgs{
@@ -62,16 +64,16 @@ ORDER BY created_at, id OFFSET 50000 LIMIT 1`, tenant).Scan(&middleAt, &middleID
 		{Name: "evidence sweep (staleResultsSweep)", SQL: staleResultsSweep, Args: []any{now, 30.0, 300.0, 100}},
 		{Name: "evidence by key (operationGetByExternalKey)", SQL: operationGetByExternalKey, Args: []any{l.Settled}},
 		{Name: "outbox backlog (outboxBacklog)", SQL: outboxBacklog},
-		{Name: "review list (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, nil, uuid.Nil, 50}},
-		{Name: "review list, next page (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, reviewAt, reviewID, 50}},
-		{Name: "review histories (operationEventsOf)", SQL: operationEventsOf, Args: []any{l.Review, tenant}},
-		{Name: "review unmatched (unmatchedOpen)", SQL: unmatchedOpen, Args: []any{tenant, nil, int64(0), 50}},
+		{Name: "review list (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, nil, uuid.Nil, 50, whole}},
+		{Name: "review list, next page (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, reviewAt, reviewID, 50, whole}},
+		{Name: "review histories (operationEventsOf)", SQL: operationEventsOf, Args: []any{l.Review, tenant, whole}},
+		{Name: "review unmatched (unmatchedOpen)", SQL: unmatchedOpen, Args: []any{tenant, nil, int64(0), 50, whole}},
 		{Name: "approval requests (operationsAwaitingPage)", SQL: operationsAwaitingPage, Args: []any{pgx.StrictNamedArgs{
-			"tenant": tenant, "now": now, "after_at": nil, "after_id": uuid.Nil, "limit": 100}}},
-		{Name: "in flight (operationsInFlight)", SQL: operationsInFlight, Args: []any{tenant, nil, uuid.Nil, 100}},
+			"tenant": tenant, "scope": whole, "now": now, "after_at": nil, "after_id": uuid.Nil, "limit": 100}}},
+		{Name: "in flight (operationsInFlight)", SQL: operationsInFlight, Args: []any{tenant, nil, uuid.Nil, 100, whole}},
 		{Name: "resume (operationsReleasable)", SQL: operationsReleasable, Args: []any{pgx.StrictNamedArgs{
 			"tenant": tenant, "provider": "", "action": "", "after_at": nil, "after_id": uuid.Nil, "limit": DefaultResumeBatch}}},
-		{Name: "replay: get (operationGet)", SQL: operationGet, Args: []any{l.Settled, tenant}},
+		{Name: "replay: get (operationGet)", SQL: operationGet, Args: []any{l.Settled, tenant, whole}},
 		{Name: "replay: targets (operationForeignTargets)", SQL: operationForeignTargets, Args: []any{l.Settled, "other", "live"}},
 		{Name: "replay: history (operationEvents)", SQL: operationEvents, Args: []any{l.Settled, tenant}},
 		{Name: "replay: history page (operationEventsPage)", SQL: operationEventsPage, Args: []any{l.Settled, tenant, int64(0), 100}},
@@ -88,9 +90,9 @@ ORDER BY created_at, id OFFSET 50000 LIMIT 1`, tenant).Scan(&middleAt, &middleID
 		name := "operations list (operationsPage) status=" + string(status)
 		queries = append(queries,
 			bigledger.Query{Name: name, SQL: operationsPage, Args: []any{pgx.StrictNamedArgs{
-				"tenant": tenant, "status": st, "before_at": nil, "before_id": uuid.Nil, "limit": 100}}},
+				"tenant": tenant, "scope": whole, "status": st, "before_at": nil, "before_id": uuid.Nil, "limit": 100}}},
 			bigledger.Query{Name: name + " deep page", SQL: operationsPage, Args: []any{pgx.StrictNamedArgs{
-				"tenant": tenant, "status": st, "before_at": middleAt, "before_id": middleID, "limit": 100}}},
+				"tenant": tenant, "scope": whole, "status": st, "before_at": middleAt, "before_id": middleID, "limit": 100}}},
 		)
 	}
 	l.RequireBounded(t, queries...)
