@@ -17,6 +17,8 @@ import (
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/actledger/actledger/internal/display"
 )
 
 // Defaults of an action's approval contract.
@@ -317,6 +319,13 @@ func (a *Action) BusinessKey(ctx context.Context, params []byte, tenant string) 
 		return refuse(a.key.onlyPath(), "the action's business key must be at most %d characters; these params make it %d", MaxKeyLength, utf8.RuneCountInString(s))
 	case strings.ContainsRune(s, 0):
 		return refuse(a.key.onlyPath(), "the action's business key must not contain U+0000")
+	}
+	// A key names an operation to people and to other agents, who tell
+	// keys apart by eye: a derived one is visible text, as a caller's is.
+	for i, r := range []rune(s) {
+		if display.Hidden(r) {
+			return refuse(a.key.onlyPath(), "the action's business key must be visible text; these params put %U, a control, format or invisible character, at its character %d", r, i+1)
+		}
 	}
 	return s, true, nil
 }

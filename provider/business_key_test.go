@@ -65,6 +65,8 @@ func TestBusinessKeyRefusesParamsThatGiveNoKeyNamingTheParam(t *testing.T) {
 		{"nested, not a string", `'params.case.id'`, `{"case":{"id":7}}`, "/case/id", "must be a string"},
 		{"empty", `'params.order_id'`, `{"order_id":""}`, "/order_id", "must not be empty"},
 		{"too long", `'params.order_id'`, `{"order_id":"` + long + `"}`, "/order_id", "at most 256 characters"},
+		{"invisible", `'"order-" + params.order_id'`, `{"order_id":"37\u202e"}`, "/order_id", "must be visible text"},
+		{"a line break", `'"order-" + params.order_id'`, `{"order_id":"37\n  params: {}"}`, "/order_id", "must be visible text"},
 		{"over the cost limit", `'params.items.map(a, params.items.map(b, params.items.map(c, a + b + c))).size() > 0 ? "k" : "j"'`,
 			`{"items":[` + strings.Repeat("1,", 199) + `1]}`, "/items", "cost"},
 	} {
