@@ -135,7 +135,7 @@ func TestWebhookIsSentOnceUnlessRedeliveriesAreAskedFor(t *testing.T) {
 			guids := map[string]bool{}
 			for i, d := range ds {
 				if d.Attempt != i+1 || d.Status != tc.wantStatus[i] || bodies[i] != bodies[0] {
-					t.Errorf("delivery %d = attempt %d answered %d; want attempt %d answered %d with the same body", i, d.Attempt, d.Status, i+1, tc.wantStatus[i])
+					t.Errorf("delivery %d = attempt %d answered %d (%s); want attempt %d answered %d with the same body", i, d.Attempt, d.Status, d.Err, i+1, tc.wantStatus[i])
 				}
 				guids[d.GUID] = true
 			}

@@ -107,7 +107,12 @@ type recorded[D any] struct {
 // NewSender returns a Sender ready to send.
 func NewSender[D any](cfg Config) *Sender[D] {
 	s := &Sender[D]{
-		client: &http.Client{Timeout: cmp.Or(cfg.Timeout, 5*time.Second)},
+		// Its own transport, one connection per attempt: a kept-alive
+		// connection of the process's shared transport may point at a
+		// receiver since closed whose port a new one got (a test's
+		// server), and an attempt on it would fail without reaching
+		// anyone.
+		client: &http.Client{Timeout: cmp.Or(cfg.Timeout, 5*time.Second), Transport: &http.Transport{DisableKeepAlives: true}},
 		now:    cfg.Now,
 		log:    cfg.Logger,
 		stop:   make(chan struct{}),
