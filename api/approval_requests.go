@@ -103,11 +103,14 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 // the console's approval requests page): what an approver needs to
 // decide, the params in full and their fingerprint.
 type ApprovalRequest struct {
-	OperationID       uuid.UUID       `json:"operation_id"`
-	Action            string          `json:"action"`
-	Description       string          `json:"description,omitempty"`
-	Key               string          `json:"key"`
-	ClientKey         string          `json:"client_key,omitempty"`
+	OperationID uuid.UUID `json:"operation_id"`
+	Action      string    `json:"action"`
+	Description string    `json:"description,omitempty"`
+	Key         string    `json:"key"`
+	ClientKey   string    `json:"client_key,omitempty"`
+	// Scope is the access scope of the token that proposed it; empty when
+	// that token had none.
+	Scope             string          `json:"scope,omitempty"`
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
 	Reason            string          `json:"reason"`
@@ -162,7 +165,7 @@ func (s *Server) ApprovalRequests(ctx context.Context, p auth.Principal, after *
 	items := make([]ApprovalRequest, len(reqs))
 	for i, req := range reqs {
 		v := ApprovalRequest{
-			OperationID: req.ID, Action: req.Action, Key: req.Key, ClientKey: deref(req.ClientKey), Params: req.Params,
+			OperationID: req.ID, Action: req.Action, Key: req.Key, ClientKey: deref(req.ClientKey), Scope: deref(req.Scope), Params: req.Params,
 			ParamsFingerprint: req.ParamsFingerprint, Reason: deref(req.RequestReason),
 			RequestedBy: req.RequestedByName, Provider: req.Provider,
 			AgeSeconds: int64(now.Sub(req.CreatedAt) / time.Second), CreatedAt: rfc3339(req.CreatedAt),

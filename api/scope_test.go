@@ -485,3 +485,21 @@ func TestReplayOfAScopeTellsOfItsScopesItemsOnly(t *testing.T) {
 		}
 	}
 }
+
+// An approver of the whole tenant sees which scope each proposal came
+// from; a proposal of a token without a scope names none.
+func TestApprovalRequestsNameTheScopeTheyCameFrom(t *testing.T) {
+	t.Parallel()
+	s := setupScopes(t, testpipeline.Options{})
+	s.propose(t, s.eu[auth.RoleAgent], "po-eu")
+	s.propose(t, s.p.Agent, "po-all")
+	_, out := s.p.Do("GET", "/v1/approval-requests", s.p.Approver, "")
+	scopes := map[string]any{}
+	for _, item := range out["items"].([]any) {
+		it := item.(map[string]any)
+		scopes[it["key"].(string)] = it["scope"]
+	}
+	if scopes["po-eu"] != "supply-eu" || scopes["po-all"] != nil {
+		t.Errorf("scopes of the approval requests = %v, want po-eu's supply-eu and none for po-all", scopes)
+	}
+}
