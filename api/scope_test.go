@@ -503,3 +503,21 @@ func TestApprovalRequestsNameTheScopeTheyCameFrom(t *testing.T) {
 		t.Errorf("scopes of the approval requests = %v, want po-eu's supply-eu and none for po-all", scopes)
 	}
 }
+
+// An operator of the whole tenant sees which scope a review item is of.
+func TestReviewItemsNameTheirScope(t *testing.T) {
+	t.Parallel()
+	s := setupScopes(t, testpipeline.Options{})
+	op := s.enqueue(t, s.eu[auth.RoleAgent], "po-eu", `{"sku":"A-1","qty":3}`)
+	if _, err := s.p.Store.Transition(context.Background(), ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test_review", Actor: "test",
+		Review: &ledger.Review{Reason: ledger.ReasonOutcomeUnknown, Owner: "supply-ops", Deadline: time.Now().Add(time.Hour)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_, out := s.p.Do("GET", "/v1/review", s.p.Operator, "")
+	items, _ := out["items"].([]any)
+	if len(items) != 1 || items[0].(map[string]any)["scope"] != "supply-eu" {
+		t.Errorf("review items = %v, want po-eu's, of scope supply-eu", items)
+	}
+}

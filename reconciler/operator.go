@@ -28,11 +28,14 @@ var (
 
 // ReviewItem is one thing waiting for a person, with what is known.
 type ReviewItem struct {
-	OperationID         *uuid.UUID          `json:"operation_id"`
-	EvidenceID          *int64              `json:"evidence_id,omitempty"`
-	Action              string              `json:"action"`
-	Key                 string              `json:"key"`
-	ClientKey           string              `json:"client_key,omitempty"`
+	OperationID *uuid.UUID `json:"operation_id"`
+	EvidenceID  *int64     `json:"evidence_id,omitempty"`
+	Action      string     `json:"action"`
+	Key         string     `json:"key"`
+	ClientKey   string     `json:"client_key,omitempty"`
+	// Scope is the access scope of the operation; empty when it has none
+	// (and for unmatched evidence, which belongs to the tenant).
+	Scope               string              `json:"scope,omitempty"`
 	Provider            string              `json:"provider"`
 	Status              string              `json:"status"`
 	Reason              ledger.ReviewReason `json:"reason"`
@@ -178,7 +181,7 @@ func (r *Reconciler) reviewItem(op ledger.Operation, events []ledger.Event, laps
 		facts["last_lookup"] = j.LastLookup
 	}
 	item := ReviewItem{
-		OperationID: &op.ID, Action: op.Action, Key: op.Key, ClientKey: deref(op.ClientKey), Provider: op.Provider, Status: string(op.Status),
+		OperationID: &op.ID, Action: op.Action, Key: op.Key, ClientKey: deref(op.ClientKey), Scope: deref(op.Scope), Provider: op.Provider, Status: string(op.Status),
 		Reason: deref(op.ReviewReason), Owner: deref(op.ReviewOwner), Deadline: utc(op.ReviewDeadline),
 		AgeSeconds: now.Sub(op.UpdatedAt).Round(time.Second).Seconds(), Attempts: op.Attempts,
 		Facts: facts, LastProviderAnswer: j.LastAnswer,
