@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -98,13 +99,7 @@ func renderCreate(ctx context.Context, reg *provider.Registry, action, key, para
 		return fmt.Errorf("providers check --render: nothing would be sent, the operation would go to review provider_config_error: %w", err)
 	}
 	fmt.Fprintf(stdout, "%s %s\n", r.Method, r.URL)
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for name := range r.Header {
-			if !yield(name) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(r.Header)) {
 		for _, v := range r.Header[name] {
 			fmt.Fprintf(stdout, "%s: %s\n", name, v)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -189,13 +190,7 @@ func secretsNowhere(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation,
 		}
 		places[path] = string(body)
 	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for k := range places {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, name := range slices.Sorted(maps.Keys(places)) {
 		for _, secret := range secrets {
 			if strings.Contains(places[name], secret) {
 				t.Errorf("%s holds a secret value", name)
