@@ -79,21 +79,41 @@ ORDER BY created_at, id OFFSET 50000 LIMIT 1`, tenant).Scan(&middleAt, &middleID
 		{Name: "replay: history page (operationEventsPage)", SQL: operationEventsPage, Args: []any{l.Settled, tenant, int64(0), 100}},
 		{Name: "replay: event (eventAppend)", SQL: eventAppend, Args: []any{l.Settled, now, EventReplayLookupAbsent, "reconciler:replay", detail}},
 	}
-	// GET /v1/operations takes any state, or none, from the caller; and
-	// a page deep in the history as well as the newest.
-	for _, status := range append([]Status{""}, Statuses...) {
-		var st *string
-		if status != "" {
-			s := string(status)
-			st = &s
-		}
-		name := "operations list (operationsPage) status=" + string(status)
-		queries = append(queries,
-			bigledger.Query{Name: name, SQL: operationsPage, Args: []any{pgx.StrictNamedArgs{
-				"tenant": tenant, "scope": whole, "status": st, "before_at": nil, "before_id": uuid.Nil, "limit": 100}}},
-			bigledger.Query{Name: name + " deep page", SQL: operationsPage, Args: []any{pgx.StrictNamedArgs{
-				"tenant": tenant, "scope": whole, "status": st, "before_at": middleAt, "before_id": middleID, "limit": 100}}},
-		)
+	// GET /v1/operations and the console's Operations page take any
+	// state, or none, from the caller; and a page deep in the history as
+	// well as the newest.
+	in := WholeTenant(tenant)
+	middle := &OperationsCursor{CreatedAt: middleAt, ID: middleID}
+	list := func(name string, f OperationsFilter, after *OperationsCursor) bigledger.Query {
+		return bigledger.Query{Name: "operations list (operationsPage) " + name, SQL: operationsPage, Args: []any{operationsPageArgs(in, f, after, 100)}}
 	}
+	for _, status := range append([]Status{""}, Statuses...) {
+		name := "status=" + string(status)
+		queries = append(queries, list(name, OperationsFilter{Status: status}, nil), list(name+" deep page", OperationsFilter{Status: status}, middle))
+	}
+	// The console's filters: a key (one that exists, one that does not:
+	// neither reads the history), a time range, and what no index holds
+	// (an action, a provider, a client key that no operation has: the page
+	// reads its window and stops).
+	var someKey string
+	if err := l.Pool.QueryRow(ctx, `SELECT key FROM operations WHERE tenant_id = $1 ORDER BY created_at OFFSET 1000 LIMIT 1`, tenant).
+		Scan(&someKey); err != nil {
+		t.Fatal(err)
+	}
+	day := middleAt.Add(-24 * time.Hour)
+	queries = append(queries,
+		list("key", OperationsFilter{Key: someKey}, nil),
+		list("key, no such", OperationsFilter{Key: "po-none"}, nil),
+		list("key and state", OperationsFilter{Key: someKey, Status: StatusSucceeded}, nil),
+		list("a day", OperationsFilter{Since: day, Until: middleAt}, nil),
+		list("a day, failed", OperationsFilter{Since: day, Until: middleAt, Status: StatusFailed}, nil),
+		list("action", OperationsFilter{Action: "order.create"}, nil),
+		list("action, no such", OperationsFilter{Action: "refund.create"}, nil),
+		list("provider, no such, deep page", OperationsFilter{Provider: "other"}, middle),
+		list("client key, no such", OperationsFilter{ClientKey: "call-none"}, nil),
+		list("provider and held", OperationsFilter{Provider: "other", Status: StatusHeld}, nil),
+		list("everything", OperationsFilter{Status: StatusFailed, Key: someKey, Action: "order.create", Provider: "mock",
+			ClientKey: "call-1", Since: day, Until: middleAt}, nil),
+	)
 	l.RequireBounded(t, queries...)
 }
