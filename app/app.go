@@ -115,9 +115,9 @@ type Config struct {
 	Roles     Roles
 	// Now is the ledger's clock; nil is the database's and time.Now.
 	Now func() time.Time
-	// Metrics serves /metrics with the API (to metrics tokens), counts
-	// provider attempts and refused webhooks, and folds the operation
-	// counts on a timer (metrics.Folder), never on a scrape.
+	// Metrics serves /metrics with the API (to metrics tokens) and counts
+	// provider attempts and refused webhooks. The operation counts are
+	// folded on a timer (metrics.Folder) either way, never on a scrape.
 	Metrics bool
 	// Getenv reads the webhook secrets the providers config names, when
 	// API.WebhookSecrets is nil. Nil: webhooks have no secrets (404).
@@ -231,12 +231,15 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if cfg.Metrics {
 		a.Metrics = metrics.New(cfg.Pool, cfg.Logger)
-		folder, err := metrics.NewFolder(cfg.Pool, metrics.FolderConfig{Logger: cfg.Logger})
-		if err != nil {
-			return nil, err
-		}
-		a.services = append(a.services, folder)
 	}
+	// The console's overview reads the operation counts too, so they are
+	// folded with or without /metrics: otherwise their deltas would pile
+	// up, and with them what each read of the counts costs.
+	folder, err := metrics.NewFolder(cfg.Pool, metrics.FolderConfig{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	a.services = append(a.services, folder)
 
 	rc := cfg.Reconciler
 	rc.Registry, rc.Providers, rc.Logger = cfg.Registry, cfg.Providers, cfg.Logger

@@ -20,7 +20,8 @@ import (
 // reads per item reads operations and operation_events through an index
 // condition or under a limit, and never more than bigledger.MaxRowsRead
 // rows of them: what it costs grows with the open work, not with the
-// history. The statements are the ones the store runs, with the
+// history; the console overview's counts by state read no operation at
+// all. The statements are the ones the store runs, with the
 // parameters it gives them (its defaults for limits, the database's
 // clock).
 func TestQueriesStayBoundedOnALargeLedger(t *testing.T) {
@@ -64,6 +65,8 @@ ORDER BY created_at, id OFFSET 50000 LIMIT 1`, tenant).Scan(&middleAt, &middleID
 		{Name: "evidence sweep (staleResultsSweep)", SQL: staleResultsSweep, Args: []any{now, 30.0, 300.0, 100}},
 		{Name: "evidence by key (operationGetByExternalKey)", SQL: operationGetByExternalKey, Args: []any{l.Settled}},
 		{Name: "outbox backlog (outboxBacklog)", SQL: outboxBacklog},
+		{Name: "console overview by state (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, whole}},
+		{Name: "console overview by state, a scope (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, "supply-eu"}},
 		{Name: "review list (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, nil, uuid.Nil, 50, whole}},
 		{Name: "review list, next page (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, reviewAt, reviewID, 50, whole}},
 		{Name: "review histories (operationEventsOf)", SQL: operationEventsOf, Args: []any{l.Review, tenant, whole}},

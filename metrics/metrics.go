@@ -125,6 +125,7 @@ SELECT 'unmatched_evidence', count(*), coalesce(extract(epoch FROM now() - min(c
 FROM unmatched_evidence WHERE resolved_at IS NULL`
 
 // Operations by state come from the counts schema/011_operation_counts.sql
+// (per tenant and scope since schema/032_operation_counts_by_scope.sql)
 // keeps by trigger, never from counting the ledger: a scan of every
 // operation ever made, on every scrape of every process. Reading costs the
 // few folded rows plus the deltas since the last fold (Folder, on a
@@ -133,10 +134,10 @@ const (
 	// operationCountsFold moves the deltas into operation_counts. DELETE …
 	// RETURNING makes two collectors folding at once each fold the deltas
 	// it deleted, never the same one twice.
-	operationCountsFold = `WITH moved AS (DELETE FROM operation_count_deltas RETURNING status, delta)
-INSERT INTO operation_counts (status, n)
-SELECT status, sum(delta) FROM moved GROUP BY status
-ON CONFLICT (status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`
+	operationCountsFold = `WITH moved AS (DELETE FROM operation_count_deltas RETURNING tenant_id, scope, status, delta)
+INSERT INTO operation_counts (tenant_id, scope, status, n)
+SELECT tenant_id, scope, status, sum(delta) FROM moved GROUP BY tenant_id, scope, status
+ON CONFLICT (tenant_id, scope, status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`
 
 	// operationsByState is the folded counts plus the deltas not folded
 	// yet, read in one snapshot: a fold commits both sides at once.
