@@ -135,6 +135,8 @@ func TestBrowserFormsWorkWithoutFetchMetadata(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), p.Approver),
 		chromedp.Click(chromedp.CSS("form.signin button")),
+		chromedp.WaitVisible(chromedp.CSS("#overview")),
+		chromedp.Click(chromedp.CSS(`nav a[href="/console/approvals"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#op-"+op.ID.String())),
 		chromedp.Click(chromedp.CSS("#op-"+op.ID.String()+" button.approve")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")),
