@@ -145,8 +145,6 @@ func TestOperationsPageReadsTheTenantIndexInOrder(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // TestOperationsPageFilteredBeyondItsWindowGoesOnFromWhereItRead: a filter
 // no index holds (here a client key) reads at most Window operations a
 // page; a page whose window fills before it finds a match is empty but not

@@ -18,6 +18,12 @@
 -- migration has not added yet. Dropping the old triggers takes the table's
 -- SHARE ROW EXCLUSIVE lock, so no operation changes between the count
 -- below and the commit. Counting the ledger once here is what 011 did.
+--
+-- During a rolling upgrade an older process still reads the counts as
+-- before (its sum by state is unchanged), but its fold (ON CONFLICT
+-- (status)) finds no such key and fails, with a warning, and folds
+-- nothing until it is replaced: the deltas wait for a newer process's
+-- fold, and no count is lost.
 DROP TRIGGER operation_counts_insert ON operations;
 DROP TRIGGER operation_counts_update ON operations;
 DROP TRIGGER operation_counts_delete ON operations;
