@@ -5,6 +5,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/view"
 )
 
 // operationsList names the cursors of GET /v1/operations.
@@ -35,9 +36,9 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request, p auth.P
 		last := ops[len(ops)-1]
 		next = encodeCursor(operationsList, ledger.OperationsCursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
-	views := make([]operationView, len(ops))
+	views := make([]view.Operation, len(ops))
 	for i, op := range ops {
-		views[i] = viewOperation(op)
+		views[i] = view.OfOperation(op)
 	}
 	writeJSON(w, http.StatusOK, pageOut(map[string]any{"operations": views}, next))
 }
