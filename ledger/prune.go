@@ -378,9 +378,10 @@ func (s *Store) PruneRows(ctx context.Context, table PruneTable, cutoff time.Tim
 }
 
 // PrunedCounts is operations_pruned: how many operations prunes deleted,
-// by the state they ended in, for actledger_operations_pruned_total.
-func (s *Store) PrunedCounts(ctx context.Context) (map[Status]int64, error) {
-	rows, _ := s.pool.Query(ctx, operationsPrunedCount)
+// by the state they ended in (actledger_operations_pruned_total). A
+// function of db, as OutboxBacklog, for the metrics collector.
+func PrunedCounts(ctx context.Context, db DBTX) (map[Status]int64, error) {
+	rows, _ := db.Query(ctx, operationsPrunedCount)
 	out := map[Status]int64{}
 	var st Status
 	var n int64

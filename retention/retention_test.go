@@ -120,6 +120,19 @@ func rowsOf(t *testing.T, p *testpipeline.Pipeline, ids []uuid.UUID) (ops, event
 	return ops, events
 }
 
+// succeededCount is the count of succeeded operations /metrics reports
+// (schema 011's folded counts and deltas).
+func succeededCount(t *testing.T, p *testpipeline.Pipeline) int64 {
+	t.Helper()
+	var n int64
+	if err := p.Pool.QueryRow(context.Background(), `SELECT coalesce(sum(n), 0)::bigint FROM (
+    SELECT n FROM operation_counts WHERE status = 'succeeded'
+    UNION ALL SELECT delta FROM operation_count_deltas WHERE status = 'succeeded') c`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // settledOld runs n operations through the pipeline to succeeded and
 // backdates them past the retention period.
 func settledOld(t *testing.T, p *testpipeline.Pipeline, prefix string, n int) []uuid.UUID {
@@ -334,6 +347,7 @@ func TestDryRunDeletesNothingAndRerunIsIdempotent(t *testing.T) {
 	dir := t.TempDir()
 	pr := pruner(t, p, dir, 15)
 
+	succeededBefore := succeededCount(t, p)
 	dry, err := pr.Run(context.Background(), true)
 	if err != nil {
 		t.Fatal(err)
@@ -354,6 +368,16 @@ func TestDryRunDeletesNothingAndRerunIsIdempotent(t *testing.T) {
 	}
 	if real.Operations != dry.Operations || real.Events != dry.Events {
 		t.Errorf("the run pruned %d operations and %d events, the dry run counted %d and %d", real.Operations, real.Events, dry.Operations, dry.Events)
+	}
+	// The gauge of the ledger's operations loses them, the pruned counter
+	// gains them (actledger_operations, actledger_operations_pruned_total).
+	pruned, err := ledger.PrunedCounts(context.Background(), p.Pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := succeededCount(t, p); n != succeededBefore-int64(len(old)) || pruned[ledger.StatusSucceeded] != int64(len(old)) {
+		t.Errorf("succeeded in the ledger %d (before %d), pruned %d; want %d fewer in the ledger and %d pruned",
+			n, succeededBefore, pruned[ledger.StatusSucceeded], len(old), len(old))
 	}
 	again, err := pr.Run(context.Background(), false)
 	if err != nil {
