@@ -193,12 +193,16 @@ type PrunedOperations struct {
 // archive returns nil (the archive is durable) deletes them with their
 // events, stale results, key-conflict counts and watches, and commits. An
 // archive error rolls everything back and is returned wrapped in
-// ErrPruneArchive. A dry run calls no archive and rolls back.
+// ErrPruneArchive. archive is required; a dry run calls none and rolls
+// back.
 func (s *Store) PruneOperations(ctx context.Context, b PruneBatch, archive func(context.Context, []History) error) (PrunedOperations, error) {
 	out := PrunedOperations{Next: b.After, ByStatus: map[Status]int64{}}
 	limit := b.Limit
 	if limit <= 0 {
 		limit = DefaultPruneBatch
+	}
+	if archive == nil && !b.DryRun {
+		return out, errors.New("ledger: a prune that deletes needs an archive")
 	}
 	terminal := terminalStatuses()
 	errDryRun := errors.New("dry run")
@@ -224,7 +228,7 @@ func (s *Store) PruneOperations(ctx context.Context, b PruneBatch, archive func(
 		if len(ids) == 0 {
 			return nil
 		}
-		if !b.DryRun && archive != nil {
+		if !b.DryRun {
 			histories, err := s.pruneHistories(ctx, tx, ids)
 			if err != nil {
 				return err

@@ -195,7 +195,11 @@ func (p *Pruner) Run(ctx context.Context, dryRun bool) (Summary, error) {
 	}
 	s.Duration = time.Since(clock)
 	if err != nil {
-		p.cfg.Logger.ErrorContext(ctx, "prune stopped", append(s.logAttrs(), "error", err)...)
+		level := slog.LevelError
+		if ctx.Err() != nil {
+			level = slog.LevelInfo // stopped with its process: the batch in flight rolled back
+		}
+		p.cfg.Logger.Log(ctx, level, "prune stopped", append(s.logAttrs(), "error", err)...)
 		return s, err
 	}
 	p.cfg.Logger.InfoContext(ctx, "prune done", s.logAttrs()...)
