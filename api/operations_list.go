@@ -5,6 +5,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/view"
 )
 
 // operationsList names the cursors of GET /v1/operations.
@@ -35,9 +36,9 @@ func (s *Server) listOperations(w http.ResponseWriter, r *http.Request, p auth.P
 	if page.Next != nil {
 		next = encodeCursor(operationsList, *page.Next)
 	}
-	views := make([]operationView, len(page.Operations))
+	views := make([]view.Operation, len(page.Operations))
 	for i, op := range page.Operations {
-		views[i] = viewOperation(op)
+		views[i] = view.OfOperation(op)
 	}
 	writeJSON(w, http.StatusOK, pageOut(map[string]any{"operations": views}, next))
 }

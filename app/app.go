@@ -37,6 +37,7 @@ import (
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/relay"
+	"github.com/actledger/actledger/retention"
 )
 
 // DefaultDispatchers is Config.Dispatchers' default: one dispatcher per
@@ -136,8 +137,13 @@ type Config struct {
 	// Auth configures the token store, and so how long a token revoked
 	// by another process (`actledger token revoke`) may still
 	// authenticate an agent here (auth.Config.CacheTTL).
-	Auth   auth.Config
-	Logger *slog.Logger
+	Auth auth.Config
+	// Retention, when its OlderThan is set, runs a pruner every
+	// Retention.Interval in this process (retention.Pruner; one process
+	// at a time prunes, by advisory lock). Its Store, Pool and Logger are
+	// the app's. Zero: the ledger keeps everything.
+	Retention retention.Config
+	Logger    *slog.Logger
 }
 
 // withDefaults fills the zero fields with the defaults.
@@ -192,6 +198,8 @@ type App struct {
 	// Watcher wakes the API's long polls (one LISTEN connection for the
 	// process); nil without Roles.API.
 	Watcher *ledger.Watcher
+	// Pruner is nil without Config.Retention.
+	Pruner *retention.Pruner
 
 	cfg         Config
 	services    []startstop.Service
@@ -278,6 +286,14 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if cfg.Roles.Reconciler {
 		a.services = append(a.services, a.Reconciler)
+	}
+	if cfg.Retention.OlderThan > 0 {
+		rc := cfg.Retention
+		rc.Store, rc.Pool, rc.Logger = a.Store, cfg.Pool, cfg.Logger
+		if a.Pruner, err = retention.New(rc); err != nil {
+			return nil, err
+		}
+		a.services = append(a.services, a.Pruner)
 	}
 	if cfg.Roles.API {
 		a.Watcher = ledger.NewWatcher(cfg.Pool, cfg.Logger)

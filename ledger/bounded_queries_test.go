@@ -118,5 +118,29 @@ ORDER BY created_at, id OFFSET 50000 LIMIT 1`, tenant).Scan(&middleAt, &middleID
 		list("everything", OperationsFilter{Status: StatusFailed, Key: someKey, Action: "order.create", Provider: "mock",
 			ClientKey: "call-1", Since: day, Until: middleAt}, nil),
 	)
+	// A prune (retention) selects a tenant's old terminal operations a
+	// batch at a time, from the oldest and from where a batch ended,
+	// reads them and their histories, and walks the outbox and the
+	// webhook events from their oldest rows.
+	cutoff := time.Now().Add(-30 * 24 * time.Hour)
+	rows, _ := l.Pool.Query(ctx, `SELECT id FROM operations WHERE tenant_id = $1 AND created_at < $2
+AND status = ANY ($3) ORDER BY created_at, id LIMIT $4`, tenant, cutoff, terminalStatuses(), DefaultPruneBatch)
+	batch, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil || len(batch) != DefaultPruneBatch {
+		t.Fatalf("a batch of old operations: %d, %v", len(batch), err)
+	}
+	prunable := func(afterAt time.Time, afterID uuid.UUID) pgx.StrictNamedArgs {
+		return pgx.StrictNamedArgs{"tenant": tenant, "cutoff": cutoff, "after_at": afterAt, "after_id": afterID,
+			"terminal": terminalStatuses(), "limit": DefaultPruneBatch}
+	}
+	rowArgs := pgx.StrictNamedArgs{"after_id": int64(0), "limit": DefaultPruneBatch, "cutoff": cutoff}
+	queries = append(queries,
+		bigledger.Query{Name: "prune: select a batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(time.Time{}, uuid.Nil)}},
+		bigledger.Query{Name: "prune: select the next batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(middleAt, middleID)}},
+		bigledger.Query{Name: "prune: read the batch (operationsOfPrune)", SQL: operationsOfPrune, Args: []any{batch}},
+		bigledger.Query{Name: "prune: read its histories (eventsOfPrune)", SQL: eventsOfPrune, Args: []any{batch}},
+		bigledger.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
+		bigledger.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
+	)
 	l.RequireBounded(t, queries...)
 }

@@ -104,6 +104,9 @@ func (r *Registry) Handler() http.Handler {
 
 var (
 	operationsDesc = prometheus.NewDesc("actledger_operations", "Operations in the ledger by state.", []string{"state"}, nil)
+	// prunedDesc counts what retention took out of actledger_operations:
+	// the operations made in a state are the gauge plus this counter.
+	prunedDesc     = prometheus.NewDesc("actledger_operations_pruned_total", "Operations archived and deleted by retention, by the state they ended in.", []string{"state"}, nil)
 	backlogDesc    = prometheus.NewDesc("actledger_outbox_backlog", "Outbox rows not yet published to JetStream.", nil, nil)
 	lagDesc        = prometheus.NewDesc("actledger_relay_lag_seconds", "Age of the oldest unpublished outbox row.", nil, nil)
 	reviewOpenDesc = prometheus.NewDesc("actledger_review_open", "Open review items, by kind (operation or unmatched_evidence).", []string{"kind"}, nil)
@@ -155,6 +158,7 @@ type ledgerCollector struct {
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- operationsDesc
+	ch <- prunedDesc
 	ch <- backlogDesc
 	ch <- lagDesc
 	ch <- reviewOpenDesc
@@ -186,6 +190,16 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range ledger.Statuses {
 		ch <- prometheus.MustNewConstMetric(operationsDesc, prometheus.GaugeValue, counts[s], string(s))
+	}
+	pruned, err := ledger.PrunedCounts(ctx, c.pool)
+	if err != nil {
+		c.log.WarnContext(ctx, "metrics: pruned operations", "err", err)
+		return
+	}
+	for _, s := range ledger.Statuses {
+		if s.Terminal() {
+			ch <- prometheus.MustNewConstMetric(prunedDesc, prometheus.CounterValue, float64(pruned[s]), string(s))
+		}
 	}
 	backlog, lag, err := ledger.OutboxBacklog(ctx, c.pool)
 	if err != nil {

@@ -72,6 +72,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
 		Auth:       auth.Config{CacheTTL: e.TokenCacheTTL},
 		API:        api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
+		Retention:  e.Retention,
 		Logger:     logger,
 	})
 	if err != nil {
