@@ -8,6 +8,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/tracing"
 )
 
 // operationView is the contract's JSON shape of an operation.
@@ -33,6 +34,9 @@ type operationView struct {
 	// Scope is the access scope of the token that requested the
 	// operation; null: a token of the whole tenant's.
 	Scope *string `json:"scope"`
+	// TraceID is the trace of the request that created the operation,
+	// which every later step of it joins; null without tracing.
+	TraceID *string `json:"trace_id"`
 }
 
 type reviewView struct {
@@ -51,6 +55,9 @@ func viewOperation(op ledger.Operation) operationView {
 	}
 	if op.ApprovalID != uuid.Nil {
 		v.ApprovalID = &op.ApprovalID
+	}
+	if id := tracing.TraceID(deref(op.Traceparent)); id != "" {
+		v.TraceID = &id
 	}
 	if op.Status == ledger.StatusReview && op.ReviewReason != nil {
 		v.Review = &reviewView{Reason: *op.ReviewReason, Owner: deref(op.ReviewOwner), Deadline: rfc3339Ptr(op.ReviewDeadline)}
