@@ -262,5 +262,8 @@ func claimSpan(span trace.Span, op ledger.Operation, lapse ledger.Lapse, err err
 	}
 	span.SetAttributes(attribute.Bool("actledger.claimed", true), tracing.OperationID.String(op.ID.String()),
 		tracing.Tenant.String(op.Tenant), tracing.Action.String(op.Action), tracing.Provider.String(op.Provider),
-		tracing.State.String(string(op.Status)), attribute.String("actledger.lapse", string(lapse)))
+		tracing.State.String(string(op.Status)))
+	if lapse != ledger.LapseNone {
+		span.SetAttributes(attribute.String("actledger.lapse", string(lapse)))
+	}
 }
