@@ -91,7 +91,9 @@ const approvalRefused = "AL403"
 // returns ErrKeyInUseElsewhere, and neither the operation nor its history
 // learns of the request.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
-	ctx, span := s.tracer.Start(ctx, "enqueue")
+	// Only in a trace (the request's, with tracing on): otherwise no span,
+	// no trace context, nothing allocated.
+	ctx, span := tracing.Start(ctx, s.tracer, "enqueue")
 	defer func() { endEnqueueSpan(span, op, replayed, err) }()
 	c, err := s.newEnqueueCall(ctx, req)
 	if err != nil {
