@@ -199,6 +199,7 @@ func traceIDOf(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation) trac
 // the recording of the result the dispatch's. The supplier received the
 // provider call's context as traceparent, and the view names the trace.
 // No span carries the params, the agent's token or the webhook secret.
+// The console's operation page shows the trace id.
 func TestOneOperationIsOneTraceFromTheRequestToTheSupplier(t *testing.T) {
 	t.Parallel()
 	p, exp := tracedPipeline(t, testpipeline.Options{})
@@ -250,6 +251,19 @@ func TestOneOperationIsOneTraceFromTheRequestToTheSupplier(t *testing.T) {
 		t.Errorf("the supplier received traceparent %q, want one request with %q", got, want)
 	}
 	tr.assertCarriesNone(t, secretSKU, p.Agent, testpipeline.WebhookSecret)
+
+	// The console's operation page names the trace too.
+	req, _ := http.NewRequest("GET", p.API.URL+"/console/operations/"+op.ID.String(), nil)
+	req.AddCookie(p.ConsoleCookie(p.Operator))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !bytes.Contains(page, []byte(`<code class="trace-id">`+id.String()+`</code>`)) {
+		t.Errorf("console operation page: %d, without trace id %s", res.StatusCode, id)
+	}
 }
 
 // TestAnAgentsTraceparentIsTheParentOfItsOperation: an agent that sends
