@@ -111,7 +111,7 @@ func (tr spanTree) String() string {
 		attrs := make([]string, 0, len(s.Attributes))
 		for _, a := range s.Attributes {
 			if strings.HasPrefix(string(a.Key), "actledger.") || a.Key == "http.response.status_code" || a.Key == "messaging.destination.name" {
-				attrs = append(attrs, fmt.Sprintf("%s=%s", strings.TrimPrefix(string(a.Key), "actledger."), a.Value.Emit()))
+				attrs = append(attrs, fmt.Sprintf("%s=%s", strings.TrimPrefix(string(a.Key), "actledger."), a.Value.String()))
 			}
 		}
 		sort.Strings(attrs)
@@ -140,7 +140,7 @@ func (tr spanTree) String() string {
 func attr(s tracetest.SpanStub, key string) string {
 	for _, a := range s.Attributes {
 		if string(a.Key) == key {
-			return a.Value.Emit()
+			return a.Value.String()
 		}
 	}
 	return ""
@@ -153,17 +153,17 @@ func (tr spanTree) assertCarriesNone(t *testing.T, secrets ...string) {
 	for _, s := range tr {
 		text := []string{s.Name, s.Status.Description}
 		for _, a := range s.Attributes {
-			text = append(text, string(a.Key), a.Value.Emit())
+			text = append(text, string(a.Key), a.Value.String())
 		}
 		for _, e := range s.Events {
 			text = append(text, e.Name)
 			for _, a := range e.Attributes {
-				text = append(text, a.Value.Emit())
+				text = append(text, a.Value.String())
 			}
 		}
 		for _, l := range s.Links {
 			for _, a := range l.Attributes {
-				text = append(text, a.Value.Emit())
+				text = append(text, a.Value.String())
 			}
 		}
 		for _, secret := range secrets {
