@@ -13,14 +13,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/tracing"
-	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.

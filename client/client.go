@@ -23,8 +23,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/actledger/actledger/tracing"
 	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // DefaultTimeout bounds one request that does not wait (a long poll adds

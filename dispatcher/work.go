@@ -7,10 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/tracing"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // errCrashed is returned when the crashAfterCall test hook simulated a

@@ -7,13 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/actledger/actledger/tracing"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // EnqueueRequest is an agent's request to carry out an approved action.

@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/actledger/actledger/tracing"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // EvidenceMessage is the outbox/JetStream message that hands a piece of

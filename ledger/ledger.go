@@ -11,12 +11,13 @@ import (
 	"net"
 	"time"
 
-	"github.com/actledger/actledger/tracing"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // DBTX is the smallest executor the ledger needs; both *pgxpool.Pool and

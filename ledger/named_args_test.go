@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actledger/actledger/broker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/broker"
 )
 
 // TestWideStatementsTakeExactlyTheirNamedArguments builds the arguments

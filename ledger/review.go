@@ -7,9 +7,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/actledger/actledger/tracing"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 const (

@@ -17,11 +17,12 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/actledger/actledger/tracing"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 const (

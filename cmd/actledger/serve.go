@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
@@ -20,7 +22,6 @@ import (
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/tracing"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
