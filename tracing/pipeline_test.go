@@ -19,6 +19,7 @@ import (
 
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/tracing"
 )
 
@@ -439,4 +440,66 @@ func mcpSession(t *testing.T, p *testpipeline.Pipeline) *sdk.ClientSession {
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
+}
+
+// TestARetryStaysInTheOperationsTrace: a create the supplier refuses with
+// 503 is retried from a later outbox row; that row carries the
+// operation's trace context too, so the second publish, dispatch and
+// provider call are in the same trace, children of the enqueue, and the
+// supplier saw the trace on both requests.
+func TestARetryStaysInTheOperationsTrace(t *testing.T) {
+	t.Parallel()
+	p, exp := tracedPipeline(t, testpipeline.Options{})
+	p.Supplier.SetFaults("", mocksupplier.Fault{Kind: mocksupplier.UnavailableBeforeCommit, RetryAfterS: 1})
+	op := p.Enqueue("po-retry-trace", `{"sku":"R-1"}`)
+	op = p.WaitStatus(op, ledger.StatusSucceeded, 15*time.Second)
+	id := traceIDOf(t, p, op)
+	publish := "publish " + p.Broker.DispatchSubject("acme")
+	deadline := time.Now().Add(15 * time.Second)
+	var tr spanTree
+	for {
+		tr = waitTrace(t, exp, id, "enqueue", publish, "dispatch acme", "provider create")
+		if tr.count("dispatch acme") == 2 && tr.count("provider create") == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("span tree of a retried operation:\n%s", tr)
+	attempts := map[string]string{}
+	for _, s := range tr {
+		switch s.Name {
+		case publish:
+			if got := tr.parentOf(s); got != "enqueue" {
+				t.Errorf("a publish has parent %q, want enqueue", got)
+			}
+		case "dispatch acme":
+			if got := tr.parentOf(s); got != publish {
+				t.Errorf("a dispatch has parent %q, want %q", got, publish)
+			}
+			attempts[attr(s, "actledger.attempt")] = attr(s, "actledger.state")
+		}
+	}
+	if attempts["1"] != "retry_wait" || attempts["2"] != "succeeded" {
+		t.Errorf("dispatch spans by attempt: %v, want 1: retry_wait, 2: succeeded", attempts)
+	}
+	got := p.Traceparents.Values()
+	if len(got) != 2 {
+		t.Fatalf("the supplier received %d requests, want 2", len(got))
+	}
+	for _, h := range got {
+		if tracing.TraceID(h) != id.String() {
+			t.Errorf("the supplier received traceparent %q, want one in trace %s", h, id)
+		}
+	}
+}
+
+// count is how many spans of the trace are named name.
+func (tr spanTree) count(name string) int {
+	n := 0
+	for _, s := range tr {
+		if s.Name == name {
+			n++
+		}
+	}
+	return n
 }
