@@ -8,15 +8,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/tracing"
 )
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
@@ -76,6 +81,10 @@ type Config struct {
 	// 503 instead of hanging. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
 	Logger         *slog.Logger
+	// TracerProvider, when set, gives every API route but the probes and
+	// /metrics an OpenTelemetry server span (see Server.traced). Nil: no
+	// spans, and no cost.
+	TracerProvider trace.TracerProvider
 }
 
 // actionsOf maps each action of a registry to the name of its provider.
@@ -275,16 +284,34 @@ func (s *Server) routes() {
 		switch {
 		case rt.off:
 		case len(rt.roles) > 0 && rt.before != nil:
-			s.mux.Handle(rt.pattern, rt.before(s.authed(rt.budget, rt.authed, rt.roles...)))
+			s.mux.Handle(rt.pattern, s.traced(rt.pattern, rt.before(s.authed(rt.budget, rt.authed, rt.roles...))))
 		case len(rt.roles) > 0:
-			s.mux.Handle(rt.pattern, s.authed(rt.budget, rt.authed, rt.roles...))
+			s.mux.Handle(rt.pattern, s.traced(rt.pattern, s.authed(rt.budget, rt.authed, rt.roles...)))
 		default:
-			s.mux.Handle(rt.pattern, rt.plain)
+			s.mux.Handle(rt.pattern, s.traced(rt.pattern, rt.plain))
 		}
 	}
 	// Every other path and method: the JSON 404 (never the mux's text 404
 	// or 405), so every answer is the contract's error body.
 	s.mux.HandleFunc("/", s.notFound)
+}
+
+// untraced are the routes that never get a server span: probes and
+// scrapes, which would drown the operations' traces.
+var untraced = []string{"GET /healthz", "GET /readyz", "GET /metrics", "GET /openapi.json"}
+
+// traced wraps the handler of route pattern in its server span (named
+// for the route, never its path, which holds ids) when Config.
+// TracerProvider is set: a caller's traceparent header is its parent, and
+// the request's work (an enqueue) is its child. Without a provider the
+// handler is served as it is.
+func (s *Server) traced(pattern string, h http.Handler) http.Handler {
+	if s.cfg.TracerProvider == nil || slices.Contains(untraced, pattern) {
+		return h
+	}
+	return otelhttp.NewHandler(h, pattern,
+		otelhttp.WithTracerProvider(s.cfg.TracerProvider), otelhttp.WithPropagators(tracing.Propagator),
+		otelhttp.WithSpanNameFormatter(func(operation string, _ *http.Request) string { return operation }))
 }
 
 // serveMetrics is GET /metrics, for a metrics token: the scrape reads the

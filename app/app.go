@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
@@ -144,6 +145,13 @@ type Config struct {
 	// the app's. Zero: the ledger keeps everything.
 	Retention retention.Config
 	Logger    *slog.Logger
+	// TracerProvider, when set, traces each operation through the roles
+	// of this process (tracing.Setup builds it from OTEL_*): the API's
+	// request spans, the enqueue, the relay's publish, the claims,
+	// provider calls and results, and the reconciler's applies. Nil: no
+	// request spans and nothing exported; the components fall back to
+	// otel's global provider, a no-op unless the program set one.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults fills the zero fields with the defaults.
@@ -231,7 +239,7 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	// Writers wake relays (in this process and others) after their commit.
 	notifier := outbox.NewNotifier(cfg.Pool, cfg.Logger)
 	a.services = append(a.services, notifier)
-	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, Subjects: a.Broker, OutboxCommitted: notifier.Signal})
+	a.Store = ledger.New(cfg.Pool, ledger.Config{Now: cfg.Now, Subjects: a.Broker, OutboxCommitted: notifier.Signal, TracerProvider: cfg.TracerProvider})
 	ac := cfg.Auth
 	ac.Logger = cmp.Or(ac.Logger, cfg.Logger)
 	if a.Tokens, err = auth.New(cfg.Pool, a.Store, ac); err != nil {
@@ -250,13 +258,13 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	a.services = append(a.services, folder)
 
 	rc := cfg.Reconciler
-	rc.Registry, rc.Providers, rc.Logger = cfg.Registry, cfg.Providers, cfg.Logger
+	rc.Registry, rc.Providers, rc.Logger, rc.TracerProvider = cfg.Registry, cfg.Providers, cfg.Logger, cfg.TracerProvider
 	if a.Reconciler, err = reconciler.New(a.Store, a.Broker, rc); err != nil {
 		return nil, err
 	}
 	if cfg.Roles.Relay {
 		rl := cfg.Relay
-		rl.Logger, rl.Now = cfg.Logger, cfg.Now
+		rl.Logger, rl.Now, rl.TracerProvider = cfg.Logger, cfg.Now, cfg.TracerProvider
 		if a.Relay, err = relay.New(cfg.Pool, a.Broker.JetStream(), rl); err != nil {
 			return nil, err
 		}
@@ -312,6 +320,7 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 func (a *App) NewDispatcher(workerID string) (*dispatcher.Dispatcher, error) {
 	dc := a.cfg.Dispatcher
 	dc.Registry, dc.Providers, dc.Logger, dc.WorkerID = a.cfg.Registry, a.cfg.Providers, a.cfg.Logger, workerID
+	dc.TracerProvider = a.cfg.TracerProvider
 	if a.Metrics != nil {
 		dc.OnAttempt = a.Metrics.Attempt
 	}
@@ -325,6 +334,7 @@ func (a *App) newHandler() (http.Handler, error) {
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
 	ac.Registry = a.cfg.Registry
 	ac.Watcher = a.Watcher
+	ac.TracerProvider = a.cfg.TracerProvider
 	if ac.WebhookSecrets == nil && a.cfg.Getenv != nil {
 		registry, getenv := a.cfg.Registry, a.cfg.Getenv
 		ac.WebhookSecrets = func(name string) ([][]byte, bool) {
@@ -350,7 +360,7 @@ func (a *App) newHandler() (http.Handler, error) {
 	// so the handler it serves is the one being built here.
 	var apiHandler http.Handler
 	ac.MCP = mcp.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { apiHandler.ServeHTTP(w, r) }),
-		mcp.Config{Logger: a.cfg.Logger})
+		mcp.Config{Logger: a.cfg.Logger, TracerProvider: a.cfg.TracerProvider})
 	srv, err := api.New(ac)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // DefaultTimeout bounds one request that does not wait (a long poll adds
@@ -179,6 +183,9 @@ func (c *Client) send(ctx context.Context, hc *http.Client, method, path string,
 		req.Header[k] = v
 	}
 	req.Header.Set("Authorization", "Bearer "+c.token)
+	// A call made in a trace (an MCP tool call's) is a child of it at the
+	// server; nothing is added without one.
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", c.userAgent)
 	if body != nil {

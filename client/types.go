@@ -67,6 +67,9 @@ type Operation struct {
 	// Scope is the access scope of the token that requested the
 	// operation; nil for a token of the whole tenant.
 	Scope *string `json:"scope"`
+	// TraceID is the operation's OpenTelemetry trace id; nil when the
+	// server does not export traces.
+	TraceID *string `json:"trace_id"`
 	// Compensation is the linked compensating operation a resolution
 	// created (POST /v1/operations/{id}/resolve only).
 	Compensation *Operation `json:"compensation,omitempty"`

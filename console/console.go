@@ -189,7 +189,7 @@ func (c *Console) table() []route {
 		{Method: "POST", Path: "/console/approvals/{id}/deny", Roles: []auth.Role{approver}, Calls: "api.Server.DenyProposal",
 			Does: "denies with a reason", page: c.deny},
 		{Method: "GET", Path: "/console/operations/{id}", Roles: []auth.Role{approver, operator}, Calls: "ledger.Store.Get, ledger.Store.EventsPage",
-			Does: "summary, state, timeline of events and attempts, evidence, compensation links", page: c.operation},
+			Does: "summary, state, timeline of events and attempts, evidence, compensation links, trace id (with tracing on)", page: c.operation},
 		{Method: "GET", Path: "/console/review", Roles: []auth.Role{operator}, Calls: "reconciler.Reconciler.ReviewPage",
 			Does: "open review items, filtered by reason and owner", page: c.review},
 		{Method: "POST", Path: "/console/review", Roles: []auth.Role{operator},

@@ -13,6 +13,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/display"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/tracing"
 )
 
 // eventsList names the timeline's cursors.
@@ -53,6 +54,9 @@ type operationData struct {
 	// CompensationFor and CompensatedBy are the linked operations.
 	CompensationFor, CompensatedBy []string
 	CanAct                         bool
+	// TraceID is the operation's trace (tracing.TraceID), to look up in
+	// a tracing backend; empty without tracing.
+	TraceID string
 }
 
 // operation shows one operation of the tenant: summary, state, the
@@ -82,7 +86,7 @@ func (c *Console) operation(w http.ResponseWriter, r *http.Request, p auth.Princ
 		events = events[:limit]
 		v.Next = "/console/operations/" + id.String() + "?" + url.Values{"cursor": {encodeCursor(eventsList, events[limit-1].Seq)}, "limit": {itoa(limit)}}.Encode()
 	}
-	d := operationData{Op: op, Summary: op.Summary(), Age: c.cfg.Ledger.Now().Sub(op.CreatedAt),
+	d := operationData{Op: op, Summary: op.Summary(), Age: c.cfg.Ledger.Now().Sub(op.CreatedAt), TraceID: traceIDOf(op),
 		CanAct: p.Role == auth.RoleOperator && c.cfg.Reconciler != nil && slices.Contains(settleable, op.Status)}
 	for _, e := range events {
 		row := timelineRow(e)
@@ -131,4 +135,12 @@ func timelineRow(e ledger.Event) eventRow {
 		}
 	}
 	return row
+}
+
+// traceIDOf is op's trace id, "" when it has no trace context.
+func traceIDOf(op ledger.Operation) string {
+	if op.Traceparent == nil {
+		return ""
+	}
+	return tracing.TraceID(*op.Traceparent)
 }

@@ -7,9 +7,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/tracing"
 )
 
 // errNoTimeToCall is returned when the worker could not confirm its claim
@@ -116,6 +120,8 @@ type claimed struct {
 // account and environment it is for: if the worker stops reporting, its
 // call may have reached them.
 func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUID, from ledger.Status, version int64) (claimed, error) {
+	ctx, span := tracing.Start(ctx, d.tracer, "claim")
+	defer span.End()
 	asked := time.Now()
 	op, lapse, err := d.store.Claim(ctx, ledger.Change{
 		ID: id, From: from, Version: version, To: ledger.StatusDispatching,
@@ -123,6 +129,9 @@ func (d *Dispatcher) claim(ctx context.Context, pc *provider.Config, id uuid.UUI
 		LeaseOwner: d.cfg.WorkerID, LeaseFor: d.cfg.LeaseDuration,
 		Detail: map[string]any{"lease_seconds": d.cfg.LeaseDuration.Seconds(), "account": pc.Account, "environment": pc.Environment},
 	}, targetOf(pc))
+	if span.IsRecording() {
+		claimSpan(span, op, lapse, err)
+	}
 	if err != nil {
 		return claimed{}, err
 	}
@@ -238,4 +247,23 @@ func (w *work) superseded(ctx context.Context, err error, call string) bool {
 	}
 	w.log.WarnContext(ctx, "claim superseded before the call; not calling the provider", "call", call, "version", w.op.Version)
 	return true
+}
+
+// claimSpan gives a recording claim span its outcome: the operation it
+// took and the state it left it in, or why not (stale: another worker has
+// it, it moved on, or its dispatch is paused).
+func claimSpan(span trace.Span, op ledger.Operation, lapse ledger.Lapse, err error) {
+	if err != nil {
+		span.SetAttributes(attribute.Bool("actledger.claimed", false))
+		if !errors.Is(err, ledger.ErrStale) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+		return
+	}
+	span.SetAttributes(attribute.Bool("actledger.claimed", true), tracing.OperationID.String(op.ID.String()),
+		tracing.Tenant.String(op.Tenant), tracing.Action.String(op.Action), tracing.Provider.String(op.Provider),
+		tracing.State.String(string(op.Status)))
+	if lapse != ledger.LapseNone {
+		span.SetAttributes(attribute.String("actledger.lapse", string(lapse)))
+	}
 }

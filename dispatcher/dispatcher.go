@@ -14,11 +14,14 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/tracing"
 )
 
 // Defaults of Config, applied by New to the zero fields.
@@ -88,6 +91,12 @@ type Config struct {
 	// metrics).
 	OnAttempt func(provider string, class provider.Class)
 	Logger    *slog.Logger
+	// TracerProvider makes the spans of a dispatch message that carries a
+	// trace context (its traceparent header): the dispatch, its claim,
+	// each provider call (whose request carries the context on to the
+	// supplier) and the recording of the result. Default: otel's global
+	// provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Dispatcher runs the dispatch workers of one process.
@@ -96,6 +105,7 @@ type Dispatcher struct {
 	broker    *broker.Broker
 	cfg       Config
 	log       *slog.Logger
+	tracer    trace.Tracer
 	providers map[string]provider.Provider
 
 	// crashAfterCall, set by tests, makes a worker stop dead right after
@@ -136,6 +146,7 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 	d := &Dispatcher{
 		store: store, broker: b, cfg: cfg,
 		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "dispatcher", "worker", cfg.WorkerID),
+		tracer:    tracing.Tracer(cfg.TracerProvider),
 		providers: make(map[string]provider.Provider),
 		configs:   make(map[string]*provider.Config),
 		calls:     make(map[string]chan struct{}),
@@ -162,7 +173,7 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		}
 		d.configs[pc.Name] = pc
 		d.calls[pc.Name] = make(chan struct{}, cfg.Concurrency)
-		d.providers[pc.Name] = provider.Of(pc, cfg.Providers)
+		d.providers[pc.Name] = provider.Of(pc, cfg.Providers, provider.HTTPOptions{TracerProvider: cfg.TracerProvider})
 	}
 	return d, nil
 }
@@ -294,6 +305,14 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		// forever. The reason is in the log line.
 		_ = msg.Term()
 		return
+	}
+	if tp := msg.Headers().Get(tracing.Header); tp != "" {
+		var span trace.Span
+		ctx, span = d.tracer.Start(tracing.Context(ctx, tp), "dispatch "+providerName,
+			trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(tracing.Provider.String(providerName), tracing.OperationID.String(m.OperationID.String()),
+				attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", msg.Subject())))
+		defer span.End()
 	}
 	err := d.execute(ctx, providerName, m, callsDone)
 	var open *circuitOpenError

@@ -12,6 +12,7 @@ import (
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/tracing"
 )
 
 // Defaults of SweeperConfig, applied by NewLeaseSweeper to the zero fields.
@@ -204,6 +205,6 @@ func (s *LeaseSweeper) expire(ctx context.Context, op ledger.Operation) error {
 	// nothing, so it judges a resend without a worker's call margin: the
 	// worker that claims the operation judges it again with its own.
 	d := decide(op, contract{pc: pc, backoff: backoff}, expired, history{lapse: lapse}, now)
-	w := &work{store: s.store, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, op: op, pc: pc, lapse: lapse}
+	w := &work{store: s.store, actor: "sweeper:" + s.cfg.WorkerID, log: s.log, tracer: tracing.Tracer(nil), op: op, pc: pc, lapse: lapse}
 	return w.follow(ctx, d)
 }

@@ -6,8 +6,12 @@ import (
 	"time"
 
 	"github.com/sethvargo/go-retry"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/tracing"
 )
 
 // move records the claimed operation's next state c, and then each of
@@ -42,7 +46,13 @@ func (w *work) record(ctx context.Context, c ledger.Change, more ...ledger.Chang
 	for i := range more {
 		more[i].Actor = w.actor
 	}
-	_, err := w.store.Record(ctx, c, more...)
+	parent := trace.SpanFromContext(ctx)
+	ctx, span := tracing.Start(ctx, w.tracer, "record")
+	defer span.End()
+	op, err := w.store.Record(ctx, c, more...)
+	if span.IsRecording() {
+		recordSpan(span, parent, op, c, err)
+	}
 	return w.fenced(ctx, c, err)
 }
 
@@ -66,4 +76,18 @@ func (w *work) fenced(ctx context.Context, c ledger.Change, err error) error {
 		return w.store.KeepStaleResult(ctx, w.op.ID, w.actor, detail, evidence)
 	}
 	return err
+}
+
+// recordSpan gives a recording span of a result's write the state it left
+// the operation in, or the error that kept it from being written.
+// The enclosing span (the dispatch) ends in the state recorded last.
+func recordSpan(span, parent trace.Span, op ledger.Operation, c ledger.Change, err error) {
+	span.SetAttributes(tracing.OperationID.String(c.ID.String()), tracing.State.String(string(c.To)),
+		attribute.String("actledger.event", string(c.Kind)))
+	if err == nil {
+		span.SetAttributes(tracing.State.String(string(op.Status)), tracing.Attempt.Int(op.Attempts))
+		parent.SetAttributes(tracing.State.String(string(op.Status)))
+		return
+	}
+	span.SetStatus(codes.Error, err.Error())
 }

@@ -7,8 +7,11 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/tracing"
 )
 
 // errCrashed is returned when the crashAfterCall test hook simulated a
@@ -20,6 +23,7 @@ type work struct {
 	store          *ledger.Store
 	actor          string
 	log            *slog.Logger
+	tracer         trace.Tracer
 	crashAfterCall func(ledger.Operation) bool
 	stallAfterCall func(ledger.Operation)
 	onAttempt      func(string, provider.Class)
@@ -72,10 +76,13 @@ func (d *Dispatcher) run(ctx context.Context, c claimed, from ledger.Status, cal
 	}
 	log := d.log.With("operation_id", claimed.ID, "tenant", claimed.Tenant, "provider", claimed.Provider, "action", claimed.Action)
 	w := &work{
-		store: d.store, actor: d.actor(), log: log, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
+		store: d.store, actor: d.actor(), log: log, tracer: d.tracer, crashAfterCall: deref(d.crashAfterCall.Load()), stallAfterCall: deref(d.stallAfterCall.Load()), onAttempt: d.cfg.OnAttempt,
 		op: claimed, pc: pc, p: d.providers[claimed.Provider], lapse: lapse, fencedIsEvidence: true,
 		owner: d.cfg.WorkerID, margin: d.cfg.CallMargin, settling: from == ledger.StatusUnknown, fresh: &c.slot,
 		calls: d.calls[claimed.Provider], callsDone: callsDone, breakers: d.breakers, probe: c.probe,
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Tenant.String(claimed.Tenant), tracing.Action.String(claimed.Action))
 	}
 	if from == ledger.StatusUnknown {
 		return w.follow(ctx, w.decide(claimedUnknown{}, w.history(), w.store.Now()))
@@ -124,6 +131,9 @@ func (w *work) create(ctx context.Context) error {
 		w.breakers.record(ctx, w.pc, res, w.probe)
 	}
 	w.log.InfoContext(ctx, "provider answered", "attempt", attempt, "class", res.Class, "http_status", res.HTTPStatus, "error", res.Error)
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(tracing.Attempt.Int(attempt), tracing.Outcome.String(string(res.Class)))
+	}
 	r := answered{class: res.Class, retryAfter: res.RetryAfter, reference: res.ProviderReference, review: ledger.ReviewReason(res.Review),
 		evidence: attemptEvidence(attempt, res)}
 	if res.Sent {

@@ -46,6 +46,8 @@ type DispatchMessage struct {
 	// Nats-Msg-Id is then new, so JetStream's duplicate window does not
 	// swallow it.
 	RepublishedAt time.Time
+	// Traceparent is the operation's trace context (Operation.Traceparent).
+	Traceparent string
 }
 
 // Outbox returns the outbox row for m.
@@ -56,5 +58,5 @@ func (m DispatchMessage) Outbox() OutboxMessage {
 	if !m.RepublishedAt.IsZero() {
 		msgID = fmt.Sprintf("%s.r%d", msgID, m.RepublishedAt.UnixNano())
 	}
-	return OutboxMessage{Subject: m.Subject, MsgID: msgID, Payload: payload, DeliverAfter: m.DeliverAfter}
+	return OutboxMessage{Subject: m.Subject, MsgID: msgID, Payload: payload, DeliverAfter: m.DeliverAfter, Traceparent: m.Traceparent}
 }

@@ -10,6 +10,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // EnqueueRequest is an agent's request to carry out an approved action.
@@ -64,7 +69,7 @@ const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operat
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
     p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key,
-    p_scope => @scope)`
+    p_scope => @scope, p_traceparent => @traceparent)`
 
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
@@ -87,7 +92,11 @@ const approvalRefused = "AL403"
 // returns ErrKeyInUseElsewhere, and neither the operation nor its history
 // learns of the request.
 func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, replayed bool, err error) {
-	c, err := s.newEnqueueCall(req)
+	// Only in a trace (the request's, with tracing on): otherwise no span,
+	// no trace context, nothing allocated.
+	ctx, span := tracing.Start(ctx, s.tracer, "enqueue")
+	defer func() { endEnqueueSpan(span, op, replayed, err) }()
+	c, err := s.newEnqueueCall(ctx, req)
 	if err != nil {
 		return Operation{}, false, err
 	}
@@ -107,7 +116,7 @@ func (s *Store) Enqueue(ctx context.Context, req EnqueueRequest) (op Operation, 
 // compensation created with an operator's resolution). After an error the
 // caller rolls tx back (an approval refusal has aborted it already).
 func (s *Store) EnqueueTx(ctx context.Context, tx *Tx, req EnqueueRequest) (op Operation, replayed bool, err error) {
-	c, err := s.newEnqueueCall(req)
+	c, err := s.newEnqueueCall(ctx, req)
 	if err != nil {
 		return Operation{}, false, err
 	}
@@ -132,7 +141,7 @@ const operationsEnqueue = `SELECT ord, created_at, tenant FROM enqueue_operation
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
     p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key,
-    p_scope => @scope)`
+    p_scope => @scope, p_traceparent => @traceparent)`
 
 var enqueuesStmt = mustNamed(operationsEnqueue)
 
@@ -156,7 +165,7 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		actions, keys, providers, fingerprints = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		externalKeys, actors, subjects, msgIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		params, payloads                       = make([][]byte, n), make([][]byte, n)
-		clientKeys, scopes                     = make([]*string, n), make([]*string, n)
+		clientKeys, scopes, traceparents       = make([]*string, n), make([]*string, n), make([]*string, n)
 	)
 	for i, item := range items {
 		c := item.(*enqueueCall)
@@ -165,12 +174,14 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		actions[i], keys[i], providers[i], fingerprints[i] = c.req.Action, c.req.Key, c.req.Provider, c.fingerprint
 		externalKeys[i], actors[i], subjects[i], msgIDs[i] = ExternalKey(c.id), c.req.Actor, c.msg.Subject, c.msg.MsgID
 		params[i], payloads[i], clientKeys[i], scopes[i] = c.canonical, c.msg.Payload, nullString(c.req.ClientKey), nullString(c.req.Scope)
+		traceparents[i] = nullString(c.msg.Traceparent)
 	}
 	args, err := enqueuesStmt.args(pgx.StrictNamedArgs{
 		"id": ids, "tenant": tenants, "action": actions, "key": keys, "provider": providers,
 		"params": params, "fingerprint": fingerprints, "approval": approvals, "token": tokens,
 		"external_key": externalKeys, "now": s.nowArg(), "actor": actors,
 		"subject": subjects, "msg_id": msgIDs, "payload": payloads, "client_key": clientKeys, "scope": scopes,
+		"traceparent": traceparents,
 	})
 	if err != nil {
 		return err
@@ -209,7 +220,7 @@ type enqueueCall struct {
 	tenant    *string
 }
 
-func (s *Store) newEnqueueCall(req EnqueueRequest) (*enqueueCall, error) {
+func (s *Store) newEnqueueCall(ctx context.Context, req EnqueueRequest) (*enqueueCall, error) {
 	subject, err := s.dispatchSubject(req.Provider)
 	if err != nil {
 		return nil, err
@@ -230,7 +241,8 @@ func (s *Store) newEnqueueCall(req EnqueueRequest) (*enqueueCall, error) {
 	id := uuid.Must(uuid.NewV7())
 	return &enqueueCall{
 		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
-		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1}.Outbox(), now: s.nowArg(),
+		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1, Traceparent: tracing.Traceparent(ctx)}.Outbox(),
+		now: s.nowArg(),
 	}, nil
 }
 
@@ -244,7 +256,7 @@ func (c *enqueueCall) namedArgs() ([]any, error) {
 		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
 		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
 		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload, "client_key": nullString(c.req.ClientKey),
-		"scope": nullString(c.req.Scope),
+		"scope": nullString(c.req.Scope), "traceparent": nullString(c.msg.Traceparent),
 	})
 }
 
@@ -272,7 +284,7 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 			Provider: req.Provider, Params: c.canonical, ParamsFingerprint: c.fingerprint,
 			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(c.id),
 			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *c.createdAt, UpdatedAt: *c.createdAt,
-			ClientKey: nullString(req.ClientKey), Scope: nullString(req.Scope),
+			ClientKey: nullString(req.ClientKey), Scope: nullString(req.Scope), Traceparent: nullString(c.msg.Traceparent),
 		}, false, nil
 	}
 
@@ -300,4 +312,20 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 		return op, false, err
 	}
 	return op, false, &KeyConflictError{Existing: op}
+}
+
+// endEnqueueSpan ends an enqueue's span with what it did, when the span
+// records: the operation, and its state (a replay's is the existing one).
+func endEnqueueSpan(span trace.Span, op Operation, replayed bool, err error) {
+	if span.IsRecording() {
+		if op.ID != uuid.Nil {
+			span.SetAttributes(tracing.OperationID.String(op.ID.String()), tracing.Tenant.String(op.Tenant),
+				tracing.Action.String(op.Action), tracing.Provider.String(op.Provider), tracing.State.String(string(op.Status)),
+				attribute.Bool("actledger.replayed", replayed))
+		}
+		if err != nil {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
 }

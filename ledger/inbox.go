@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // EvidenceMessage is the outbox/JetStream message that hands a piece of
@@ -104,7 +106,8 @@ func (s *Store) KeepStaleResult(ctx context.Context, id uuid.UUID, actor string,
 		if err != nil {
 			return fmt.Errorf("encode evidence message: %w", err)
 		}
-		return s.insertOutbox(ctx, tx, OutboxMessage{Subject: subject, MsgID: StaleResultMsgID(rowID), Payload: payload})
+		return s.insertOutbox(ctx, tx, OutboxMessage{Subject: subject, MsgID: StaleResultMsgID(rowID), Payload: payload,
+			Traceparent: tracing.Traceparent(ctx)})
 	})
 }
 
@@ -240,6 +243,7 @@ func (s *Store) StoreWebhook(ctx context.Context, ev WebhookEvent) (stored bool,
 		}
 		if err := s.insertOutbox(ctx, tx, OutboxMessage{
 			Subject: subject, MsgID: WebhookMsgID(ev.Provider, ev.EventID), Payload: payload,
+			Traceparent: tracing.Traceparent(ctx),
 		}); err != nil {
 			return err
 		}

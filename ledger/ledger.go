@@ -15,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // DBTX is the smallest executor the ledger needs; both *pgxpool.Pool and
@@ -101,9 +104,13 @@ type Operation struct {
 	// Scope is the access scope of the token that requested or proposed
 	// it (a compensation's: the operation's it compensates); nil for a
 	// token of the whole tenant. Only callers it admits see it (Access).
-	Scope     *string   `db:"scope"`
-	CreatedAt time.Time `db:"created_at"`
-	UpdatedAt time.Time `db:"updated_at"`
+	Scope *string `db:"scope"`
+	// Traceparent is the W3C trace context of the request that enqueued
+	// or proposed it (tracing.Traceparent), which its later steps join;
+	// nil when tracing was off. It decides nothing.
+	Traceparent *string   `db:"traceparent"`
+	CreatedAt   time.Time `db:"created_at"`
+	UpdatedAt   time.Time `db:"updated_at"`
 }
 
 // Event is one entry of an operation's append-only history.
@@ -135,6 +142,9 @@ type Config struct {
 	// ResumeBatch is how many operations a resume releases per
 	// transaction. Default DefaultResumeBatch.
 	ResumeBatch int
+	// TracerProvider makes the enqueue's span, whose context the operation
+	// and its outbox rows keep. Default: otel's global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Store reads and writes the ledger.
@@ -144,6 +154,7 @@ type Store struct {
 	now             func() time.Time
 	subjects        Subjects
 	outboxCommitted func()
+	tracer          trace.Tracer
 	group           *groupCommit
 	// transitions is the writeSet of Claim and Record: the changes of a
 	// shared batch go out as one operationTransitions statement.
@@ -155,7 +166,7 @@ type Store struct {
 // New returns a Store over pool.
 func New(pool *pgxpool.Pool, cfg Config) *Store {
 	s := &Store{resumeBatch: cmp.Or(cfg.ResumeBatch, DefaultResumeBatch), pool: pool, now: cfg.Now, subjects: cfg.Subjects, outboxCommitted: cfg.OutboxCommitted,
-		group: &groupCommit{pool: pool}}
+		tracer: tracing.Tracer(cfg.TracerProvider), group: &groupCommit{pool: pool}}
 	s.transitions = &writeSet{queue: s.queueTransitions}
 	s.enqueues = &writeSet{queue: s.queueEnqueues}
 	return s
@@ -184,7 +195,8 @@ const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, 
     o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,
     o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
     o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
-    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key, o.scope`
+    o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key, o.scope,
+    o.traceparent`
 
 // The reads of a request take its Access: the tenant, and scope_admits
 // on the caller's scope ($3, @scope; NULL for the whole tenant).

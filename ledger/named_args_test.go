@@ -1,12 +1,14 @@
 package ledger
 
 import (
+	"context"
 	"testing"
 	"time"
 
-	"github.com/actledger/actledger/broker"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/broker"
 )
 
 // TestWideStatementsTakeExactlyTheirNamedArguments builds the arguments
@@ -36,11 +38,11 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 	if err != nil || len(args) != len(transitionsStmt.names) {
 		t.Errorf("operationTransitions: %d positional arguments, err %v", len(args), err)
 	}
-	call, err := s.newEnqueueCall(EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()})
+	call, err := s.newEnqueueCall(context.Background(), EnqueueRequest{TenantID: uuid.New(), Action: "a", Provider: "p", Params: []byte(`{}`), ApprovalID: uuid.New()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if args, err := call.namedArgs(); err != nil || len(args) != 17 {
+	if args, err := call.namedArgs(); err != nil || len(args) != 18 {
 		t.Errorf("operationEnqueue: %d positional arguments, err %v", len(args), err)
 	}
 }

@@ -68,7 +68,7 @@ LIMIT ` + maxPausesSQL
 	// waits there gets it on time, and a repeated resume adds nothing. A
 	// page: at most @limit, after position (@after_at, @after_id) when
 	// @after_at is set.
-	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at, o.created_at FROM operations o
+	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at, o.created_at, o.traceparent FROM operations o
 WHERE o.tenant_id = @tenant
   AND (@provider = '' OR o.provider = @provider) AND (@action = '' OR o.action = @action)
   AND o.status IN ('queued', 'retry_wait', 'unknown')
@@ -103,6 +103,9 @@ type Requeue struct {
 	NextAttemptAt *time.Time `db:"next_attempt_at"`
 	// CreatedAt orders a resume's batches.
 	CreatedAt time.Time `db:"created_at"`
+	// Traceparent is the operation's trace context, which its message
+	// carries.
+	Traceparent *string `db:"traceparent"`
 }
 
 // DefaultResumeBatch is how many operations a resume releases per
@@ -115,7 +118,7 @@ const DefaultResumeBatch = 500
 // before next_attempt_at as early, and the operation would then wait for
 // the stuck sweeper.
 func (r Requeue) message(subject string, at time.Time) OutboxMessage {
-	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at}
+	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at, Traceparent: deref(r.Traceparent)}
 	if r.NextAttemptAt != nil {
 		m.DeliverAfter = *r.NextAttemptAt
 	}

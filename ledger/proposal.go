@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 // Errors of deciding a proposal, which callers branch on.
@@ -78,11 +80,11 @@ const (
 	operationPropose = `WITH ins AS (
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
         approval_id, requested_by, external_key, status, request_reason, request_expires_at,
-        created_at, updated_at, client_key, scope)
+        created_at, updated_at, client_key, scope, traceparent)
     VALUES (@id, @tenant, @action, @key, @provider, @params, @fingerprint,
         NULL, @token, @external_key, 'awaiting_approval', @reason,
         coalesce(@now::timestamptz, now()) + @request_ttl::bigint * interval '1 microsecond',
-        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()), @client_key, @scope)
+        coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()), @client_key, @scope, @traceparent)
     ON CONFLICT (tenant_id, action, key) DO NOTHING
     RETURNING *
 ), ev AS (
@@ -172,6 +174,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 			"params": canonical, "fingerprint": fingerprint, "token": req.TokenID, "external_key": ExternalKey(id),
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
 			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey), "scope": nullString(req.Scope),
+			"traceparent": nullString(tracing.Traceparent(ctx)),
 		})
 		var err error
 		op, err = collectOperation(rows)

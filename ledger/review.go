@@ -9,6 +9,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 const (
@@ -206,6 +208,7 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 		return s.insertOutbox(ctx, tx, OutboxMessage{
 			Subject: ReviewSubject(prefix, u.TenantID, string(ReasonUnmatchedEvidence)),
 			MsgID:   fmt.Sprintf("review.unmatched.%d", got[0].ID), Payload: payload,
+			Traceparent: tracing.Traceparent(ctx),
 		})
 	})
 	return recorded, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,9 +79,12 @@ type OutboxMessage struct {
 	// DeliverAfter, when set, holds the message back until then (a retry's
 	// backoff); the relay publishes it once it is due.
 	DeliverAfter time.Time
+	// Traceparent is the W3C trace context the relay sends with the
+	// message (tracing.Traceparent); empty for none.
+	Traceparent string
 }
 
-const outboxInsert = `INSERT INTO outbox (subject, msg_id, payload, deliver_after) VALUES ($1, $2, $3, $4)`
+const outboxInsert = `INSERT INTO outbox (subject, msg_id, payload, deliver_after, traceparent) VALUES ($1, $2, $3, $4, $5)`
 
 // insertOutbox is the ledger's one write of an outbox row outside the SQL
 // functions that enqueue and transition operations: the row exists if and
@@ -95,7 +97,7 @@ func (s *Store) insertOutbox(ctx context.Context, tx *Tx, m OutboxMessage) error
 	if !m.DeliverAfter.IsZero() {
 		after = &m.DeliverAfter
 	}
-	if _, err := tx.tx.Exec(ctx, outboxInsert, m.Subject, m.MsgID, m.Payload, after); err != nil {
+	if _, err := tx.tx.Exec(ctx, outboxInsert, m.Subject, m.MsgID, m.Payload, after, nullString(m.Traceparent)); err != nil {
 		return fmt.Errorf("outbox: insert %s: %w", m.MsgID, err)
 	}
 	tx.wroteOutbox = true
@@ -185,7 +187,7 @@ func (s *Store) dispatchAfter(ctx context.Context, tx *Tx, op Operation) error {
 	if err != nil {
 		return err
 	}
-	m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version}
+	m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, Traceparent: deref(op.Traceparent)}
 	if op.Status != StatusQueued && op.NextAttemptAt != nil {
 		m.DeliverAfter = *op.NextAttemptAt
 	}

@@ -21,9 +21,12 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/client"
 	"github.com/actledger/actledger/internal/display"
+	"github.com/actledger/actledger/tracing"
 )
 
 // MaxWait is the longest get_operation waits: under the ~60 s that MCP
@@ -41,6 +44,10 @@ type Config struct {
 	// Default "dev".
 	Version string
 	Logger  *slog.Logger
+	// TracerProvider makes the span of each tool call made in a trace: the
+	// caller's, given as _meta.traceparent of tools/call, or the HTTP
+	// request's. Default: otel's global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // NewServer returns an MCP server whose tools call the API through c: one
@@ -51,7 +58,7 @@ func NewServer(ctx context.Context, c *client.Client, cfg Config) (*sdk.Server, 
 	if err != nil {
 		return nil, fmt.Errorf("mcp: list actions: %w", err)
 	}
-	t := &tools{c: c, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "mcp")}
+	t := &tools{c: c, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "mcp"), tracer: tracing.Tracer(cfg.TracerProvider)}
 	s := sdk.NewServer(&sdk.Implementation{Name: "actledger", Title: "actledger", Version: cmp.Or(cfg.Version, "dev")}, &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       t.log,
@@ -228,8 +235,23 @@ var listOperationsTool = &sdk.Tool{
 
 // tools holds what the tool handlers share.
 type tools struct {
-	c   *client.Client
-	log *slog.Logger
+	c      *client.Client
+	log    *slog.Logger
+	tracer trace.Tracer
+}
+
+// startCall starts the span of tool call req: a child of the caller's
+// _meta.traceparent when it gives one, else of the trace ctx is in (the
+// POST /mcp request's), and none outside a trace (tracing.Start). The
+// API calls the tool makes carry its context.
+func (t *tools) startCall(ctx context.Context, req *sdk.CallToolRequest) (context.Context, trace.Span) {
+	if tp, ok := req.Params.Meta[tracing.Header].(string); ok {
+		ctx = tracing.Context(ctx, tp)
+	}
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	return t.tracer.Start(ctx, "tools/call "+req.Params.Name, trace.WithAttributes(attribute.String("mcp.tool.name", req.Params.Name)))
 }
 
 // actionInput is an action tool's arguments.
@@ -243,6 +265,8 @@ type actionInput struct {
 
 func (t *tools) callAction(a client.Action) sdk.ToolHandler {
 	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		ctx, span := t.startCall(ctx, req)
+		defer span.End()
 		var in actionInput
 		if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 			return toolError(err), nil
@@ -275,6 +299,8 @@ type getOperationInput struct {
 }
 
 func (t *tools) getOperation(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	ctx, span := t.startCall(ctx, req)
+	defer span.End()
 	var in getOperationInput
 	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return toolError(err), nil
@@ -355,6 +381,8 @@ type listOperationsInput struct {
 const listLimit = 20
 
 func (t *tools) listOperations(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	ctx, span := t.startCall(ctx, req)
+	defer span.End()
 	var in listOperationsInput
 	if err := decodeArgs(req.Params.Arguments, &in); err != nil {
 		return toolError(err), nil

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,13 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/actledger/actledger/tracing"
 )
 
 const (
@@ -34,6 +42,11 @@ type HTTPOptions struct {
 	Client *http.Client
 	// Now is the clock for Result timestamps and Retry-After dates; nil means time.Now.
 	Now func() time.Time
+	// TracerProvider makes the client span of each call made in a trace, whose context the
+	// request carries to the supplier as its traceparent header. Default: otel's global
+	// provider. The span names the provider, the method, the supplier's host and the outcome;
+	// never the URL (a path may hold params), a header or a body.
+	TracerProvider trace.TracerProvider
 }
 
 // HTTP is the Provider for a supplier with a JSON-over-HTTP API described by a Config.
@@ -41,6 +54,7 @@ type HTTP struct {
 	cfg    *Config
 	client *http.Client
 	now    func() time.Time
+	tracer trace.Tracer
 	// gotConnTraced is true when the transport is net/http's own, which reports every
 	// connection it hands to a request through httptrace.GotConn before writing a byte.
 	gotConnTraced bool
@@ -69,6 +83,7 @@ func NewHTTP(cfg *Config, opts HTTPOptions) *HTTP {
 		cfg:           cfg,
 		client:        &client,
 		now:           now,
+		tracer:        tracing.Tracer(opts.TracerProvider),
 		gotConnTraced: client.Transport == nil || stdTransport,
 	}
 }
@@ -99,6 +114,42 @@ func (p *HTTP) Config() *Config { return p.cfg }
 // Request.GetBody: a request whose body cannot be rewound is never replayed. A connection that
 // fails this way yields ClassUnknown, and the dispatcher decides about any resend, in the open.
 func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
+	ctx, span := p.startCall(ctx, "provider create", p.cfg.Create.Method)
+	res := p.create(ctx, req)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.Outcome.String(string(res.Class)))
+		endCall(span, res.HTTPStatus, res.Error)
+	}
+	span.End()
+	return res
+}
+
+// startCall starts the client span of a call to the supplier when ctx is in a trace
+// (tracing.Start).
+func (p *HTTP) startCall(ctx context.Context, name, method string) (context.Context, trace.Span) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return tracing.Start(ctx, p.tracer, name)
+	}
+	attrs := []attribute.KeyValue{tracing.Provider.String(p.cfg.Name), attribute.String("http.request.method", cmp.Or(method, DefaultMethod))}
+	if u, err := url.Parse(p.cfg.BaseURL); err == nil {
+		attrs = append(attrs, attribute.String("server.address", u.Hostname()))
+	}
+	return tracing.Start(ctx, p.tracer, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// endCall gives a recording call span the supplier's HTTP status, and an error status when
+// there was no answer or the answer was an error (4xx, 5xx).
+func endCall(span trace.Span, status int, errText string) {
+	if status > 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	if status == 0 || status >= 400 {
+		span.SetStatus(codes.Error, errText)
+	}
+}
+
+// create is Create's call, in the span Create started.
+func (p *HTTP) create(ctx context.Context, req CreateRequest) Result {
 	cfg := p.cfg
 	res := Result{StartedAt: p.now(), Account: cfg.Account, Environment: cfg.Environment}
 	done := func() Result {
@@ -134,6 +185,8 @@ func (p *HTTP) Create(ctx context.Context, req CreateRequest) Result {
 	// instead of being retried behind our back. ContentLength stays set.
 	hreq.GetBody = nil
 	hreq.Header = built.Header
+	// The supplier joins the operation's trace; nothing without one.
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 
 	resp, err := p.client.Do(hreq)
 	if err != nil {
@@ -197,6 +250,18 @@ func (c *Config) createReference(ctx context.Context, resp *http.Response, raw [
 // record that carries reference_param naming a different key makes the lookup an error: a
 // supplier that ignored the filter must not make someone else's effect count as ours.
 func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
+	ctx, span := p.startCall(ctx, "provider lookup", http.MethodGet)
+	res := p.lookup(ctx, externalKey)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("actledger.lookup", string(res.Status)))
+		endCall(span, res.HTTPStatus, res.Error)
+	}
+	span.End()
+	return res
+}
+
+// lookup is Lookup's call, in the span Lookup started.
+func (p *HTTP) lookup(ctx context.Context, externalKey string) LookupResult {
 	cfg := p.cfg
 	res := LookupResult{Account: cfg.Account, Environment: cfg.Environment}
 	fail := func(format string, args ...any) LookupResult {
@@ -220,6 +285,7 @@ func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
 		hreq.Header.Set(name, value)
 	}
 	cfg.credential.set(hreq.Header)
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(hreq.Header))
 	resp, err := p.client.Do(hreq)
 	if err != nil {
 		return fail("lookup failed: %s", describeError(ctx, err, timeoutOf(cfg)))

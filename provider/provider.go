@@ -22,13 +22,13 @@ type Provider interface {
 }
 
 // Of is the Provider that calls cfg's supplier: overrides[cfg.Name] when there is one (a test's
-// fake or fault injector), else [NewHTTP] of cfg. The dispatcher and the reconciler pick theirs
+// fake or fault injector), else [NewHTTP] of cfg with opts. The dispatcher and the reconciler pick theirs
 // with it, so a lookup goes to the same supplier implementation as the creates it settles.
-func Of(cfg *Config, overrides map[string]Provider) Provider {
+func Of(cfg *Config, overrides map[string]Provider, opts HTTPOptions) Provider {
 	if p, ok := overrides[cfg.Name]; ok {
 		return p
 	}
-	return NewHTTP(cfg, HTTPOptions{})
+	return NewHTTP(cfg, opts)
 }
 
 // CreateRequest is what the dispatcher sends for one attempt of one operation.

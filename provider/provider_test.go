@@ -19,13 +19,13 @@ func TestOfPrefersTheOverrideElseCallsOverHTTP(t *testing.T) {
 	t.Parallel()
 	acme, beta := &Config{Name: "acme"}, &Config{Name: "beta"}
 	overrides := map[string]Provider{"acme": fake{}}
-	if got := Of(acme, overrides); got != (fake{}) {
+	if got := Of(acme, overrides, HTTPOptions{}); got != (fake{}) {
 		t.Errorf("Of(acme) = %T, want the override", got)
 	}
-	if got, ok := Of(beta, overrides).(*HTTP); !ok || got.Config() != beta {
-		t.Errorf("Of(beta) = %T, want an HTTP provider with beta's config", Of(beta, overrides))
+	if got, ok := Of(beta, overrides, HTTPOptions{}).(*HTTP); !ok || got.Config() != beta {
+		t.Errorf("Of(beta) = %T, want an HTTP provider with beta's config", Of(beta, overrides, HTTPOptions{}))
 	}
-	if got, ok := Of(acme, nil).(*HTTP); !ok || got.Config() != acme {
-		t.Errorf("Of(acme) without overrides = %T, want an HTTP provider with acme's config", Of(acme, nil))
+	if got, ok := Of(acme, nil, HTTPOptions{}).(*HTTP); !ok || got.Config() != acme {
+		t.Errorf("Of(acme) without overrides = %T, want an HTTP provider with acme's config", Of(acme, nil, HTTPOptions{}))
 	}
 }

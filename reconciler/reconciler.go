@@ -11,14 +11,19 @@ import (
 	"maps"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/tracing"
 )
 
 // Defaults of Config, applied by New to the zero fields.
@@ -45,6 +50,11 @@ type Config struct {
 	// Default DefaultSweepInterval.
 	SweepInterval time.Duration
 	Logger        *slog.Logger
+	// TracerProvider makes the span of each application of evidence to an
+	// operation with a trace context: it joins the operation's trace,
+	// linked to the trace of the webhook's request. Default: otel's global
+	// provider.
+	TracerProvider trace.TracerProvider
 }
 
 // sweepMaxBackoff caps the time between two sweeps of one row.
@@ -59,6 +69,7 @@ type Reconciler struct {
 	broker    *broker.Broker
 	cfg       Config
 	log       *slog.Logger
+	tracer    trace.Tracer
 	providers map[string]provider.Provider
 
 	svc startstop.Loop
@@ -74,10 +85,11 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error)
 	r := &Reconciler{
 		store: store, broker: b, cfg: cfg,
 		log:       cmp.Or(cfg.Logger, slog.Default()).With("component", "reconciler"),
+		tracer:    tracing.Tracer(cfg.TracerProvider),
 		providers: make(map[string]provider.Provider),
 	}
 	for _, pc := range cfg.Registry.Providers() {
-		r.providers[pc.Name] = provider.Of(pc, cfg.Providers)
+		r.providers[pc.Name] = provider.Of(pc, cfg.Providers, provider.HTTPOptions{TracerProvider: cfg.TracerProvider})
 	}
 	return r, nil
 }
@@ -161,6 +173,9 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		drop("malformed evidence message", "err", err)
 		return
 	}
+	// The context of the request that delivered the evidence (a
+	// webhook's), which the apply span links to.
+	ctx = tracing.Context(ctx, msg.Headers().Get(tracing.Header))
 	var (
 		outcome ledger.EvidenceOutcome
 		err     error
@@ -342,6 +357,42 @@ func (r *Reconciler) applyOnce(ctx context.Context, ev Evidence) (ledger.Evidenc
 	if err != nil {
 		return "", err
 	}
+	ctx, span := r.applySpan(ctx, op, ev)
+	outcome, err := r.applyTo(ctx, ev, op)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("actledger.evidence.outcome", string(outcome)))
+		if err != nil && !errors.Is(err, ledger.ErrStale) {
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+	return outcome, err
+}
+
+// applySpan starts the span of applying ev to op: a child of the context
+// op was requested in, linked to the context ctx holds (the request that
+// delivered the evidence), or a child of that context when op has none.
+// Neither: no span (tracing.Start).
+func (r *Reconciler) applySpan(ctx context.Context, op ledger.Operation, ev Evidence) (context.Context, trace.Span) {
+	var opts []trace.SpanStartOption
+	if op.Traceparent != nil {
+		if delivered := trace.SpanContextFromContext(ctx); delivered.IsValid() {
+			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: delivered}))
+		}
+		ctx = tracing.Context(ctx, *op.Traceparent)
+	}
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, trace.SpanFromContext(ctx)
+	}
+	source, _, _ := strings.Cut(ev.Source, ":")
+	opts = append(opts, trace.WithAttributes(tracing.OperationID.String(op.ID.String()), tracing.Tenant.String(op.Tenant),
+		tracing.Action.String(op.Action), tracing.Provider.String(op.Provider), tracing.State.String(string(op.Status)),
+		attribute.String("actledger.evidence.source", source), attribute.String("actledger.evidence.status", string(ev.Status))))
+	return r.tracer.Start(ctx, "apply evidence", opts...)
+}
+
+// applyTo applies ev to op, the operation it names, as read.
+func (r *Reconciler) applyTo(ctx context.Context, ev Evidence, op ledger.Operation) (ledger.EvidenceOutcome, error) {
 	pc, ok := r.cfg.Registry.Provider(op.Provider)
 	if !ok {
 		return "", fmt.Errorf("reconciler: provider %s of operation %s is not configured", op.Provider, op.ID)

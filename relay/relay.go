@@ -14,9 +14,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/outbox"
+	"github.com/actledger/actledger/tracing"
 )
 
 // Defaults for the zero values of Config, applied in one place
@@ -52,6 +56,9 @@ type Config struct {
 	// now(). The ledger that schedules them must use the same clock.
 	Now    func() time.Time
 	Logger *slog.Logger
+	// TracerProvider makes the publish span of a row that carries a trace
+	// context. Default: otel's global provider.
+	TracerProvider trace.TracerProvider
 }
 
 // withDefaults returns cfg with its zero values replaced by the defaults.
@@ -83,10 +90,11 @@ func (cfg Config) validate() error {
 // Relay publishes outbox rows to JetStream. Run several: they share rows
 // without overlap.
 type Relay struct {
-	pool *pgxpool.Pool
-	js   jetstream.JetStream
-	cfg  Config
-	log  *slog.Logger
+	pool   *pgxpool.Pool
+	js     jetstream.JetStream
+	cfg    Config
+	log    *slog.Logger
+	tracer trace.Tracer
 
 	// beforeMark, when set by tests, runs after the batch was published
 	// and before it is marked; an error aborts the batch as a crash would.
@@ -125,8 +133,9 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) (*Relay, error)
 	}
 	return &Relay{
 		pool: pool, js: js, cfg: cfg,
-		log:  cfg.Logger.With("component", "relay"),
-		wake: make(chan struct{}, 1),
+		log:    cfg.Logger.With("component", "relay"),
+		tracer: tracing.Tracer(cfg.TracerProvider),
+		wake:   make(chan struct{}, 1),
 	}, nil
 }
 
@@ -141,7 +150,7 @@ const (
 	// flush of its own.
 	outboxBegin = `BEGIN; SET LOCAL synchronous_commit TO off`
 
-	outboxClaim = `SELECT id, subject, msg_id, payload FROM outbox
+	outboxClaim = `SELECT id, subject, msg_id, payload, traceparent FROM outbox
 WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= coalesce($2::timestamptz, now()))
 ORDER BY id
 LIMIT $1
@@ -310,6 +319,44 @@ type row struct {
 	Subject string `db:"subject"`
 	MsgID   string `db:"msg_id"`
 	Payload []byte `db:"payload"`
+	// Traceparent is the row's trace context; nil for none.
+	Traceparent *string `db:"traceparent"`
+}
+
+// publishSpan starts the publish span of row m, a child of the context the
+// row carries, and returns it with the message's headers: the traceparent
+// of the span, lower-case as W3C spells it. A row without a trace context
+// gets no span (nil) and no header.
+func (r *Relay) publishSpan(ctx context.Context, m row) (trace.Span, nats.Header) {
+	h := nats.Header{}
+	if m.Traceparent == nil {
+		return nil, h
+	}
+	ctx, span := r.tracer.Start(tracing.Context(ctx, *m.Traceparent), "publish "+m.Subject,
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(attribute.String("messaging.system", "nats"), attribute.String("messaging.destination.name", m.Subject),
+			attribute.String("messaging.message.id", m.MsgID)))
+	if tp := tracing.Traceparent(ctx); tp != "" {
+		// nats.Header.Set would keep the key as given too; a direct write
+		// says so.
+		h[tracing.Header] = []string{tp}
+	}
+	return span, h
+}
+
+// errNotAcknowledged is the status of a publish span whose message got no
+// acknowledgement before the batch ended.
+var errNotAcknowledged = errors.New("relay: not acknowledged")
+
+// endSpan ends a publish span (nil: none), with err as its status.
+func endSpan(span trace.Span, err error) {
+	if span == nil {
+		return
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }
 
 // PublishBatch claims up to BatchSize unpublished rows, publishes them and
@@ -332,9 +379,24 @@ func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	}
 
 	futures := make([]jetstream.PubAckFuture, len(batch))
+	// spans holds the publish span of each row that carries a trace
+	// context; nil when none of the batch does.
+	var spans []trace.Span
+	defer func() {
+		for _, span := range spans {
+			endSpan(span, errNotAcknowledged) // a span not ended below
+		}
+	}()
 	var publishErr error
 	for i, m := range batch {
-		msg := &nats.Msg{Subject: m.Subject, Data: m.Payload, Header: nats.Header{}}
+		span, header := r.publishSpan(ctx, m)
+		if span != nil {
+			if spans == nil {
+				spans = make([]trace.Span, len(batch))
+			}
+			spans[i] = span
+		}
+		msg := &nats.Msg{Subject: m.Subject, Data: m.Payload, Header: header}
 		// With more acknowledgements pending than the connection allows
 		// (a BatchSize above 4,096, or a slow server), a publish waits
 		// for room for as long as the batch may take, not nats.go's 200 ms.
@@ -355,6 +417,10 @@ wait:
 		select {
 		case ack := <-f.Ok():
 			published = append(published, batch[i].ID)
+			if spans != nil {
+				endSpan(spans[i], nil)
+				spans[i] = nil
+			}
 			if ack.Duplicate {
 				duplicates++
 				r.log.InfoContext(ctx, "republished outbox row was a duplicate; JetStream kept one copy",
@@ -362,6 +428,10 @@ wait:
 			}
 		case err := <-f.Err():
 			publishErr = errors.Join(publishErr, fmt.Errorf("relay: publish %s: %w", batch[i].MsgID, err))
+			if spans != nil {
+				endSpan(spans[i], err)
+				spans[i] = nil
+			}
 		case <-timeout.C:
 			publishErr = errors.Join(publishErr, fmt.Errorf("relay: %d acknowledgements not received within %s", len(futures)-i, r.cfg.PublishTimeout))
 			break wait

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/tracing"
 )
 
 // Operation is the contract's JSON shape of an operation.
@@ -32,6 +33,9 @@ type Operation struct {
 	// Scope is the access scope of the token that requested the
 	// operation; null: a token of the whole tenant's.
 	Scope *string `json:"scope"`
+	// TraceID is the trace of the request that created the operation,
+	// which every later step of it joins; null without tracing.
+	TraceID *string `json:"trace_id"`
 }
 
 // Review is an operation's open review item: why, who, by when.
@@ -52,6 +56,11 @@ func OfOperation(op ledger.Operation) Operation {
 	}
 	if op.ApprovalID != uuid.Nil {
 		v.ApprovalID = &op.ApprovalID
+	}
+	if op.Traceparent != nil {
+		if id := tracing.TraceID(*op.Traceparent); id != "" {
+			v.TraceID = &id
+		}
 	}
 	if op.Status == ledger.StatusReview && op.ReviewReason != nil {
 		owner := ""

@@ -61,7 +61,7 @@ const operationJSON = `{"id":"01a22bf9-440b-7b7a-9f74-60aded2e0c9c","tenant":"ac
 	`"key":"po-37","client_key":null,"status":"queued","params":{"sku":"A-1"},"params_fingerprint":"jcs-sha256:` + hex64 + `",` +
 	`"approval_id":"01a22bf9-4407-733d-a95c-23d3151c21cf","external_key":"al_1","provider":"acme",` +
 	`"provider_reference":null,"attempts":0,"created_at":"2026-11-30T10:21:25.89977Z",` +
-	`"updated_at":"2026-11-30T10:21:25.89977Z","summary":"Queued."}`
+	`"updated_at":"2026-11-30T10:21:25.89977Z","summary":"Queued.","trace_id":null}`
 
 const hex64 = "d578aa73d9d422719dc45e0cb967d5497d0c89cacb669745baf63974716a8226"
 

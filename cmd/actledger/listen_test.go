@@ -20,19 +20,28 @@ import (
 )
 
 // serveProcessEnv marks the test binary re-run as an `actledger serve`
-// process (TestServeProcess).
-const serveProcessEnv = "ACTLEDGER_TEST_SERVE_PROCESS"
+// process (TestServeProcess); serveRolesEnv, when set, is its --roles.
+const (
+	serveProcessEnv = "ACTLEDGER_TEST_SERVE_PROCESS"
+	serveRolesEnv   = "ACTLEDGER_TEST_SERVE_ROLES"
+)
 
 // TestServeProcess is not a test: it is `actledger serve` in a process of
 // its own, started by TestServeListensOnTheAPIAddressAndNothingElse, so
-// that the process's sockets are serve's alone.
+// that the process's sockets are serve's alone, and by
+// TestServeExportsOneTraceAcrossTheAPIAndDispatcherProcesses, so that each
+// process reads its own OTEL_* environment.
 func TestServeProcess(t *testing.T) {
 	if os.Getenv(serveProcessEnv) != "1" {
 		t.Skip("runs only as the child of TestServeListensOnTheAPIAddressAndNothingElse")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	if err := run(ctx, []string{"serve"}, os.Getenv, os.Stdout, os.Stderr); err != nil {
+	args := []string{"serve"}
+	if roles := os.Getenv(serveRolesEnv); roles != "" {
+		args = append(args, "--roles", roles)
+	}
+	if err := run(ctx, args, os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "serve:", err)
 		os.Exit(1)
 	}

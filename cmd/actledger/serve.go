@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
@@ -19,6 +21,7 @@ import (
 	"github.com/actledger/actledger/dispatcher"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/tracing"
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
@@ -47,6 +50,14 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 	}
 	warnPublishedWebhookSecrets(registry, e.Getenv, logger)
 
+	tracerProvider, stopTracing, err := setupTracing(ctx, e.Getenv, logger)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: the spans of the work the roles
+	// finish while stopping are exported too.
+	defer stopTracing()
+
 	pool, stopDB, err := openDatabase(ctx, e, logger)
 	if err != nil {
 		return err
@@ -66,14 +77,15 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			Dispatcher: slices.Contains(roles, "dispatcher"),
 			Reconciler: slices.Contains(roles, "reconciler"),
 		},
-		Metrics:    true,
-		Getenv:     e.Getenv,
-		Dispatcher: dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
-		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
-		Auth:       auth.Config{CacheTTL: e.TokenCacheTTL},
-		API:        api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
-		Retention:  e.Retention,
-		Logger:     logger,
+		Metrics:        true,
+		Getenv:         e.Getenv,
+		Dispatcher:     dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
+		Reconciler:     reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
+		Auth:           auth.Config{CacheTTL: e.TokenCacheTTL},
+		API:            api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
+		Retention:      e.Retention,
+		Logger:         logger,
+		TracerProvider: tracerProvider,
 	})
 	if err != nil {
 		return err
@@ -137,4 +149,26 @@ func parseRoles(s string) ([]string, error) {
 		return nil, fmt.Errorf("--roles is empty; roles are %s", strings.Join(allRoles, ","))
 	}
 	return roles, nil
+}
+
+// setupTracing builds the tracer provider the OTEL_* variables ask for
+// (tracing.Setup): nil, and nothing exported, without an OTLP endpoint.
+// stop flushes the spans still batched, for at most five seconds.
+func setupTracing(ctx context.Context, getenv func(string) string, logger *slog.Logger) (_ trace.TracerProvider, stop func(), err error) {
+	tp, shutdown, err := tracing.Setup(ctx, getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	stop = func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(flushCtx); err != nil {
+			logger.Warn("tracing: spans not exported at shutdown", "err", err)
+		}
+	}
+	if tp == nil {
+		return nil, stop, nil // a nil *TracerProvider in the interface would not be nil
+	}
+	logger.Info("exporting traces over OTLP/HTTP")
+	return tp, stop, nil
 }

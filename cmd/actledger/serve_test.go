@@ -22,6 +22,7 @@ import (
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 )
@@ -31,9 +32,11 @@ import (
 type instance struct {
 	base     string
 	supplier *mocksupplier.Server
-	prefix   string
-	getenv   func(string) string
-	stop     func()
+	// traceparents are the traceparent headers the supplier received.
+	traceparents *testpipeline.HeaderLog
+	prefix       string
+	getenv       func(string) string
+	stop         func()
 }
 
 func startServe(t *testing.T) *instance {
@@ -81,7 +84,8 @@ func prepareServe(t *testing.T, edit func(providersYAML string) string) *instanc
 	_, dbURL := testdb.NewWithURL(t)
 	testnats.Anchor(t)
 	supplier := mocksupplier.New(mocksupplier.Config{LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	srv := httptest.NewServer(supplier)
+	traceparents := &testpipeline.HeaderLog{Name: "traceparent"}
+	srv := httptest.NewServer(traceparents.Handler(supplier))
 	t.Cleanup(func() { srv.Close(); supplier.Close() })
 	demo, err := os.ReadFile("../../demo/providers.yaml")
 	if err != nil {
@@ -96,7 +100,7 @@ func prepareServe(t *testing.T, edit func(providersYAML string) string) *instanc
 	if err := os.WriteFile(providers, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{supplier: supplier, prefix: testnats.Prefix()}
+	in := &instance{supplier: supplier, traceparents: traceparents, prefix: testnats.Prefix()}
 	addr := freeAddr(t)
 	vars := map[string]string{
 		"DATABASE_URL":        dbURL,

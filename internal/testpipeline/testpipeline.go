@@ -18,13 +18,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/actledger/actledger/api"
@@ -120,6 +123,9 @@ type Options struct {
 	// them behind a proxy that a test cuts).
 	Pool   *pgxpool.Pool
 	Broker *broker.Broker
+	// TracerProvider traces the process (app.Config.TracerProvider), e.g.
+	// into the SDK's in-memory exporter.
+	TracerProvider trace.TracerProvider
 }
 
 // Clock is a test clock shared by the ledger and the API.
@@ -142,9 +148,12 @@ type Pipeline struct {
 	Supplier *mocksupplier.Server
 	// Other is the supplier of provider "beta" (OtherAction): same
 	// contract, separate orders.
-	Other      *mocksupplier.Server
-	Registry   *provider.Registry
-	Reconciler *reconciler.Reconciler
+	Other *mocksupplier.Server
+	// Traceparents are the traceparent headers of the requests the acme
+	// supplier received, in order ("" for a request without one).
+	Traceparents *HeaderLog
+	Registry     *provider.Registry
+	Reconciler   *reconciler.Reconciler
 	// Tokens is the token store of the process serving the API, with
 	// its cache.
 	Tokens   *auth.Tokens
@@ -193,7 +202,8 @@ func New(t *testing.T, opts Options) *Pipeline {
 	}
 	lag := max(opts.LookupLag, 0)
 	p.Supplier = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
-	supplierSrv := httptest.NewServer(p.Supplier)
+	p.Traceparents = &HeaderLog{Name: "traceparent"}
+	supplierSrv := httptest.NewServer(p.Traceparents.Handler(p.Supplier))
 	t.Cleanup(func() { supplierSrv.Close(); p.Supplier.Close() })
 
 	p.Other = mocksupplier.New(mocksupplier.Config{Idempotency: opts.Mode, LookupLag: lag, Logger: quiet(), Now: p.Clock.Now})
@@ -228,7 +238,7 @@ func (p *Pipeline) build() {
 	providers := maps.Clone(opts.Implementations)
 	if opts.Providers != nil {
 		acme, _ := p.Registry.Provider("acme")
-		providers = map[string]provider.Provider{"acme": opts.Providers(provider.NewHTTP(acme, provider.HTTPOptions{}))}
+		providers = map[string]provider.Provider{"acme": opts.Providers(provider.NewHTTP(acme, provider.HTTPOptions{TracerProvider: opts.TracerProvider}))}
 	}
 	var err error
 	p.app, err = app.Build(context.Background(), app.Config{
@@ -252,8 +262,9 @@ func (p *Pipeline) build() {
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
 		}, MCPAllowedOrigins: opts.MCPAllowedOrigins},
-		Logger:  cmp.Or(opts.Logger, quiet()),
-		Metrics: opts.Metrics,
+		Logger:         cmp.Or(opts.Logger, quiet()),
+		Metrics:        opts.Metrics,
+		TracerProvider: opts.TracerProvider,
 	})
 	if err != nil {
 		p.t.Fatal(err)
@@ -687,4 +698,30 @@ WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())
 		}
 		return quiet()
 	})
+}
+
+// HeaderLog records one header of every request a handler receives: what
+// a supplier was sent, as it saw it.
+type HeaderLog struct {
+	// Name is the header recorded.
+	Name   string
+	mu     sync.Mutex
+	values []string
+}
+
+// Handler serves h, recording the header of each request first.
+func (l *HeaderLog) Handler(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		l.mu.Lock()
+		l.values = append(l.values, r.Header.Get(l.Name))
+		l.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+// Values are the recorded values, in the order the requests came.
+func (l *HeaderLog) Values() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.values)
 }

@@ -19,11 +19,15 @@
 -- NULL for a token of the whole tenant. The approval must admit it
 -- (scope_admits): an approval of another scope is no approval here, and
 -- is refused exactly as a missing one.
+--
+-- p_traceparent is the W3C trace context of the enqueue (schema 030), kept
+-- with the operation and its dispatch message; NULL without tracing. It
+-- decides nothing.
 CREATE OR REPLACE FUNCTION enqueue_operation(
     p_id uuid, p_tenant uuid, p_action text, p_key text, p_provider text, p_params jsonb,
     p_fingerprint text, p_approval uuid, p_token uuid, p_external_key text, p_now timestamptz,
     p_actor text, p_subject text, p_msg_id text, p_payload bytea, p_client_key text DEFAULT NULL,
-    p_scope text DEFAULT NULL
+    p_scope text DEFAULT NULL, p_traceparent text DEFAULT NULL
 ) RETURNS TABLE (created boolean, created_at timestamptz, tenant text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -34,9 +38,9 @@ BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, so
     -- identical concurrent requests converge on one operation.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope)
+        approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope, traceparent)
     VALUES (p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
-        p_approval, p_token, p_external_key, 'queued', v_now, v_now, p_client_key, p_scope)
+        p_approval, p_token, p_external_key, 'queued', v_now, v_now, p_client_key, p_scope, p_traceparent)
     ON CONFLICT (tenant_id, action, key) DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
@@ -75,7 +79,7 @@ BEGIN
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
     VALUES (p_id, p_tenant, v_now, 'created', NULL, 'queued', p_actor,
         jsonb_build_object('approval_id', p_approval, 'params_fingerprint', p_fingerprint));
-    INSERT INTO outbox (subject, msg_id, payload) VALUES (p_subject, p_msg_id, p_payload);
+    INSERT INTO outbox (subject, msg_id, payload, traceparent) VALUES (p_subject, p_msg_id, p_payload, p_traceparent);
     RETURN QUERY SELECT true, v_now, t.name FROM tenants t WHERE t.id = p_tenant;
 END;
 $$;

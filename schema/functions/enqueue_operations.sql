@@ -31,7 +31,7 @@ CREATE OR REPLACE FUNCTION enqueue_operations(
     p_id uuid[], p_tenant uuid[], p_action text[], p_key text[], p_provider text[], p_params jsonb[],
     p_fingerprint text[], p_approval uuid[], p_token uuid[], p_external_key text[], p_now timestamptz,
     p_actor text[], p_subject text[], p_msg_id text[], p_payload bytea[], p_client_key text[] DEFAULT NULL,
-    p_scope text[] DEFAULT NULL
+    p_scope text[] DEFAULT NULL, p_traceparent text[] DEFAULT NULL
 ) RETURNS TABLE (ord bigint, created_at timestamptz, tenant text)
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
@@ -72,12 +72,12 @@ BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, as
     -- enqueue_operation does; a key that exists is not clean.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
-        approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope)
+        approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope, traceparent)
     SELECT r.id, r.tenant, r.action, r.key, r.provider, r.params, r.fingerprint,
-        r.approval, r.token, r.external_key, 'queued', v_now, v_now, r.client_key, r.scope
+        r.approval, r.token, r.external_key, 'queued', v_now, v_now, r.client_key, r.scope, r.traceparent
     FROM unnest(p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
-        p_approval, p_token, p_external_key, p_client_key, p_scope)
-        AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key, client_key, scope)
+        p_approval, p_token, p_external_key, p_client_key, p_scope, p_traceparent)
+        AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key, client_key, scope, traceparent)
     ON CONFLICT (tenant_id, action, key) DO NOTHING;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     IF v_rows <> v_n THEN
@@ -89,8 +89,8 @@ BEGIN
         jsonb_build_object('approval_id', r.approval, 'params_fingerprint', r.fingerprint)
     FROM unnest(p_id, p_tenant, p_actor, p_approval, p_fingerprint) AS r(id, tenant, actor, approval, fingerprint);
 
-    INSERT INTO outbox (subject, msg_id, payload)
-    SELECT * FROM unnest(p_subject, p_msg_id, p_payload);
+    INSERT INTO outbox (subject, msg_id, payload, traceparent)
+    SELECT * FROM unnest(p_subject, p_msg_id, p_payload, p_traceparent);
 
     RETURN QUERY
     SELECT r.ord, v_now, t.name

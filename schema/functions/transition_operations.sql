@@ -29,6 +29,9 @@
 -- would otherwise stay cached while the table grows: without fresh
 -- statistics nothing replaces it, and every transition would read the
 -- whole ledger.
+--
+-- A review announcement carries its operation's trace context (schema
+-- 030), as every outbox row about an operation does.
 CREATE OR REPLACE FUNCTION transition_operations(
     p_id uuid[], p_version bigint[], p_from text[], p_to text[],
     p_lease_owner text[], p_lease_until timestamptz[], p_lease_for_us bigint[],
@@ -48,7 +51,7 @@ CREATE OR REPLACE FUNCTION transition_operations(
     next_attempt_at timestamptz, first_sent_at timestamptz, last_sent_at timestamptz, provider_reference text,
     review_reason text, review_owner text, review_deadline timestamptz, flags text[], created_at timestamptz,
     updated_at timestamptz, request_reason text, request_expires_at timestamptz, decision_reason text,
-    client_key text, scope text, ord bigint, lapse text
+    client_key text, scope text, traceparent text, ord bigint, lapse text
 )
 LANGUAGE plpgsql
 SET enable_seqscan = off SET enable_hashjoin = off SET enable_mergejoin = off
@@ -119,13 +122,14 @@ BEGIN
     ), review AS (
         -- Every review item is also announced on the review stream, through the
         -- outbox, in this same statement.
-        INSERT INTO outbox (subject, msg_id, payload)
+        INSERT INTO outbox (subject, msg_id, payload, traceparent)
         SELECT p_review_subject || '.' || u.tenant_id::text || '.' || u.review_reason,
                'review.' || u.id || '.' || u.version,
                convert_to(json_build_object(
                    'operation_id', u.id, 'tenant', t.name, 'action', u.action, 'key', u.key,
                    'provider', u.provider, 'reason', u.review_reason, 'owner', u.review_owner,
-                   'deadline', u.review_deadline, 'version', u.version, 'at', u.updated_at)::text, 'UTF8')
+                   'deadline', u.review_deadline, 'version', u.version, 'at', u.updated_at)::text, 'UTF8'),
+               u.traceparent
         FROM upd u JOIN tenants t ON t.id = u.tenant_id
         WHERE u.status = 'review' AND p_review_subject <> ''
     )
@@ -134,7 +138,7 @@ BEGIN
         o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
         o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
         o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key,
-        o.scope, o.c_ord AS ord,
+        o.scope, o.traceparent, o.c_ord AS ord,
         CASE WHEN o.c_check_lapse THEN operation_lapse(a, k, v_now, o.c_account, o.c_environment) ELSE '' END AS lapse
     FROM upd o JOIN tenants t ON t.id = o.tenant_id
     LEFT JOIN approvals a ON a.id = o.approval_id AND o.c_check_lapse
