@@ -43,7 +43,7 @@ const (
 )
 
 // allStages are the stages in the order they run.
-var allStages = []string{"limits", "api", "relay", "latency", "e2e"}
+var allStages = []string{"limits", "api", "relay", "latency", "e2e", "large"}
 
 // fullPlan is `make bench`: three repetitions, about four minutes on two
 // cores.
@@ -66,6 +66,9 @@ var fullPlan = plan{
 	GiveUp:          time.Second,
 	Warmup:          800,
 	Settle:          60 * time.Second,
+	LargeOperations: 10_000_000,
+	LargeRange:      250_000,
+	LargeWorkers:    2,
 }
 
 // quickPlan is a smoke test of the whole harness: one short repetition.
@@ -88,6 +91,9 @@ var quickPlan = plan{
 	GiveUp:          time.Second,
 	Warmup:          160,
 	Settle:          60 * time.Second,
+	LargeOperations: 1_000_000,
+	LargeRange:      250_000,
+	LargeWorkers:    2,
 }
 
 var started = time.Now()
@@ -113,6 +119,8 @@ func run(ctx context.Context, args []string) error {
 	quick := fs.Bool("quick", false, "one short repetition: a smoke test of the harness")
 	reps := fs.Int("reps", 0, "repetitions of every stage (default 3, or 1 with --quick)")
 	stagesFlag := fs.String("stages", strings.Join(allStages, ","), "comma-separated stages to run: "+strings.Join(allStages, ","))
+	refill := fs.Bool("refill", false, "write the large stage's ledger again even if a kept one holds the same fill")
+	largeOps := fs.Int64("large-operations", 0, "operations of the large stage's ledger (default 10,000,000, or 1,000,000 with --quick)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -123,6 +131,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *reps > 0 {
 		pl.Reps = *reps
+	}
+	if *largeOps > 0 {
+		pl.LargeOperations = *largeOps
 	}
 	stages, err := parseStages(*stagesFlag)
 	if err != nil {
@@ -143,7 +154,7 @@ func run(ctx context.Context, args []string) error {
 		adminURL: cmp.Or(os.Getenv("BENCH_DATABASE_URL"), defaultDatabaseURL),
 		natsURL:  cmp.Or(os.Getenv("BENCH_NATS_URL"), defaultNATSURL),
 	}
-	res, err := bench(ctx, e, pl, stages)
+	res, err := bench(ctx, e, pl, stages, *refill)
 	if err != nil {
 		return err
 	}
@@ -181,13 +192,14 @@ type results struct {
 	Drain   []drainResult
 	Latency [][]latencyResult
 	E2E     []e2eResult
+	Large   *largeResult
 	// TotalOrders is the supplier's order count over the whole run.
 	TotalOrders int
 	Elapsed     time.Duration
 }
 
 // bench runs the stages in order, each pl.Reps times.
-func bench(ctx context.Context, e *env, pl plan, stages []string) (*results, error) {
+func bench(ctx context.Context, e *env, pl plan, stages []string, refill bool) (*results, error) {
 	res := &results{Plan: pl}
 	var err error
 	if res.Facts, err = machineFacts(ctx, e); err != nil {
@@ -227,6 +239,8 @@ func bench(ctx context.Context, e *env, pl plan, stages []string) (*results, err
 				}
 				return err
 			})
+		case "large":
+			err = benchLarge(ctx, e, pl, refill, res)
 		case "e2e":
 			err = repeat(ctx, pl, "end to end with the mock supplier", func() error {
 				r, err := endToEnd(ctx, e, pl)
