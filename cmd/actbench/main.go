@@ -9,11 +9,16 @@
 //
 // Each stage gets a fresh database migrated with schema.Migrate and streams
 // under a unique prefix, removed when it ends, so nothing is left behind on
-// the servers. Progress goes to stderr, the table to stdout.
+// the servers, but for the large stage's ledger: ten million operations
+// (one million with --quick) written once into a database kept between
+// runs (actbench_large_10m), on which the API and end-to-end stages run
+// beside the same stages on an empty ledger, and every query that must
+// stay bounded is timed. The rows its pipelines add are deleted after
+// each. Progress goes to stderr, the table to stdout.
 //
 // Usage:
 //
-//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e] [--cpuprofile FILE]
+//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,large] [--refill] [--large-operations N] [--cpuprofile FILE]
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
 // a maintenance database: the benchmark creates and drops its own) and
