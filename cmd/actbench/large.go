@@ -104,14 +104,17 @@ func openLarge(ctx context.Context, e *env, pl plan, refill bool) (*database, fi
 				db.pool.Close()
 				return nil, info, err
 			}
-			info.Reused, info.Fill, info.Vacuum = true, seconds2(fillS), seconds2(vacS)
-			err = readFill(ctx, db.pool, &info)
+			info.Reused, info.Fill, info.Vacuum = true, durationOf(fillS), durationOf(vacS)
+			if err := readFill(ctx, db.pool, &info); err != nil {
+				db.pool.Close()
+				return nil, info, err
+			}
 			logf("large ledger: reusing %s (%s operations, fill %s of %s); --refill writes it again", name,
 				thousands(float64(ops)), version, info.FilledAt.Format(time.DateTime))
-			return db, info, err
+			return db, info, nil
 		}
 		db.pool.Close()
-		logf("large ledger: %s holds another fill (%v); writing it again", name, cmpErr(err, version, ops))
+		logf("large ledger: %s holds another fill (%v); writing it again", name, whyNotReused(err, version, ops))
 	}
 	if exists {
 		if _, err := admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
@@ -173,10 +176,11 @@ func openLarge(ctx context.Context, e *env, pl plan, refill bool) (*database, fi
 	return db, info, nil
 }
 
-func seconds2(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// durationOf is s seconds.
+func durationOf(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// cmpErr says why a kept database was not reused.
-func cmpErr(err error, version string, ops int64) string {
+// whyNotReused says why a kept database was not reused.
+func whyNotReused(err error, version string, ops int64) string {
 	if err != nil {
 		return "no complete fill: " + err.Error()
 	}

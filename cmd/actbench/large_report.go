@@ -94,7 +94,7 @@ func writeLarge(w io.Writer, r *results) {
 		e, b := spreadOf(l.empty), spreadOf(l.big)
 		var rat, target, result string
 		if e.Median > 0 {
-			rat = fmt.Sprintf("%.2f×", b.Median/e.Median)
+			rat = fmt.Sprintf("%.3f×", b.Median/e.Median)
 		}
 		if l.target > 0 && e.Median > 0 {
 			if l.higher {

@@ -3,7 +3,6 @@ package bigledger
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -156,7 +155,7 @@ func Analyze(ctx context.Context, pool *pgxpool.Pool, statisticsTarget int) (tim
 		}()
 	}
 	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
-		return 0, errors.Join(errors.New("bigledger: analyze"), err)
+		return 0, fmt.Errorf("bigledger: analyze: %w", err)
 	}
 	return time.Since(start), nil
 }
