@@ -12,7 +12,8 @@
 -- 69 days of heap) 2.6 s for a page of queued operations, 2.1 s of
 -- retry_wait, 0.36 s of unknown, 3.2 s for a batch of a resume; a
 -- resume of a paused provider's backlog re-read the backlog for every
--- batch. With this index each reads its page.
+-- batch. With this index each reads its page (a resume's batch once its
+-- pause check is a lookup per operation: ledger's waitsForMessage).
 --
 -- Partial: an entry is written as an operation is enqueued or waits for
 -- a retry or a lookup, never for a claimed or settled one; the index
