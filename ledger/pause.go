@@ -31,15 +31,23 @@ type Pause struct {
 // stuck-dispatch sweep of 2,000 candidates over a backlog of 1,200 rows
 // compared 1.6 million pairs and took 335 ms (TestQueriesStayBoundedOnALargeLedger),
 // and a backlog grows exactly when the relay cannot publish.
+//
+// The pauses are looked up per operation (a subquery the planner keeps as
+// one, not an anti-join): as an anti-join its estimate of what survives
+// was a single row whatever the pauses, so a resume's batch, oldest first
+// under a limit, sorted every unsent operation of the tenant instead of
+// walking operations_unsent_list_idx: 0.48 s for a batch of 500 on ten
+// million operations (60,000 unsent rows read), 30 ms with the lookup
+// (500 read). The pauses are a handful of rows.
 const waitsForMessage = `NOT EXISTS (
       SELECT 1 FROM outbox b
       WHERE b.published_at IS NULL AND b.msg_id LIKE '` + dispatchMsgIDPrefix + `%.%'
         AND split_part(b.msg_id, '.', 2) = o.id::text)
-  AND NOT EXISTS (
+  AND NOT (SELECT EXISTS (
       SELECT 1 FROM dispatch_pauses p
       WHERE p.tenant_id = o.tenant_id
         AND (p.provider IS NULL OR p.provider = o.provider)
-        AND (p.action IS NULL OR p.action = o.action))`
+        AND (p.action IS NULL OR p.action = o.action)))`
 
 const (
 	pauseInsert = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at)

@@ -33,6 +33,9 @@ type database struct {
 	name  string
 	admin string // URL of the maintenance database
 	pool  *pgxpool.Pool
+	// shared is a database kept between runs (the large ledger): drop
+	// leaves it.
+	shared bool
 }
 
 // createDatabase creates an empty database named after prefix and returns a
@@ -80,8 +83,12 @@ func (db *database) connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
-// drop closes the pool and drops the database, whatever ctx says.
+// drop closes the pool and drops the database, whatever ctx says; a
+// shared database's pool belongs to its opener and stays open.
 func (db *database) drop(ctx context.Context) {
+	if db.shared {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	if db.pool != nil {
 		db.pool.Close()

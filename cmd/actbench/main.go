@@ -9,11 +9,16 @@
 //
 // Each stage gets a fresh database migrated with schema.Migrate and streams
 // under a unique prefix, removed when it ends, so nothing is left behind on
-// the servers. Progress goes to stderr, the table to stdout.
+// the servers, but for the large stage's ledger: ten million operations
+// (one million with --quick) written once into a database kept between
+// runs (actbench_large_10m), on which the API and end-to-end stages run
+// beside the same stages on an empty ledger, and every query that must
+// stay bounded is timed. The rows its pipelines add are deleted after
+// each. Progress goes to stderr, the table to stdout.
 //
 // Usage:
 //
-//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e] [--cpuprofile FILE]
+//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,large] [--refill] [--large-operations N] [--cpuprofile FILE]
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
 // a maintenance database: the benchmark creates and drops its own) and
@@ -43,7 +48,7 @@ const (
 )
 
 // allStages are the stages in the order they run.
-var allStages = []string{"limits", "api", "relay", "latency", "e2e"}
+var allStages = []string{"limits", "api", "relay", "latency", "e2e", "large"}
 
 // fullPlan is `make bench`: three repetitions, about four minutes on two
 // cores.
@@ -66,6 +71,9 @@ var fullPlan = plan{
 	GiveUp:          time.Second,
 	Warmup:          800,
 	Settle:          60 * time.Second,
+	LargeOperations: 10_000_000,
+	LargeRange:      250_000,
+	LargeWorkers:    2,
 }
 
 // quickPlan is a smoke test of the whole harness: one short repetition.
@@ -88,6 +96,9 @@ var quickPlan = plan{
 	GiveUp:          time.Second,
 	Warmup:          160,
 	Settle:          60 * time.Second,
+	LargeOperations: 1_000_000,
+	LargeRange:      250_000,
+	LargeWorkers:    2,
 }
 
 var started = time.Now()
@@ -113,6 +124,8 @@ func run(ctx context.Context, args []string) error {
 	quick := fs.Bool("quick", false, "one short repetition: a smoke test of the harness")
 	reps := fs.Int("reps", 0, "repetitions of every stage (default 3, or 1 with --quick)")
 	stagesFlag := fs.String("stages", strings.Join(allStages, ","), "comma-separated stages to run: "+strings.Join(allStages, ","))
+	refill := fs.Bool("refill", false, "write the large stage's ledger again even if a kept one holds the same fill")
+	largeOps := fs.Int64("large-operations", 0, "operations of the large stage's ledger (default 10,000,000, or 1,000,000 with --quick)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -123,6 +136,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if *reps > 0 {
 		pl.Reps = *reps
+	}
+	if *largeOps > 0 {
+		pl.LargeOperations = *largeOps
 	}
 	stages, err := parseStages(*stagesFlag)
 	if err != nil {
@@ -143,7 +159,7 @@ func run(ctx context.Context, args []string) error {
 		adminURL: cmp.Or(os.Getenv("BENCH_DATABASE_URL"), defaultDatabaseURL),
 		natsURL:  cmp.Or(os.Getenv("BENCH_NATS_URL"), defaultNATSURL),
 	}
-	res, err := bench(ctx, e, pl, stages)
+	res, err := bench(ctx, e, pl, stages, *refill)
 	if err != nil {
 		return err
 	}
@@ -181,13 +197,14 @@ type results struct {
 	Drain   []drainResult
 	Latency [][]latencyResult
 	E2E     []e2eResult
+	Large   *largeResult
 	// TotalOrders is the supplier's order count over the whole run.
 	TotalOrders int
 	Elapsed     time.Duration
 }
 
 // bench runs the stages in order, each pl.Reps times.
-func bench(ctx context.Context, e *env, pl plan, stages []string) (*results, error) {
+func bench(ctx context.Context, e *env, pl plan, stages []string, refill bool) (*results, error) {
 	res := &results{Plan: pl}
 	var err error
 	if res.Facts, err = machineFacts(ctx, e); err != nil {
@@ -227,6 +244,8 @@ func bench(ctx context.Context, e *env, pl plan, stages []string) (*results, err
 				}
 				return err
 			})
+		case "large":
+			err = benchLarge(ctx, e, pl, refill, res)
 		case "e2e":
 			err = repeat(ctx, pl, "end to end with the mock supplier", func() error {
 				r, err := endToEnd(ctx, e, pl)

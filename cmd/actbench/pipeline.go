@@ -36,6 +36,9 @@ type env struct {
 	adminURL string
 	natsURL  string
 	supplier *supplier
+	// large, when set, is the ledger every pipeline runs on instead of a
+	// fresh database (the large stage's).
+	large *database
 }
 
 // benchAccount and benchEnvironment are the supplier's account and
@@ -98,7 +101,8 @@ type roles struct {
 
 // pipeline is actledger assembled in-process by app.Build, as `actledger
 // serve` assembles it, on a fresh database and on streams under a unique
-// prefix, both removed by close.
+// prefix, both removed by close (or on the large ledger, which close
+// leaves, and streams under largePrefix).
 type pipeline struct {
 	db       *database
 	app      *app.App
@@ -128,12 +132,15 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 			p.close(ctx)
 		}
 	}()
-	if p.db, err = createDatabase(ctx, e.adminURL, databasePrefix, poolMaxConns, true); err != nil {
+	prefix := strings.ToUpper(uniqueName("BENCH"))
+	if e.large != nil {
+		p.db, prefix = e.large, largePrefix
+	} else if p.db, err = createDatabase(ctx, e.adminURL, databasePrefix, poolMaxConns, true); err != nil {
 		return nil, err
 	}
 	p.app, err = app.Build(ctx, app.Config{
 		Pool:     p.db.pool,
-		NATS:     broker.Config{URL: e.natsURL, Prefix: strings.ToUpper(uniqueName("BENCH")), Name: "actbench"},
+		NATS:     broker.Config{URL: e.natsURL, Prefix: prefix, Name: "actbench"},
 		Registry: e.supplier.registry,
 		// The stages measure the pipeline without the lease sweeper.
 		Roles:  app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Sweeper: app.SweeperNever},

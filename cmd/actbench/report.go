@@ -295,6 +295,9 @@ func writeReport(w io.Writer, r *results) {
 			l.format(s.Median), l.format(s.Min), l.format(s.Max), l.vs, l.target, l.result)
 	}
 	tw.Flush()
+	if r.Large != nil {
+		writeLarge(w, r)
+	}
 
 	pl := r.Plan
 	fmt.Fprintln(w)

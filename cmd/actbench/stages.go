@@ -46,6 +46,14 @@ type plan struct {
 	Warmup int
 	// Settle bounds every wait for work in flight to finish.
 	Settle time.Duration
+	// The large stage's ledger: LargeOperations operations, written
+	// LargeRange per transaction, LargeWorkers ranges at a time.
+	LargeOperations int64
+	LargeRange      int64
+	LargeWorkers    int
+	// LargeDatabase names the kept database (default actbench_large_10m
+	// for ten million, and so on).
+	LargeDatabase string
 }
 
 // apiResult is one closed-loop run of the API at one client count.
@@ -326,17 +334,18 @@ WITH o AS (
         (SELECT e.at FROM operation_events e WHERE e.operation_id = op.id AND e.kind = 'claimed' ORDER BY e.seq LIMIT 1) AS claimed,
         (SELECT e.at FROM operation_events e WHERE e.operation_id = op.id AND e.kind = 'attempt' ORDER BY e.seq LIMIT 1) AS answered
     FROM operations op JOIN outbox ob ON ob.msg_id = 'dispatch.' || op.id || '.1'
+    WHERE op.tenant_id = $1
 )
 SELECT percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM relayed - enqueued) * 1000),
     percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM claimed - relayed) * 1000),
     percentile_cont(ARRAY[0.5, 0.99]) WITHIN GROUP (ORDER BY extract(epoch FROM answered - claimed) * 1000)
 FROM o`
 
-// logStages logs the stage latencies of every operation of the run
+// logStages logs the stage latencies of every operation of the pipeline
 // (warm-up, open loop and maximum together).
 func (p *pipeline) logStages(ctx context.Context) error {
 	var relay, claim, answer []float64
-	if err := p.db.pool.QueryRow(ctx, stageLatencies).Scan(&relay, &claim, &answer); err != nil {
+	if err := p.db.pool.QueryRow(ctx, stageLatencies, p.tenantID).Scan(&relay, &claim, &answer); err != nil {
 		return fmt.Errorf("stage latencies: %w", err)
 	}
 	if len(relay) < 2 || len(claim) < 2 || len(answer) < 2 {
@@ -374,7 +383,7 @@ func (p *pipeline) maximum(ctx context.Context, e *env, pl plan, clients []*clie
 		return err
 	}
 	var open int
-	if err := p.db.pool.QueryRow(ctx, operationsOpen).Scan(&open); err != nil {
+	if err := p.db.pool.QueryRow(ctx, operationsOpen, p.tenantID).Scan(&open); err != nil {
 		return fmt.Errorf("count open operations: %w", err)
 	}
 	r.MaxCPU = cpu.Stop()
@@ -396,13 +405,13 @@ type orderCheck struct {
 	Open       int // operations not in a final state
 }
 
-const operationsAll = `SELECT external_key, status FROM operations`
+const operationsAll = `SELECT external_key, status FROM operations WHERE tenant_id = $1`
 
-// checkOrders compares every operation of p's ledger with the supplier's
+// checkOrders compares every operation of p's tenant with the supplier's
 // real orders.
 func checkOrders(ctx context.Context, p *pipeline, s *supplier) (orderCheck, error) {
 	var c orderCheck
-	rows, _ := p.db.pool.Query(ctx, operationsAll)
+	rows, _ := p.db.pool.Query(ctx, operationsAll, p.tenantID)
 	var key string
 	var status ledger.Status
 	for rows.Next() {

@@ -93,9 +93,9 @@ func (p *pipeline) watchLedger(ctx context.Context, t *tracker) (stop func(), er
 }
 
 const operationsOpen = `SELECT count(*) FROM operations
-WHERE status IN ('queued', 'dispatching', 'retry_wait', 'unknown', 'review')`
+WHERE tenant_id = $1 AND status IN ('queued', 'dispatching', 'retry_wait', 'unknown', 'review')`
 
-// waitSettled waits until no operation of the pipeline's database is open
+// waitSettled waits until no operation of the pipeline's tenant is open
 // (every one has reached a final state) and returns the start of the poll
 // that saw it (a poll every 10 ms).
 func (p *pipeline) waitSettled(ctx context.Context, timeout time.Duration) (time.Time, error) {
@@ -103,7 +103,7 @@ func (p *pipeline) waitSettled(ctx context.Context, timeout time.Duration) (time
 	for {
 		start := time.Now()
 		var open int
-		if err := p.db.pool.QueryRow(ctx, operationsOpen).Scan(&open); err != nil {
+		if err := p.db.pool.QueryRow(ctx, operationsOpen, p.tenantID).Scan(&open); err != nil {
 			return time.Time{}, fmt.Errorf("count open operations: %w", err)
 		}
 		if open == 0 {

@@ -1,38 +1,37 @@
-// Package bigledger gives a test a ledger that has run for a while, and
-// checks that the queries of the background loops and of the list
-// endpoints stay bounded on it.
+// Package bigledger writes a ledger that has run for a while, and checks
+// that the queries of the background loops and of the list endpoints stay
+// bounded on it.
 //
 // Every figure of an empty database hides what grows: the ledger keeps
 // every terminal operation and its events, so a query that reads them
 // (a Seq Scan, an index walked without a bound) is fast in a test and
-// slower every day in production. New fills a fresh test database with
-// 200,000 operations (97 % terminal) and their history in a few seconds
-// (fill.sql); Ledger.RequireBounded runs EXPLAIN ANALYZE of each query on
-// it and fails the test, with the plan, when one reads a large table
-// unboundedly.
+// slower every day in production. Fill writes a freshly migrated database
+// full of operations (97 % terminal) and their history, set-based: 200,000
+// in seconds for a test (internal/testbigledger), ten million in minutes
+// for the benchmark's large stage (cmd/actbench). Check runs EXPLAIN
+// ANALYZE of each query on it and says, with the plan, which read a large
+// table unboundedly; the packages that own the queries list them
+// (ledger.BoundedQueries, metrics.BoundedQueries, relay.BoundedQueries),
+// so the test and the benchmark judge and time the same statements.
 //
-// It never writes outside the test's own database (testdb), and a query
-// it explains never commits: each runs in a transaction rolled back.
+// A query it explains never commits: each runs in a transaction rolled
+// back.
 package bigledger
 
 import (
 	"context"
-	_ "embed"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/actledger/actledger/internal/testdb"
 )
-
-//go:embed fill.sql
-var fillSQL string
 
 // Large are the tables that grow with every operation ever made; a query
 // may read them only through an index condition or under a limit.
@@ -40,16 +39,15 @@ var Large = []string{"operations", "operation_events", "outbox", "webhook_events
 
 // MaxRowsRead bounds the rows a query may read from one large table, the
 // rows an index condition let through and then a filter dropped included:
-// 2.5 % of the fill's operations. It is more than the fill's open items of
-// any one kind (1,600 in review), so a query that reads the open items of
+// 2.5 % of a test's fill. It is more than the fill's open items of any one
+// kind (at most 4,000 in review), so a query that reads the open items of
 // a state passes, and far less than the terminal history, so one that
 // walks the history to find them fails.
 const MaxRowsRead = 5_000
 
-// Ledger is a filled test database and what a test needs to name its
-// rows in query parameters.
-type Ledger struct {
-	Pool *pgxpool.Pool
+// Fixture names rows of a filled ledger that the queries take as
+// parameters.
+type Fixture struct {
 	// Tenant is the largest tenant (55 % of the operations).
 	Tenant uuid.UUID
 	// Agent and Approver are the tenant's tokens.
@@ -57,64 +55,69 @@ type Ledger struct {
 	// Approval is a standing approval of the tenant with unsent
 	// operations under it.
 	Approval uuid.UUID
-	// Settled is a succeeded operation of the tenant with five events.
-	Settled uuid.UUID
+	// Settled is a succeeded operation of the tenant with five events;
+	// SettledAction and SettledKey are its idempotency key.
+	Settled                   uuid.UUID
+	SettledAction, SettledKey string
 	// Review are up to 50 of the tenant's operations in review, longest
-	// waiting first: a review page.
-	Review []uuid.UUID
-	// FillTime is how long the fill and ANALYZE took.
-	FillTime time.Duration
+	// waiting first: a review page; ReviewNextAt and ReviewNextID are
+	// where the next page starts (the last one's updated_at and id).
+	Review       []uuid.UUID
+	ReviewNextAt time.Time
+	ReviewNextID uuid.UUID
+	// MiddleAt and MiddleID are the created_at and id of an operation
+	// deep in the tenant's history: where a page far from the newest
+	// starts.
+	MiddleAt time.Time
+	MiddleID uuid.UUID
+	// Old are the tenant's 500 oldest terminal operations: a batch
+	// retention would archive and delete (ledger's prune queries).
+	Old []uuid.UUID
 }
 
-// New creates a test database (testdb.New), fills it with fill.sql and
-// analyzes it.
-func New(t testing.TB) *Ledger {
-	t.Helper()
-	pool := testdb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	start := time.Now()
-	// One implicit transaction (the simple protocol runs the whole file
-	// as one): one commit to wait for. ANALYZE, not VACUUM: the planner
-	// needs the statistics, and a VACUUM of every page would take longer
-	// than the fill. The statistics read every row (the largest sample
-	// target), not a random sample: a plan judged here must be the plan
-	// of every run, or a rare state's page flips between its own index
-	// and a walk of the tenant's history from one run to the next.
-	if _, err := pool.Exec(ctx, fillSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatalf("bigledger: fill: %v", err)
-	}
-	if _, err := pool.Exec(ctx, "SET default_statistics_target = 10000; ANALYZE; RESET default_statistics_target", pgx.QueryExecModeSimpleProtocol); err != nil {
-		t.Fatalf("bigledger: analyze: %v", err)
-	}
-	l := &Ledger{Pool: pool, FillTime: time.Since(start)}
+// Pick reads a filled ledger's fixture.
+func Pick(ctx context.Context, pool *pgxpool.Pool) (Fixture, error) {
+	var f Fixture
 	err := pool.QueryRow(ctx, `SELECT md5('tenant0')::uuid, md5('token0agent')::uuid, md5('token0approver')::uuid`).
-		Scan(&l.Tenant, &l.Agent, &l.Approver)
+		Scan(&f.Tenant, &f.Agent, &f.Approver)
 	if err == nil {
 		err = pool.QueryRow(ctx, `SELECT approval_id FROM operations
-WHERE tenant_id = $1 AND status = 'queued' ORDER BY created_at LIMIT 1`, l.Tenant).Scan(&l.Approval)
+WHERE tenant_id = $1 AND status = 'queued' ORDER BY created_at LIMIT 1`, f.Tenant).Scan(&f.Approval)
 	}
 	if err == nil {
-		err = pool.QueryRow(ctx, `SELECT o.id FROM operations o
+		err = pool.QueryRow(ctx, `SELECT o.id, o.action, o.key FROM operations o
 WHERE o.tenant_id = $1 AND o.status = 'succeeded'
   AND (SELECT count(*) FROM operation_events e WHERE e.operation_id = o.id) = 5
-ORDER BY o.created_at DESC LIMIT 1`, l.Tenant).Scan(&l.Settled)
+ORDER BY o.created_at DESC LIMIT 1`, f.Tenant).Scan(&f.Settled, &f.SettledAction, &f.SettledKey)
 	}
 	if err == nil {
 		rows, _ := pool.Query(ctx, `SELECT id FROM operations
-WHERE tenant_id = $1 AND status = 'review' ORDER BY updated_at, id LIMIT 50`, l.Tenant)
-		l.Review, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+WHERE tenant_id = $1 AND status = 'review' ORDER BY updated_at, id LIMIT 50`, f.Tenant)
+		f.Review, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	}
+	if err == nil && len(f.Review) > 0 {
+		err = pool.QueryRow(ctx, `SELECT updated_at, id FROM operations WHERE id = $1`, f.Review[len(f.Review)-1]).
+			Scan(&f.ReviewNextAt, &f.ReviewNextID)
+	}
+	if err == nil {
+		err = pool.QueryRow(ctx, `SELECT created_at, id FROM operations WHERE tenant_id = $1
+ORDER BY created_at, id OFFSET 50000 LIMIT 1`, f.Tenant).Scan(&f.MiddleAt, &f.MiddleID)
+	}
+	if err == nil {
+		rows, _ := pool.Query(ctx, `SELECT id FROM operations
+WHERE tenant_id = $1 AND status IN ('succeeded', 'failed', 'cancelled') ORDER BY created_at, id LIMIT 500`, f.Tenant)
+		f.Old, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	}
 	if err != nil {
-		t.Fatalf("bigledger: pick rows: %v", err)
+		return f, fmt.Errorf("bigledger: pick rows: %w", err)
 	}
-	var ops, events int64
-	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM operations), (SELECT count(*) FROM operation_events)`).
-		Scan(&ops, &events); err != nil {
-		t.Fatalf("bigledger: count: %v", err)
-	}
-	t.Logf("bigledger: %d operations, %d events, filled and analyzed in %s", ops, events, l.FillTime.Round(time.Millisecond))
-	return l
+	return f, nil
+}
+
+// version is a short digest of s.
+func version(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:6])
 }
 
 // Query is a statement to check and its parameters: positional, or one
@@ -125,7 +128,7 @@ type Query struct {
 	Args []any
 }
 
-// Result is what RequireBounded measured of one query.
+// Result is what Check measured of one query.
 type Result struct {
 	Name string
 	// Access is how the plan reads each large table it reads:
@@ -136,42 +139,39 @@ type Result struct {
 	Time time.Duration
 	// RowsRead is the most rows the plan read from one large table.
 	RowsRead int64
+	// Problems say how the plan reads a large table unboundedly; empty
+	// when it is bounded.
+	Problems []string
+	// Plan is the text of the plan when there are Problems.
+	Plan string
 }
 
-// RequireBounded runs each query twice under EXPLAIN ANALYZE, each time in
-// a transaction rolled back, and fails t for each whose plan reads a large
-// table by a Seq Scan, by an index scan with neither an index condition
-// nor a limit above it, or reads more than MaxRowsRead rows of one. It
-// logs every query's access paths and time and returns them.
-func (l *Ledger) RequireBounded(t testing.TB, queries ...Query) []Result {
-	t.Helper()
-	partial, err := l.partialIndexes()
+// Check runs each query twice under EXPLAIN ANALYZE, each time in a
+// transaction rolled back, and reports its access paths and time, and as
+// Problems whether its plan reads a large table by a Seq Scan, by an index
+// scan with neither an index condition nor a limit above it, or reads
+// more than MaxRowsRead rows of one. An error is a query that did not run.
+func Check(ctx context.Context, pool *pgxpool.Pool, queries ...Query) ([]Result, error) {
+	partial, err := partialIndexes(ctx, pool)
 	if err != nil {
-		t.Fatalf("bigledger: list partial indexes: %v", err)
+		return nil, fmt.Errorf("bigledger: list partial indexes: %w", err)
 	}
 	var results []Result
 	for _, q := range queries {
 		var root planNode
 		var execMs float64
 		for range 2 {
-			var err error
-			root, execMs, err = l.explain(q)
-			if err != nil {
-				t.Errorf("%s: explain: %v", q.Name, err)
-				break
+			if root, execMs, err = explain(ctx, pool, q); err != nil {
+				return results, fmt.Errorf("%s: explain: %w", q.Name, err)
 			}
 		}
-		if root.NodeType == "" {
-			continue
-		}
 		r := Result{Name: q.Name, Time: time.Duration(execMs * float64(time.Millisecond))}
-		var problems []string
 		walk(root, false, func(n planNode, limited bool) {
 			// A join that compares every row of one side with every
 			// row of the other reads both sides' product, whatever
 			// each scan reads.
 			if compared := int64(n.RowsRemovedByJoinFilter * max(n.ActualLoops, 1)); compared > MaxRowsRead && readsLarge(n) {
-				problems = append(problems, fmt.Sprintf("a %s that compared and dropped %d pairs of rows (at most %d)", n.NodeType, compared, MaxRowsRead))
+				r.Problems = append(r.Problems, fmt.Sprintf("a %s that compared and dropped %d pairs of rows (at most %d)", n.NodeType, compared, MaxRowsRead))
 			}
 			if !isLarge(n.RelationName) {
 				return
@@ -186,24 +186,23 @@ func (l *Ledger) RequireBounded(t testing.TB, queries ...Query) []Result {
 			r.RowsRead = max(r.RowsRead, read)
 			switch {
 			case n.NodeType == "Seq Scan":
-				problems = append(problems, "a Seq Scan of "+n.RelationName)
+				r.Problems = append(r.Problems, "a Seq Scan of "+n.RelationName)
 			// A partial index holds the rows of its predicate (open
 			// operations, unpublished messages): reading all of it is
 			// bounded by them, and MaxRowsRead bounds how many.
 			case strings.HasSuffix(n.NodeType, "Index Scan") && n.IndexCond == "" && !limited && !partial[n.IndexName]:
-				problems = append(problems, fmt.Sprintf("a %s of %s without an index condition or a limit", n.NodeType, n.RelationName))
+				r.Problems = append(r.Problems, fmt.Sprintf("a %s of %s without an index condition or a limit", n.NodeType, n.RelationName))
 			}
 			if read > MaxRowsRead {
-				problems = append(problems, fmt.Sprintf("%d rows of %s read by a %s (at most %d)", read, n.RelationName, access, MaxRowsRead))
+				r.Problems = append(r.Problems, fmt.Sprintf("%d rows of %s read by a %s (at most %d)", read, n.RelationName, access, MaxRowsRead))
 			}
 		})
-		t.Logf("%-40s %8.3f ms  rows read %6d  %s", q.Name, execMs, r.RowsRead, strings.Join(r.Access, "; "))
-		if len(problems) > 0 {
-			t.Errorf("%s is not bounded on a large ledger: %s\n%s", q.Name, strings.Join(problems, "; "), l.textPlan(q))
+		if len(r.Problems) > 0 {
+			r.Plan = textPlan(ctx, pool, q)
 		}
 		results = append(results, r)
 	}
-	return results
+	return results, nil
 }
 
 // planNode is the part of a node of EXPLAIN (FORMAT JSON) the checks read.
@@ -244,8 +243,8 @@ func readsLarge(n planNode) bool {
 }
 
 // partialIndexes names the indexes with a predicate.
-func (l *Ledger) partialIndexes() (map[string]bool, error) {
-	rows, _ := l.Pool.Query(context.Background(), `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+func partialIndexes(ctx context.Context, pool *pgxpool.Pool) (map[string]bool, error) {
+	rows, _ := pool.Query(ctx, `SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
 WHERE i.indpred IS NOT NULL`)
 	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
@@ -258,20 +257,11 @@ WHERE i.indpred IS NOT NULL`)
 	return partial, nil
 }
 
-func isLarge(rel string) bool {
-	for _, l := range Large {
-		if rel == l {
-			return true
-		}
-	}
-	return false
-}
+func isLarge(rel string) bool { return slices.Contains(Large, rel) }
 
 // explain runs q under EXPLAIN ANALYZE in a transaction it rolls back.
-func (l *Ledger) explain(q Query) (planNode, float64, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	tx, err := l.Pool.Begin(ctx)
+func explain(ctx context.Context, pool *pgxpool.Pool, q Query) (planNode, float64, error) {
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return planNode{}, 0, err
 	}
@@ -292,10 +282,8 @@ func (l *Ledger) explain(q Query) (planNode, float64, error) {
 
 // textPlan is q's plan as EXPLAIN ANALYZE prints it, for a failure's
 // message.
-func (l *Ledger) textPlan(q Query) string {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	tx, err := l.Pool.Begin(ctx)
+func textPlan(ctx context.Context, pool *pgxpool.Pool, q Query) string {
+	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err.Error()
 	}

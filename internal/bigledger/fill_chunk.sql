@@ -1,22 +1,32 @@
--- fill.sql: a ledger that has run for a while, written set-based (one
--- INSERT … SELECT generate_series per table) into a freshly migrated
--- database, in one transaction. Every CHECK, NOT NULL and unique index of
--- the schema holds each row as it is written. The foreign keys of
--- operations and operation_events are not checked row by row (a million
--- lookups that took two thirds of the fill's time): those two inserts run
--- with session_replication_role = replica, which fires no trigger, and one
--- set-based check at the end proves every key they wrote refers to a row
--- (or fails the fill). The operation counts their statement trigger would
--- have appended are written as schema 011 wrote them, from the table.
+-- fill_chunk.sql: one range of the operations of a ledger that has run
+-- for a while, written set-based (one INSERT … SELECT generate_series per
+-- table) in one transaction. bigledger.Fill runs fill_begin.sql, then
+-- this file once per range (several at a time), then fill_end.sql, into a
+-- freshly migrated database. The settings it reads, set by the caller:
+--   bigledger.operations   N, the operations of the whole fill;
+--   bigledger.first/last   the range of operation numbers [first, last);
+--   bigledger.subject      the subject of the dispatch messages.
 --
--- 200,000 operations of four tenants of unequal size (55 %, 25 %, 15 %,
--- 5 %), one every 30 s for the last 69 days. 97 % are terminal
--- (succeeded, failed, cancelled); the other 3 % are spread over every
--- open state, at every age: queued, retry_wait, unknown, dispatching,
--- review (1,600 items), awaiting_approval (1,200 proposals, half of them
--- past their request_ttl) and held. About four events per operation,
--- 2,000 approvals, 100,000 published outbox rows and a few unpublished
--- ones, 50,000 applied webhook events and a few unapplied ones, stale
+-- Every CHECK, NOT NULL and unique index of the schema holds each row as
+-- it is written. The foreign keys of operations and operation_events are
+-- not checked row by row (a million lookups that took two thirds of the
+-- fill's time): those two inserts run with session_replication_role =
+-- replica, which fires no trigger, and one set-based check of the range
+-- proves every key they wrote refers to a row (or fails the fill). The
+-- operation counts their statement trigger would have appended are added
+-- to operation_counts from the range.
+--
+-- N operations of four tenants of unequal size (55 %, 25 %, 15 %, 5 %),
+-- evenly over the last 69 days. 97 % are terminal (succeeded, failed,
+-- cancelled); the other 3 % are spread over every open state, at every
+-- age: queued, retry_wait, unknown, dispatching, review, awaiting_approval
+-- (half of them past their request_ttl) and held. Review items and
+-- proposals are a few thousand whatever N is (1,600 and 1,200 up to
+-- 500,000 operations, 4,000 and 3,000 from a million on: the operations
+-- that would have been more are successes). About four events per
+-- operation, an approval per hundred operations, the last 100,000
+-- operations' published outbox rows and a few unpublished ones, webhook
+-- events of a quarter of the successes, all applied but the newest, stale
 -- results and unmatched evidence, and one dispatch pause.
 --
 -- Every id is derived from its row's number, so two fills are alike row
@@ -24,42 +34,17 @@
 -- ledger.Enqueue makes them (uuid.NewV7), so the primary key grows at its
 -- end as it does in production.
 
--- A test database is dropped after its test: its commit need not wait
--- for the disk.
 SET LOCAL synchronous_commit = off;
-
-INSERT INTO tenants (id, name, created_at)
-SELECT md5('tenant' || t)::uuid, 'big-' || t, now() - interval '400 days'
-FROM generate_series(0, 3) t;
-
-INSERT INTO api_tokens (id, tenant_id, name, role, token_hash, created_at)
-SELECT md5('token' || t || r)::uuid, md5('tenant' || t)::uuid, 'big-' || t || '-' || r, r,
-       decode(md5('hash' || t || r), 'hex'), now() - interval '400 days'
-FROM generate_series(0, 3) t, unnest(ARRAY['agent', 'approver']) r;
-
--- Approval a covers operations 100a … 100a+99, all of its tenant. One in
--- fifty has expired since.
-CREATE TEMP TABLE big_approvals AS
-SELECT a, md5('approval' || a)::uuid AS id,
-       CASE WHEN a % 20 < 11 THEN 0 WHEN a % 20 < 16 THEN 1 WHEN a % 20 < 19 THEN 2 ELSE 3 END AS t
-FROM generate_series(0, 1999) a;
-
-INSERT INTO approvals (id, tenant_id, action, params, params_fingerprint, policy_version,
-    approver_token_id, expires_at, max_uses, uses, created_at, account, environment)
-SELECT id, md5('tenant' || t)::uuid, 'order.create', '{}', md5('params' || a), 'v1',
-       md5('token' || t || 'approver')::uuid,
-       CASE WHEN a % 50 = 0 THEN now() - interval '1 day' ELSE now() + interval '30 days' END,
-       1000, 100, now() - (200000 - 100 * a) * interval '30 seconds', 'acct', 'live'
-FROM big_approvals;
 
 -- r spreads the states evenly over time (7919 is prime to 1000): per
 -- thousand operations 900 succeeded, 45 failed, 25 cancelled, 5 queued,
 -- 3 retry_wait, 2 unknown, 4 dispatching, 8 review, 6 awaiting_approval
--- and 2 held.
-CREATE TEMP TABLE big_ops AS
+-- and 2 held; above 500,000 operations only one thousand in every
+-- N / 500,000 has its review items and proposals.
+CREATE TEMP TABLE big_ops ON COMMIT DROP AS
 SELECT g, (lpad(to_hex((extract(epoch FROM c.at) * 1000)::bigint), 12, '0') || '7000' || '8000'
            || substr(md5('op' || g), 1, 12))::uuid AS id,
-       md5('tenant' || b.t)::uuid AS tenant_id, b.id AS approval_id,
+       md5('tenant' || b.t)::uuid AS tenant_id, md5('approval' || g / 100)::uuid AS approval_id,
        md5('token' || b.t || 'agent')::uuid AS requested_by,
        c.at AS created_at,
        CASE
@@ -70,13 +55,18 @@ SELECT g, (lpad(to_hex((extract(epoch FROM c.at) * 1000)::bigint), 12, '0') || '
            WHEN r < 978 THEN 'retry_wait'
            WHEN r < 980 THEN 'unknown'
            WHEN r < 984 THEN 'dispatching'
+           WHEN r < 998 AND (g / 1000) % p.rare <> 0 THEN 'succeeded'
            WHEN r < 992 THEN 'review'
            WHEN r < 998 THEN 'awaiting_approval'
            ELSE 'held'
        END AS status
-FROM generate_series(0, 199999) g
-CROSS JOIN LATERAL (SELECT (g::bigint * 7919) % 1000 AS r, now() - (200000 - g) * interval '30 seconds' AS at) c
-JOIN big_approvals b ON b.a = g / 100;
+FROM (SELECT current_setting('bigledger.operations')::bigint AS n,
+             greatest(1, current_setting('bigledger.operations')::bigint / 500000) AS rare) p
+CROSS JOIN LATERAL generate_series(current_setting('bigledger.first')::bigint,
+                                   current_setting('bigledger.last')::bigint - 1) g
+CROSS JOIN LATERAL (SELECT (g * 7919) % 1000 AS r, now() - (p.n - g) * (interval '6000000 seconds' / p.n) AS at) c
+CROSS JOIN LATERAL (SELECT CASE WHEN (g / 100) % 20 < 11 THEN 0 WHEN (g / 100) % 20 < 16 THEN 1
+                                WHEN (g / 100) % 20 < 19 THEN 2 ELSE 3 END AS t) b;
 
 SET LOCAL session_replication_role = replica;
 
@@ -129,61 +119,61 @@ CROSS JOIN LATERAL generate_series(1, CASE
 
 SET LOCAL session_replication_role = origin;
 
-INSERT INTO operation_counts (tenant_id, scope, status, n)
-SELECT tenant_id, scope, status, count(*) FROM operations GROUP BY tenant_id, scope, status;
-
--- The foreign keys the two inserts above did not check.
+-- The foreign keys the two inserts above did not check: the events name
+-- the range's operations by construction; the operations name tenants,
+-- tokens and approvals fill_begin.sql wrote.
 DO $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM operations o WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = o.tenant_id))
-       OR EXISTS (SELECT 1 FROM operations o WHERE NOT EXISTS (SELECT 1 FROM api_tokens k WHERE k.id = o.requested_by))
-       OR EXISTS (SELECT 1 FROM operations o
-                  WHERE o.approval_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.id = o.approval_id))
-       OR EXISTS (SELECT 1 FROM operation_events e WHERE NOT EXISTS (SELECT 1 FROM operations o WHERE o.id = e.operation_id))
-       OR EXISTS (SELECT 1 FROM operation_events e WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = e.tenant_id)) THEN
+    IF EXISTS (SELECT 1 FROM big_ops o WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = o.tenant_id))
+       OR EXISTS (SELECT 1 FROM big_ops o WHERE NOT EXISTS (SELECT 1 FROM api_tokens k WHERE k.id = o.requested_by))
+       OR EXISTS (SELECT 1 FROM big_ops o WHERE NOT EXISTS (SELECT 1 FROM approvals a WHERE a.id = o.approval_id)) THEN
         RAISE EXCEPTION 'bigledger fill: a foreign key of operations or operation_events refers to no row';
     END IF;
 END;
 $$;
 
 -- The relay keeps published rows for a day and deletes them after: the
--- last 100,000 operations' dispatch messages. Half the queued operations'
--- messages wait to be published; the retries wait for their time.
+-- last 100,000 operations' dispatch messages. Half the newest 200,000
+-- queued operations' messages wait to be published; their retries wait
+-- for their time.
 INSERT INTO outbox (subject, msg_id, payload, created_at, published_at)
-SELECT 'TEST.dispatch.mock', 'dispatch.' || id || '.1', convert_to('{"operation_id":"' || id || '"}', 'UTF8'),
+SELECT current_setting('bigledger.subject'), 'dispatch.' || id || '.1', convert_to('{"operation_id":"' || id || '"}', 'UTF8'),
        created_at, created_at + interval '10 milliseconds'
-FROM big_ops WHERE g >= 100000
+FROM big_ops WHERE g >= current_setting('bigledger.operations')::bigint - 100000
 ORDER BY g;
 
 INSERT INTO outbox (subject, msg_id, payload, created_at, deliver_after)
-SELECT 'TEST.dispatch.mock', 'dispatch.' || id || '.' || CASE WHEN status = 'queued' THEN 1 ELSE 4 END,
+SELECT current_setting('bigledger.subject'), 'dispatch.' || id || '.' || CASE WHEN status = 'queued' THEN 1 ELSE 4 END,
        convert_to('{"operation_id":"' || id || '"}', 'UTF8'), created_at,
        CASE WHEN status = 'retry_wait' THEN now() + interval '1 minute' END
-FROM big_ops WHERE (status = 'queued' AND g % 2 = 0) OR status = 'retry_wait'
+FROM big_ops
+WHERE ((status = 'queued' AND g % 2 = 0) OR status = 'retry_wait')
+  AND g >= current_setting('bigledger.operations')::bigint - 200000
 ORDER BY g;
 
--- Webhooks of a quarter of the successes, all applied but the last
--- forty (half of which waited long enough for the evidence sweep).
+-- Webhooks of a quarter of the successes and of every one of the newest
+-- thousand operations; those newest are not applied yet.
 INSERT INTO webhook_events (provider, event_id, type, reference, provider_reference, status, payload,
     received_at, applied_at, outcome)
 SELECT 'mock', 'evt_' || g, 'order.completed', 'al_' || id, 'ord_' || g, 'succeeded', '{}',
        created_at + interval '3 seconds',
-       CASE WHEN g < 199000 THEN created_at + interval '3 seconds' END,
-       CASE WHEN g < 199000 THEN 'settled_succeeded' END
-FROM big_ops WHERE status = 'succeeded' AND (g % 4 = 0 OR g >= 199000)
+       CASE WHEN NOT newest THEN created_at + interval '3 seconds' END,
+       CASE WHEN NOT newest THEN 'settled_succeeded' END
+FROM big_ops
+CROSS JOIN LATERAL (SELECT g >= current_setting('bigledger.operations')::bigint - 1000 AS newest) w
+WHERE status = 'succeeded' AND (g % 4 = 0 OR newest)
 ORDER BY g;
 
 INSERT INTO stale_results (operation_id, provider, provider_reference, worker, recorded_at, applied_at, outcome)
 SELECT id, 'mock', 'ord_' || g, 'worker-1', created_at + interval '4 seconds',
-       CASE WHEN g < 190000 THEN created_at + interval '4 seconds' END,
-       CASE WHEN g < 190000 THEN 'settled_succeeded' END
-FROM big_ops WHERE status = 'succeeded' AND g % 500 = 0;
+       CASE WHEN NOT newest THEN created_at + interval '4 seconds' END,
+       CASE WHEN NOT newest THEN 'settled_succeeded' END
+FROM big_ops
+CROSS JOIN LATERAL (SELECT g >= current_setting('bigledger.operations')::bigint - 10000 AS newest) w
+WHERE status = 'succeeded' AND g % 500 = 0;
 
-INSERT INTO unmatched_evidence (tenant_id, provider, source, reference, status, owner, deadline, created_at, resolved_at)
-SELECT md5('tenant' || u % 4)::uuid, 'mock', 'webhook:evt_unmatched_' || u, 'al_unknown_' || u, 'succeeded', 'ops',
-       now() + interval '1 day', now() - (200 - u) * interval '1 hour',
-       CASE WHEN u % 2 = 0 THEN now() - (200 - u) * interval '1 hour' + interval '1 minute' END
-FROM generate_series(0, 199) u;
-
-INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by)
-VALUES (md5('tenant3')::uuid, 'mock', NULL, 'operator');
+-- Last: the counts' rows are locked until the commit, and ranges written
+-- at the same time wait for each other only here.
+INSERT INTO operation_counts (tenant_id, scope, status, n)
+SELECT tenant_id, NULL, status, count(*) FROM big_ops GROUP BY tenant_id, status
+ON CONFLICT (tenant_id, scope, status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n;

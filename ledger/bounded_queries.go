@@ -1,0 +1,122 @@
+package ledger
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/internal/bigledger"
+)
+
+// BoundedQueries are the statements the store runs again and again that
+// must cost what the open work costs, not what the history does, with the
+// parameters the store gives them on the ledger f names (its defaults for
+// limits, the database's clock): what a background loop runs (lease and
+// stuck-dispatch sweeps, request expiry, lapse checks and revocation
+// holds, the evidence sweep), every list an API or console page reads
+// (review, approval requests, operations with and without a state and a
+// cursor, in flight, a resume), what a replay reads per item, and the
+// lookups by key and by id every retried enqueue, dispatch message and
+// failed compensation makes, the console overview's counts, and what
+// a prune (retention) selects and reads per batch. The test
+// on a large ledger checks their plans and the benchmark's large stage
+// times them (internal/bigledger).
+func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
+	tenant := f.Tenant
+	var now *time.Time // the store's default: the database's clock
+	detail := []byte(`{"reason": "replay"}`)
+	// whole is a caller of the whole tenant (no scope): the widest read.
+	whole := WholeTenant(tenant).scope()
+	queries := []bigledger.Query{
+		{Name: "lease sweep (operationsLeaseExpired)", SQL: operationsLeaseExpired, Args: []any{now, 500}},
+		{Name: "stuck-dispatch sweep (operationsRedispatch)", SQL: operationsRedispatch, Args: []any{pgx.StrictNamedArgs{
+			"cutoff": time.Now().Add(-5 * time.Minute), "now": now, "base_us": time.Second.Microseconds(),
+			"max_backoff_us": (5 * time.Minute).Microseconds(), "limit": 500, "actor": "sweeper", "kind": EventRedispatched,
+		}}},
+		{Name: "request expiry (operationsRequestExpired)", SQL: operationsRequestExpired, Args: []any{
+			pgx.StrictNamedArgs{"now": now, "limit": DefaultExpireBatch}}},
+		{Name: "lapse check (operationLapse)", SQL: operationLapse, Args: []any{f.Settled, now, nil, nil}},
+		{Name: "lapse checks of a page (operationLapses)", SQL: operationLapses, Args: []any{f.Review, now}},
+		{Name: "hold on approval revoke (operationsUnsentByApproval)", SQL: operationsUnsentByApproval, Args: []any{f.Approval}},
+		{Name: "hold on token revoke (operationsUnsentByToken)", SQL: operationsUnsentByToken, Args: []any{f.Agent}},
+		{Name: "hold on approver revoke (operationsUnsentByApprovals)", SQL: operationsUnsentByApprovals, Args: []any{[]uuid.UUID{f.Approval}}},
+		{Name: "evidence sweep (webhookEventsSweep)", SQL: webhookEventsSweep, Args: []any{now, 30.0, 300.0, 100}},
+		{Name: "evidence sweep (staleResultsSweep)", SQL: staleResultsSweep, Args: []any{now, 30.0, 300.0, 100}},
+		{Name: "evidence by key (operationGetByExternalKey)", SQL: operationGetByExternalKey, Args: []any{f.Settled}},
+		{Name: "outbox backlog (outboxBacklog)", SQL: outboxBacklog},
+		{Name: "review list (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, nil, uuid.Nil, 50, whole}},
+		{Name: "review list, next page (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, f.ReviewNextAt, f.ReviewNextID, 50, whole}},
+		{Name: "review histories (operationEventsOf)", SQL: operationEventsOf, Args: []any{f.Review, tenant, whole}},
+		{Name: "review unmatched (unmatchedOpen)", SQL: unmatchedOpen, Args: []any{tenant, nil, int64(0), 50, whole}},
+		{Name: "approval requests (operationsAwaitingPage)", SQL: operationsAwaitingPage, Args: []any{pgx.StrictNamedArgs{
+			"tenant": tenant, "scope": whole, "now": now, "after_at": nil, "after_id": uuid.Nil, "limit": 100}}},
+		{Name: "in flight (operationsInFlight)", SQL: operationsInFlight, Args: []any{tenant, nil, uuid.Nil, 100, whole}},
+		{Name: "resume (operationsReleasable)", SQL: operationsReleasable, Args: []any{pgx.StrictNamedArgs{
+			"tenant": tenant, "provider": "", "action": "", "after_at": nil, "after_id": uuid.Nil, "limit": DefaultResumeBatch}}},
+		{Name: "retried enqueue: by key (operationGetByKey)", SQL: operationGetByKey, Args: []any{tenant, f.SettledAction, f.SettledKey, whole}},
+		{Name: "retried enqueue: key taken (operationKeyTaken)", SQL: operationKeyTaken, Args: []any{tenant, f.SettledAction, f.SettledKey}},
+		{Name: "dispatch message: by id (operationGetAnyTenant)", SQL: operationGetAnyTenant, Args: []any{f.Settled}},
+		{Name: "failed compensation: original (compensationOriginal)", SQL: compensationOriginal, Args: []any{f.Settled}},
+		{Name: "replay: get (operationGet)", SQL: operationGet, Args: []any{f.Settled, tenant, whole}},
+		{Name: "replay: targets (operationForeignTargets)", SQL: operationForeignTargets, Args: []any{f.Settled, "other", "live"}},
+		{Name: "replay: history (operationEvents)", SQL: operationEvents, Args: []any{f.Settled, tenant}},
+		{Name: "replay: history page (operationEventsPage)", SQL: operationEventsPage, Args: []any{f.Settled, tenant, int64(0), 100}},
+		{Name: "replay: event (eventAppend)", SQL: eventAppend, Args: []any{f.Settled, now, EventReplayLookupAbsent, "reconciler:replay", detail}},
+	}
+	// GET /v1/operations and the console's Operations page take any
+	// state, or none, from the caller; and a page deep in the history as
+	// well as the newest.
+	in := WholeTenant(tenant)
+	middle := &OperationsCursor{CreatedAt: f.MiddleAt, ID: f.MiddleID}
+	list := func(name string, filter OperationsFilter, after *OperationsCursor) bigledger.Query {
+		return bigledger.Query{Name: "operations list (operationsPage) " + name, SQL: operationsPage,
+			Args: []any{operationsPageArgs(in, filter, after, 100)}}
+	}
+	for _, status := range append([]Status{""}, Statuses...) {
+		name := "status=" + string(status)
+		queries = append(queries, list(name, OperationsFilter{Status: status}, nil),
+			list(name+" deep page", OperationsFilter{Status: status}, middle))
+	}
+	// The console's filters: a key (one that exists, one that does not:
+	// neither reads the history), a time range, and what no index holds
+	// (an action, a provider, a client key that no operation has: the page
+	// reads its window and stops). Its overview's counts by state read no
+	// operation at all.
+	day := f.MiddleAt.Add(-24 * time.Hour)
+	queries = append(queries,
+		list("key", OperationsFilter{Key: f.SettledKey}, nil),
+		list("key, no such", OperationsFilter{Key: "po-none"}, nil),
+		list("key and state", OperationsFilter{Key: f.SettledKey, Status: StatusSucceeded}, nil),
+		list("a day", OperationsFilter{Since: day, Until: f.MiddleAt}, nil),
+		list("a day, failed", OperationsFilter{Since: day, Until: f.MiddleAt, Status: StatusFailed}, nil),
+		list("action", OperationsFilter{Action: "order.create"}, nil),
+		list("action, no such", OperationsFilter{Action: "refund.create"}, nil),
+		list("provider, no such, deep page", OperationsFilter{Provider: "other"}, middle),
+		list("client key, no such", OperationsFilter{ClientKey: "call-none"}, nil),
+		list("provider and held", OperationsFilter{Provider: "other", Status: StatusHeld}, nil),
+		list("everything", OperationsFilter{Status: StatusFailed, Key: f.SettledKey, Action: "order.create", Provider: "mock",
+			ClientKey: "call-1", Since: day, Until: f.MiddleAt}, nil),
+		bigledger.Query{Name: "console overview by state (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, whole}},
+		bigledger.Query{Name: "console overview by state, a scope (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, "supply-eu"}},
+	)
+	// A prune (retention) selects a tenant's old terminal operations a
+	// batch at a time, from the oldest and from where a batch ended,
+	// reads them and their histories, and walks the outbox and the
+	// webhook events from their oldest rows.
+	cutoff := time.Now().Add(-30 * 24 * time.Hour)
+	prunable := func(afterAt time.Time, afterID uuid.UUID) pgx.StrictNamedArgs {
+		return pgx.StrictNamedArgs{"tenant": tenant, "cutoff": cutoff, "after_at": afterAt, "after_id": afterID,
+			"terminal": terminalStatuses(), "limit": DefaultPruneBatch}
+	}
+	rowArgs := pgx.StrictNamedArgs{"after_id": int64(0), "limit": DefaultPruneBatch, "cutoff": cutoff}
+	queries = append(queries,
+		bigledger.Query{Name: "prune: select a batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(time.Time{}, uuid.Nil)}},
+		bigledger.Query{Name: "prune: select the next batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(f.MiddleAt, f.MiddleID)}},
+		bigledger.Query{Name: "prune: read the batch (operationsOfPrune)", SQL: operationsOfPrune, Args: []any{f.Old}},
+		bigledger.Query{Name: "prune: read its histories (eventsOfPrune)", SQL: eventsOfPrune, Args: []any{f.Old}},
+		bigledger.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
+		bigledger.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
+	)
+	return queries
+}
