@@ -294,6 +294,9 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Roles.Notify {
 		nc := cfg.Notify
 		nc.Receivers, nc.Logger = cfg.Registry.Notifications(), cmp.Or(nc.Logger, cfg.Logger)
+		if nc.Now == nil {
+			nc.Now = cfg.Now
+		}
 		if a.Notifier, err = notify.New(a.Store, a.Broker, nc); err != nil {
 			return nil, err
 		}

@@ -164,7 +164,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			Description:   "actledger notifications for receiver " + r.Name,
 			FilterSubject: ledger.NotificationSubject(w.broker.NotifySubjectPrefix(), s.TenantID) + ".>",
 			AckPolicy:     jetstream.AckExplicitPolicy,
-			AckWait:       w.cfg.Timeout + 10*time.Second,
+			AckWait:       w.cfg.Timeout + 2*time.Second,
 			MaxDeliver:    -1,
 			MaxAckPending: w.cfg.MaxPending,
 			DeliverPolicy: jetstream.DeliverAllPolicy,
