@@ -384,3 +384,62 @@ func sendUnmatchedWebhook(t *testing.T, p *testpipeline.Pipeline) {
 		t.Fatalf("webhook: %d", res.StatusCode)
 	}
 }
+
+// TestRedirectingReceiverIsNotFollowedAndIsGivenUp: a receiver that
+// answers with a redirect is not followed (the address it points at hears
+// nothing); its event is retried until the retry window ends and then
+// given up, which the ledger lists for the console and every process's
+// /metrics counts as actledger_notifications_failed_total{receiver}.
+func TestRedirectingReceiverIsNotFollowedAndIsGivenUp(t *testing.T) {
+	t.Parallel()
+	secret := newSecret(t)
+	target := newReceiver(t, nil)
+	redirecting := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusTemporaryRedirect)
+	})
+	healthy := newReceiver(t, nil)
+	cfg := fastRetries
+	cfg.RetryFor = 1500 * time.Millisecond
+	p := testpipeline.New(t, testpipeline.Options{
+		Metrics: true,
+		Env:     map[string]string{"NOTIFY_SECRET": secret},
+		Notifications: receiverYAML("redirecting", redirecting.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested") +
+			receiverYAML("healthy", healthy.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
+		Notify: cfg,
+	})
+	p.Start(1)
+	if status, out := p.Propose("po-39", `{"sku":"A-1"}`); status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	var failures []ledger.ReceiverFailures
+	p.Eventually(15*time.Second, "the redirecting receiver's event to be given up", func() bool {
+		var err error
+		failures, err = p.Store.NotificationFailures(context.Background(), ledger.WholeTenant(p.TenantID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(failures, func(f ledger.ReceiverFailures) bool { return f.Receiver == "redirecting" && f.Failed == 1 })
+	})
+	notificationsSettled(t, p)
+	if len(target.deliveries()) != 0 {
+		t.Errorf("the redirect's target got %d requests, want none", len(target.deliveries()))
+	}
+	if n := len(redirecting.deliveries()); n < 2 {
+		t.Errorf("the redirecting receiver got %d attempts, want retries before the give-up", n)
+	}
+	if n := len(healthy.distinct()); n != 1 {
+		t.Errorf("the healthy receiver got %d events, want 1", n)
+	}
+	for _, f := range failures {
+		if f.Receiver == "healthy" && f.Failed != 0 {
+			t.Errorf("healthy receiver counted %d failures", f.Failed)
+		}
+	}
+	status, out := p.Do("GET", "/metrics", p.MetricsToken(), "")
+	raw := fmt.Sprint(out["raw"])
+	for _, want := range []string{`actledger_notifications_failed_total{receiver="redirecting"} 1`, `actledger_notifications_failed_total{receiver="healthy"} 0`} {
+		if status != http.StatusOK || !strings.Contains(raw, want) {
+			t.Errorf("/metrics (%d) lacks %q", status, want)
+		}
+	}
+}
