@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -100,5 +102,27 @@ func TestNotificationsRefusedAtLoadNamingTheField(t *testing.T) {
 				t.Errorf("error %q shows the secret", err)
 			}
 		})
+	}
+}
+
+// TestReadmeNotificationsExampleLoads: the README's notifications example
+// loads as written, with its secret variable set.
+func TestReadmeNotificationsExampleLoads(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "```yaml\nnotifications:\n")
+	example, _, closed := strings.Cut(rest, "```")
+	if !ok || !closed {
+		t.Fatal("README.md holds no ```yaml block starting with notifications:")
+	}
+	reg, err := ParseEnv([]byte(providerDoc("acme")+"notifications:\n"+example), notifyEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, ok := reg.Notification("approvals-relay"); !ok || !slices.Equal(n.Events, NotificationEvents) {
+		t.Errorf("README example: %+v, %v", n, ok)
 	}
 }
