@@ -450,3 +450,61 @@ func TestRedirectingReceiverIsNotFollowedAndIsGivenUp(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiverRemovedFromTheFileIsForgotten: a receiver taken out of the
+// providers file is removed from the ledger when the notification worker
+// starts again (its tenant's changes write no more events for it) and its
+// durable consumer is deleted; the receivers that stay keep theirs.
+func TestReceiverRemovedFromTheFileIsForgotten(t *testing.T) {
+	t.Parallel()
+	secret := newSecret(t)
+	a, b := newReceiver(t, nil), newReceiver(t, nil)
+	p := testpipeline.New(t, testpipeline.Options{
+		Env: map[string]string{"NOTIFY_SECRET": secret},
+		Notifications: receiverYAML("stays", a.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested") +
+			receiverYAML("goes", b.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
+		Notify: fastRetries,
+	})
+	p.Start(0)
+	p.StopAll()
+	p.Opts.Notifications = receiverYAML("stays", a.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested")
+	p.Retarget("acme", testpipeline.DefaultTarget) // the process wired again, for the edited file
+	p.Start(0)
+
+	ctx := context.Background()
+	var names []string
+	rows, err := p.Pool.Query(ctx, `SELECT name FROM notification_receivers ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if rows.Err() != nil || !slices.Equal(names, []string{"stays"}) {
+		t.Errorf("receivers in the ledger %v (%v), want [stays]", names, rows.Err())
+	}
+	stream, err := p.Broker.JetStream().Stream(ctx, p.Broker.NotifyStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var consumers []string
+	list := stream.ConsumerNames(ctx)
+	for name := range list.Name() {
+		consumers = append(consumers, name)
+	}
+	if want := []string{notify.ConsumerName(p.Broker.Prefix(), "stays")}; !slices.Equal(consumers, want) {
+		t.Errorf("consumers %v, want %v", consumers, want)
+	}
+	if status, out := p.Propose("po-1", `{"sku":"A-1"}`); status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	p.Eventually(10*time.Second, "the remaining receiver's event", func() bool { return len(a.deliveries()) == 1 })
+	notificationsSettled(t, p)
+	if len(b.deliveries()) != 0 {
+		t.Errorf("the removed receiver got %d requests", len(b.deliveries()))
+	}
+}

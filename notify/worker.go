@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -176,6 +177,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		runs[i] = &receiverRun{r: r, tenant: s.TenantID, since: s.Since, client: w.cfg.Client(r),
 			log: w.log.With("receiver", r.Name, "tenant", r.Tenant)}
 	}
+	if err := w.dropGoneConsumers(ctx); err != nil {
+		return err
+	}
 	// Deliveries in flight finish after Stop, each bounded by Timeout.
 	return w.svc.Start(context.WithoutCancel(ctx), func(runCtx context.Context) {
 		var loops sync.WaitGroup
@@ -304,4 +308,37 @@ func (w *Worker) handle(ctx context.Context, run *receiverRun, msg jetstream.Msg
 	wait = min(wait, max(n.At.Add(w.cfg.RetryFor).Sub(now), time.Millisecond))
 	log.WarnContext(ctx, "notification attempt failed; will retry", "attempt", attempt, "status", answer.Status, "err", why, "retry_in", wait)
 	_ = msg.NakWithDelay(wait)
+}
+
+// dropGoneConsumers deletes the durable consumers of receivers that are no
+// longer in the providers file (SyncReceivers removed them from the
+// ledger): nothing would ever read them, and the stream would keep their
+// state.
+func (w *Worker) dropGoneConsumers(ctx context.Context) error {
+	stream, err := w.broker.JetStream().Stream(ctx, w.broker.NotifyStream())
+	if err != nil {
+		return fmt.Errorf("notify: stream %s: %w", w.broker.NotifyStream(), err)
+	}
+	keep := make(map[string]bool, len(w.cfg.Receivers))
+	for _, r := range w.cfg.Receivers {
+		keep[ConsumerName(w.broker.Prefix(), r.Name)] = true
+	}
+	prefix := ConsumerName(w.broker.Prefix(), "")
+	names := stream.ConsumerNames(ctx)
+	var gone []string
+	for name := range names.Name() {
+		if strings.HasPrefix(name, prefix) && !keep[name] {
+			gone = append(gone, name)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return fmt.Errorf("notify: list consumers: %w", err)
+	}
+	for _, name := range gone {
+		if err := stream.DeleteConsumer(ctx, name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return fmt.Errorf("notify: delete consumer %s of a receiver no longer configured: %w", name, err)
+		}
+		w.log.InfoContext(ctx, "deleted the consumer of a receiver no longer configured", "consumer", name)
+	}
+	return nil
 }
