@@ -11,6 +11,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
+	"github.com/actledger/actledger/view"
 )
 
 // maxKeyLength bounds a caller's key, in characters (as the OpenAPI
@@ -219,7 +220,7 @@ func (s *Server) operationEvents(w http.ResponseWriter, r *http.Request, p auth.
 		events = events[:page.limit]
 		next = encodeCursor(eventsList, events[len(events)-1].Seq)
 	}
-	views := make([]eventView, len(events))
+	views := make([]view.Event, len(events))
 	for i, e := range events {
 		views[i] = viewEvent(e, p)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/view"
 )
 
 // reviewList names the cursors of GET /v1/review.
@@ -54,9 +55,9 @@ func (s *Server) resolveOperation(w http.ResponseWriter, r *http.Request, p auth
 		s.writeError(w, r, err)
 		return
 	}
-	out := resolvedView{operationView: viewOperation(op)}
+	out := resolvedView{Operation: view.OfOperation(op)}
 	if comp != nil {
-		v := viewOperation(*comp)
+		v := view.OfOperation(*comp)
 		out.Compensation = &v
 	}
 	// The answer is the resolved operation's view (with its compensation):
@@ -111,8 +112,8 @@ func validateResolution(res reconciler.Resolution) error {
 // /v1/operations/{id} shows it (so resolve and retry answer alike), plus
 // the linked compensation operation when the resolution created one.
 type resolvedView struct {
-	operationView
-	Compensation *operationView `json:"compensation,omitempty"`
+	view.Operation
+	Compensation *view.Operation `json:"compensation,omitempty"`
 }
 
 // resolveEvidence is POST /v1/review/evidence/{id}/resolve.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/view"
 )
 
 // MaxWait is the longest GET /v1/operations/{id}?wait= may wait for a
@@ -40,7 +41,7 @@ func etag(op ledger.Operation) string {
 // change of what it was given (If-None-Match with ?wait=).
 func writeOperation(w http.ResponseWriter, status int, op ledger.Operation) {
 	w.Header().Set("ETag", etag(op))
-	writeJSON(w, status, viewOperation(op))
+	writeJSON(w, status, view.OfOperation(op))
 }
 
 // noneMatch reports whether the If-None-Match header lists tag (weak

@@ -39,6 +39,7 @@ import (
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/relay"
+	"github.com/actledger/actledger/retention"
 )
 
 // DefaultDispatchers is Config.Dispatchers' default: one dispatcher per
@@ -123,9 +124,9 @@ type Config struct {
 	Roles     Roles
 	// Now is the ledger's clock; nil is the database's and time.Now.
 	Now func() time.Time
-	// Metrics serves /metrics with the API (to metrics tokens), counts
-	// provider attempts and refused webhooks, and folds the operation
-	// counts on a timer (metrics.Folder), never on a scrape.
+	// Metrics serves /metrics with the API (to metrics tokens) and counts
+	// provider attempts and refused webhooks. The operation counts are
+	// folded on a timer (metrics.Folder) either way, never on a scrape.
 	Metrics bool
 	// Getenv reads the webhook secrets the providers config names, when
 	// API.WebhookSecrets is nil. Nil: webhooks have no secrets (404).
@@ -147,8 +148,13 @@ type Config struct {
 	// Auth configures the token store, and so how long a token revoked
 	// by another process (`actledger token revoke`) may still
 	// authenticate an agent here (auth.Config.CacheTTL).
-	Auth   auth.Config
-	Logger *slog.Logger
+	Auth auth.Config
+	// Retention, when its OlderThan is set, runs a pruner every
+	// Retention.Interval in this process (retention.Pruner; one process
+	// at a time prunes, by advisory lock). Its Store, Pool and Logger are
+	// the app's. Zero: the ledger keeps everything.
+	Retention retention.Config
+	Logger    *slog.Logger
 }
 
 // withDefaults fills the zero fields with the defaults.
@@ -205,6 +211,8 @@ type App struct {
 	// Watcher wakes the API's long polls (one LISTEN connection for the
 	// process); nil without Roles.API.
 	Watcher *ledger.Watcher
+	// Pruner is nil without Config.Retention.
+	Pruner *retention.Pruner
 
 	cfg         Config
 	services    []startstop.Service
@@ -244,12 +252,15 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	}
 	if cfg.Metrics {
 		a.Metrics = metrics.New(cfg.Pool, cfg.Logger)
-		folder, err := metrics.NewFolder(cfg.Pool, metrics.FolderConfig{Logger: cfg.Logger})
-		if err != nil {
-			return nil, err
-		}
-		a.services = append(a.services, folder)
 	}
+	// The console's overview reads the operation counts too, so they are
+	// folded with or without /metrics: otherwise their deltas would pile
+	// up, and with them what each read of the counts costs.
+	folder, err := metrics.NewFolder(cfg.Pool, metrics.FolderConfig{Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	a.services = append(a.services, folder)
 
 	rc := cfg.Reconciler
 	rc.Registry, rc.Providers, rc.Logger = cfg.Registry, cfg.Providers, cfg.Logger
@@ -301,6 +312,14 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 			return nil, err
 		}
 		a.services = append(a.services, a.Notifier)
+	}
+	if cfg.Retention.OlderThan > 0 {
+		rc := cfg.Retention
+		rc.Store, rc.Pool, rc.Logger = a.Store, cfg.Pool, cfg.Logger
+		if a.Pruner, err = retention.New(rc); err != nil {
+			return nil, err
+		}
+		a.services = append(a.services, a.Pruner)
 	}
 	if cfg.Roles.API {
 		a.Watcher = ledger.NewWatcher(cfg.Pool, cfg.Logger)

@@ -32,7 +32,7 @@ func TestBrowserCrossOriginPagesCannotDecideAndScriptsCannotReadTheSession(t *te
 	target := propose(t, p, "po-7001", `{"sku":"A-1","qty":40}`)
 	denied := propose(t, p, "po-7002", `{"sku":"C-3","qty":12}`)
 
-	signInWith(t, ctx, p, p.Approver, "#op-"+target.ID.String())
+	signInWith(t, ctx, p, p.Approver, "/console/approvals", "#op-"+target.ID.String())
 	c, cancel := context.WithTimeout(ctx, 30*time.Second)
 	jar, err := chromedp.Run(c, chromedp.Evaluate[string](`document.cookie`))
 	cancel()
@@ -135,6 +135,8 @@ func TestBrowserFormsWorkWithoutFetchMetadata(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), p.Approver),
 		chromedp.Click(chromedp.CSS("form.signin button")),
+		chromedp.WaitVisible(chromedp.CSS("#overview")),
+		chromedp.Click(chromedp.CSS(`nav a[href="/console/approvals"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#op-"+op.ID.String())),
 		chromedp.Click(chromedp.CSS("#op-"+op.ID.String()+" button.approve")),
 		chromedp.WaitVisible(chromedp.CSS("p.notice")),

@@ -23,7 +23,7 @@ func TestBrowserOperatorRetriesSeveralAndWorksTheStopButton(t *testing.T) {
 	b := inReview(t, p, "po-8002", ledger.ReasonRetriesExhausted, "ops-eu")
 	c := inReview(t, p, "po-8003", ledger.ReasonRetriesExhausted, "ops-us")
 
-	signInWith(t, ctx, p, p.Operator, "table.queue")
+	signInWith(t, ctx, p, p.Operator, "/console/review", "table.queue")
 	queue := text(t, ctx, "table.queue")
 	for _, want := range []string{"Reason", "Age", "Owner", "Deadline", "Confirmed facts", "Retry allowed",
 		"retries_exhausted", "ops-eu", "ops-us", "po-8001", "external_key", a.ExternalKey, "yes"} {

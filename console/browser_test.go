@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -113,20 +114,28 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Logf("wrote %s", filepath.Join(dir, name))
 }
 
-func signInWith(t *testing.T, ctx context.Context, p *testpipeline.Pipeline, token, lands string) {
+// signInWith signs in with token, which lands on the overview, then
+// follows the header's link to page (empty: stays) and waits for lands.
+func signInWith(t *testing.T, ctx context.Context, p *testpipeline.Pipeline, token, page, lands string) {
 	t.Helper()
 	step(t, ctx, "sign in",
 		chromedp.Navigate(p.API.URL+"/console/signin"),
 		chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.SendKeys(chromedp.CSS("#token"), token),
 		chromedp.Click(chromedp.CSS("form.signin button")),
-		chromedp.WaitVisible(chromedp.CSS(lands)),
+		chromedp.WaitVisible(chromedp.CSS("#overview")),
 	)
+	if page != "" {
+		step(t, ctx, "open "+page, chromedp.Click(chromedp.CSS(`nav a[href="`+page+`"]`)))
+	}
+	step(t, ctx, "wait for "+lands, chromedp.WaitVisible(chromedp.CSS(lands)))
 }
 
 // TestBrowserApproveThenResolveTwo drives a real headless chromium: an
-// approver approves a proposal on the approval requests page and the
-// supplier receives exactly one order; an operator selects two review
+// approver lands on the overview, approves a proposal on the approval
+// requests page and the supplier receives exactly one order; the approver
+// finds the order by its key on the Operations page and opens its
+// timeline (times to the millisecond); an operator selects two review
 // items and resolves both.
 func TestBrowserApproveThenResolveTwo(t *testing.T) {
 	t.Parallel()
@@ -141,7 +150,10 @@ func TestBrowserApproveThenResolveTwo(t *testing.T) {
 	propose(t, p, "po-4712", `{"sku":"B-7","qty":3}`)
 	p.Start(1)
 
-	signInWith(t, ctx, p, p.Approver, "#op-"+op.ID.String())
+	signInWith(t, ctx, p, p.Approver, "", "#overview")
+	screenshot(t, ctx, "console-overview.png")
+	step(t, ctx, "open the approval requests", chromedp.Click(chromedp.CSS(`nav a[href="/console/approvals"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#op-"+op.ID.String())))
 	screenshot(t, ctx, "console-approvals.png")
 	step(t, ctx, "approve",
 		chromedp.Click(chromedp.CSS("#op-"+op.ID.String()+" button.approve")),
@@ -155,8 +167,32 @@ func TestBrowserApproveThenResolveTwo(t *testing.T) {
 		t.Fatalf("the supplier holds %d orders for %s, want exactly 1", n, op.Key)
 	}
 
+	// The approver finds the order again by its key on the Operations
+	// page and opens its timeline from the row.
+	step(t, ctx, "find po-4711 on the Operations page",
+		chromedp.Click(chromedp.CSS(`nav a[href="/console/operations"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#operations-filter")),
+		chromedp.SendKeys(chromedp.CSS(`#operations-filter input[name="key"]`), "po-4711"),
+		chromedp.Click(chromedp.CSS("#operations-filter button")),
+		chromedp.WaitVisible(chromedp.CSS("#row-"+op.ID.String())),
+	)
+	if got := text(t, ctx, "table.operations tbody"); !strings.Contains(got, "po-4711") || strings.Contains(got, "po-4712") || !strings.Contains(got, "succeeded") {
+		t.Fatalf("the Operations page filtered by key po-4711 lists:\n%s", got)
+	}
+	screenshot(t, ctx, "console-operations.png")
+	step(t, ctx, "open its timeline",
+		chromedp.Click(chromedp.CSS("#row-"+op.ID.String()+" a")),
+		chromedp.WaitVisible(chromedp.CSS("table.timeline")),
+	)
+	if got := text(t, ctx, "table.timeline tbody"); !regexp.MustCompile(`\d\d:\d\d:\d\d\.\d{3}Z`).MatchString(got) || !strings.Contains(got, "succeeded") {
+		t.Fatalf("the timeline of po-4711 reads:\n%s", got)
+	}
+	if got := text(t, ctx, "dl.facts"); !strings.Contains(got, op.ID.String()) {
+		t.Fatalf("the timeline page is not po-4711's:\n%s", got)
+	}
+
 	step(t, ctx, "sign out", chromedp.Click(chromedp.CSS("form.who button")), chromedp.WaitVisible(chromedp.CSS("#token")))
-	signInWith(t, ctx, p, p.Operator, "table.queue")
+	signInWith(t, ctx, p, p.Operator, "/console/review", "table.queue")
 	step(t, ctx, "select two and fill the form",
 		chromedp.Click(chromedp.CSS(`input[value="op:`+a.ID.String()+`"]`)),
 		chromedp.Click(chromedp.CSS(`input[value="op:`+b.ID.String()+`"]`)),

@@ -178,7 +178,10 @@ func (c *Console) table() []route {
 		{Method: "GET", Path: "/console/signin", Does: "the sign-in form: paste an approver or operator token", open: c.signInPage},
 		{Method: "POST", Path: "/console/signin", Calls: "auth.Tokens.Authenticate, auth.Tokens.StartSession", Does: "checks the token (agent tokens refused) and starts a server-side session; the cookie holds the session's id, never the token", open: c.signIn},
 		{Method: "POST", Path: "/console/signout", Calls: "auth.Tokens.EndSession", Does: "ends the session on the server and clears the cookie", open: c.signOut},
-		{Method: "GET", Path: "/console/{$}", Roles: []auth.Role{approver, operator}, Does: "sends each role to its queue", page: c.home},
+		{Method: "GET", Path: "/console/{$}", Roles: []auth.Role{approver, operator}, Calls: "ledger.Store.OperationCounts, api.Server.ApprovalRequests, reconciler.Reconciler.ReviewPage, api.Server.Circuits",
+			Does: "the overview, where a sign-in lands: operations by state (the counts the ledger keeps, never a count of its rows), the oldest proposal waiting, the oldest review item and its owner, open circuits", page: c.overview},
+		{Method: "GET", Path: "/console/operations", Roles: []auth.Role{approver, operator}, Calls: "ledger.Store.OperationsPage",
+			Does: "operations newest first, filtered by key, client key, state, action, provider and time range, paged as GET /v1/operations; each links to its timeline", page: c.operations},
 		{Method: "GET", Path: "/console/approvals", Roles: []auth.Role{approver}, Calls: "api.Server.ApprovalRequests",
 			Does: "open proposals oldest first: params in full, fingerprint, requested by, age, expiry", page: c.approvals},
 		{Method: "POST", Path: "/console/approvals/{id}/approve", Roles: []auth.Role{approver}, Calls: "api.Server.ApproveProposal",
@@ -313,18 +316,6 @@ func (c *Console) guard(h pageHandler, roles ...auth.Role) http.Handler {
 	})
 }
 
-// home sends each role to its queue.
-func (c *Console) home(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
-}
-
-func landing(role auth.Role) string {
-	if role == auth.RoleOperator {
-		return "/console/review"
-	}
-	return "/console/approvals"
-}
-
 func (c *Console) signInPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "signin", view{Title: "Sign in"})
 }
@@ -366,7 +357,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
 	})
 	c.log.InfoContext(ctx, "console signed in", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
-	http.Redirect(w, r, landing(p.Role), http.StatusSeeOther)
+	http.Redirect(w, r, "/console/", http.StatusSeeOther)
 }
 
 // signOut ends the session on the server, so the cookie is worth nothing
@@ -404,7 +395,8 @@ func overTLS(r *http.Request) bool {
 type view struct {
 	P     *auth.Principal
 	Title string
-	// Nav names the current section ("approvals", "review", "dispatch").
+	// Nav names the current section ("overview", "operations",
+	// "approvals", "review", "dispatch").
 	Nav    string
 	Notice string
 	Error  string

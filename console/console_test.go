@@ -161,8 +161,8 @@ func TestSignInKeepsASessionInAStrictHttpOnlySessionCookie(t *testing.T) {
 	p := setup(t)
 	s := newSession(t, p)
 	res := s.post("/console/signin", url.Values{"token": {p.Approver}})
-	if res.status != http.StatusSeeOther || res.location != "/console/approvals" {
-		t.Fatalf("sign in: %d → %q, want 303 → /console/approvals", res.status, res.location)
+	if res.status != http.StatusSeeOther || res.location != "/console/" {
+		t.Fatalf("sign in: %d → %q, want 303 → /console/ (the overview)", res.status, res.location)
 	}
 	ck := res.header.Get("Set-Cookie")
 	for _, want := range []string{"actledger_console=", "Path=/console/", "HttpOnly", "SameSite=Strict"} {
@@ -180,8 +180,8 @@ func TestSignInKeepsASessionInAStrictHttpOnlySessionCookie(t *testing.T) {
 		t.Fatalf("approvals after sign in: %d", got.status)
 	}
 	op := signIn(t, p, p.Operator)
-	if res := op.get("/console/"); res.status != http.StatusSeeOther || res.location != "/console/review" {
-		t.Errorf("operator's home: %d → %q, want the review queue", res.status, res.location)
+	if res := op.get("/console/"); res.status != http.StatusOK || !strings.Contains(res.body, `id="overview"`) {
+		t.Errorf("operator's home: %d, want the overview:\n%s", res.status, res.body)
 	}
 }
 

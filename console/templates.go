@@ -14,7 +14,7 @@ import (
 
 // pageNames are the templates/*.html pages; each defines "content" and is
 // parsed with templates/layout.html.
-var pageNames = []string{"signin", "error", "approvals", "review", "results", "operation", "dispatch"}
+var pageNames = []string{"signin", "error", "overview", "approvals", "review", "results", "operations", "operation", "dispatch"}
 
 func parsePages() (map[string]*template.Template, error) {
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")
@@ -53,13 +53,9 @@ var funcs = template.FuncMap{
 	"facts":   factList,
 }
 
-// timestamp shows a time as the API does: RFC 3339, UTC, to the second.
-func timestamp(t time.Time) string {
-	if t.IsZero() {
-		return "—"
-	}
-	return t.UTC().Format(time.RFC3339)
-}
+// timestamp is every time a page shows: one format, to the millisecond
+// (display.Time).
+func timestamp(t time.Time) string { return display.Time(t) }
 
 func timestampPtr(t *time.Time) string {
 	if t == nil {

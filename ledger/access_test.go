@@ -103,10 +103,11 @@ func TestEachScopeSeesItsOwnOperationsAndTheWholeTenantSeesAll(t *testing.T) {
 					}
 				}
 			}
-			ops, err := f.store.OperationsPage(ctx, tt.in, "", nil, 100)
+			page, err := f.store.OperationsPage(ctx, tt.in, ledger.OperationsFilter{}, nil, 100)
 			if err != nil {
 				t.Fatal(err)
 			}
+			ops := page.Operations
 			if got, want := scopesOf(ops), 2*len(tt.visible); len(got) != want || !onlyScopes(got, sees) {
 				t.Errorf("OperationsPage lists scopes %v, want the operation and the proposal of each of %q", got, tt.visible)
 			}

@@ -1,15 +1,26 @@
 package ledger
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+)
 
 // WaitsForMessage is the SQL condition that says an operation's dispatch
 // message no longer waits in the outbox, for tests that hold it to the Go
 // builder of those messages.
 const WaitsForMessage = waitsForMessage
 
-// OperationsPage is the statement behind GET /v1/operations, for a test
-// of its plan.
-const OperationsPage = operationsPage
+// OperationsPageSQL is the statement behind GET /v1/operations and the
+// console's Operations page, and OperationsPageArgs the parameters the
+// store gives it, for a test of its plan.
+const OperationsPageSQL = operationsPage
+
+// OperationsPageArgs are the parameters OperationsPage gives
+// OperationsPageSQL.
+func OperationsPageArgs(in Access, f OperationsFilter, after *OperationsCursor, limit int) pgx.StrictNamedArgs {
+	return operationsPageArgs(in, f, after, limit)
+}
 
 // TransitionOn runs one change's statement on db (a connection or a
 // transaction of the test's), for tests of its plan.

@@ -111,10 +111,12 @@ func TestLapsesAgreeWithCheckLapse(t *testing.T) {
 }
 
 // TestOperationsPageReadsTheTenantIndexInOrder: a page of a tenant's
-// operations is read from operations_tenant_created_idx in its order and
-// stops at the limit; without the index every page sorted the tenant's
-// whole history. So is a page of one access scope's: the scope is a filter
-// on that index's rows, never a reason to sort.
+// operations is read from operations_tenant_created_idx in its order
+// (backward, newest first) and stops at the limit; without the index every
+// page sorted the tenant's whole history. So is a page of one access
+// scope's: the scope is a filter on that index's rows, never a reason to
+// sort the history (what is sorted is the page's own rows, at most the
+// limit).
 func TestOperationsPageReadsTheTenantIndexInOrder(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -129,19 +131,81 @@ func TestOperationsPageReadsTheTenantIndexInOrder(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SET enable_seqscan = off"); err != nil {
 		t.Fatal(err)
 	}
-	for _, scope := range []*string{nil, ptr("supply-eu")} {
-		rows, _ := conn.Query(ctx, "EXPLAIN "+ledger.OperationsPage, pgx.StrictNamedArgs{
-			"tenant": f.tenant, "scope": scope, "status": nil, "before_at": nil, "before_id": uuid.Nil, "limit": 50,
-		})
+	for _, scope := range []string{"", "supply-eu"} {
+		in := ledger.Access{Tenant: f.tenant, Scope: scope}
+		rows, _ := conn.Query(ctx, "EXPLAIN "+ledger.OperationsPageSQL, ledger.OperationsPageArgs(in, ledger.OperationsFilter{}, nil, 50))
 		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
 			t.Fatal(err)
 		}
 		plan := strings.Join(lines, "\n")
-		if !strings.Contains(plan, "operations_tenant_created_idx") || strings.Contains(plan, "Sort") {
-			t.Errorf("a page of operations (scope %v) does not read the tenant index in order:\n%s", scope, plan)
+		if !strings.Contains(plan, "Index Scan Backward using operations_tenant_created_idx") {
+			t.Errorf("a page of operations (scope %q) does not read the tenant index in order:\n%s", scope, plan)
 		}
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+// TestOperationsPageFilteredBeyondItsWindowGoesOnFromWhereItRead: a filter
+// no index holds (here a client key) reads at most Window operations a
+// page; a page whose window fills before it finds a match is empty but not
+// the last: it says how far back it read, and the next page goes on from
+// there and finds the match, once.
+func TestOperationsPageFilteredBeyondItsWindowGoesOnFromWhereItRead(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	var ops []ledger.Operation
+	for i := range 5 {
+		params := fmt.Sprintf(`{"n":%d}`, i)
+		op, _, err := f.enqueue(fmt.Sprintf("k%d", i), params, f.approve(t, params, 1).ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, op)
+	}
+	oldest := ops[0]
+	if _, err := f.pool.Exec(ctx, `UPDATE operations SET client_key = 'call-7' WHERE id = $1`, oldest.ID); err != nil {
+		t.Fatal(err)
+	}
+	in := ledger.WholeTenant(f.tenant)
+	filter := ledger.OperationsFilter{ClientKey: "call-7", Window: 3}
+
+	first, err := f.store.OperationsPage(ctx, in, filter, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(first.Operations) != 0 || first.Next == nil || first.ScannedTo == nil || !first.ScannedTo.Equal(ops[2].CreatedAt) {
+		t.Fatalf("the first window: %d operations, next %v, read to %v; want none, a next page, read to the third newest (%v)",
+			len(first.Operations), first.Next, first.ScannedTo, ops[2].CreatedAt)
+	}
+	second, err := f.store.OperationsPage(ctx, in, filter, first.Next, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Operations) != 1 || second.Operations[0].ID != oldest.ID || second.Next != nil || second.ScannedTo != nil {
+		t.Fatalf("the second window: %v, next %v; want the one operation of call-7 and the end", second.Operations, second.Next)
+	}
+
+	// Without such a filter a page is its own window: five operations in
+	// pages of two, each full until the last.
+	var seen []uuid.UUID
+	var after *ledger.OperationsCursor
+	for range 4 {
+		page, err := f.store.OperationsPage(ctx, in, ledger.OperationsFilter{}, after, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, op := range page.Operations {
+			seen = append(seen, op.ID)
+		}
+		if page.ScannedTo != nil {
+			t.Errorf("an unfiltered page says it read a window")
+		}
+		if after = page.Next; after == nil {
+			break
+		}
+	}
+	if len(seen) != 5 || seen[0] != ops[4].ID || seen[4] != oldest.ID {
+		t.Errorf("pages of two list %v, want the five newest first", seen)
+	}
+}

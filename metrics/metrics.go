@@ -105,6 +105,9 @@ func (r *Registry) Handler() http.Handler {
 
 var (
 	operationsDesc = prometheus.NewDesc("actledger_operations", "Operations in the ledger by state.", []string{"state"}, nil)
+	// prunedDesc counts what retention took out of actledger_operations:
+	// the operations made in a state are the gauge plus this counter.
+	prunedDesc     = prometheus.NewDesc("actledger_operations_pruned_total", "Operations archived and deleted by retention, by the state they ended in.", []string{"state"}, nil)
 	backlogDesc    = prometheus.NewDesc("actledger_outbox_backlog", "Outbox rows not yet published to JetStream.", nil, nil)
 	lagDesc        = prometheus.NewDesc("actledger_relay_lag_seconds", "Age of the oldest unpublished outbox row.", nil, nil)
 	reviewOpenDesc = prometheus.NewDesc("actledger_review_open", "Open review items, by kind (operation or unmatched_evidence).", []string{"kind"}, nil)
@@ -126,6 +129,7 @@ SELECT 'unmatched_evidence', count(*), coalesce(extract(epoch FROM now() - min(c
 FROM unmatched_evidence WHERE resolved_at IS NULL`
 
 // Operations by state come from the counts schema/011_operation_counts.sql
+// (per tenant and scope since schema/032_operation_counts_by_scope.sql)
 // keeps by trigger, never from counting the ledger: a scan of every
 // operation ever made, on every scrape of every process. Reading costs the
 // few folded rows plus the deltas since the last fold (Folder, on a
@@ -134,10 +138,10 @@ const (
 	// operationCountsFold moves the deltas into operation_counts. DELETE …
 	// RETURNING makes two collectors folding at once each fold the deltas
 	// it deleted, never the same one twice.
-	operationCountsFold = `WITH moved AS (DELETE FROM operation_count_deltas RETURNING status, delta)
-INSERT INTO operation_counts (status, n)
-SELECT status, sum(delta) FROM moved GROUP BY status
-ON CONFLICT (status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`
+	operationCountsFold = `WITH moved AS (DELETE FROM operation_count_deltas RETURNING tenant_id, scope, status, delta)
+INSERT INTO operation_counts (tenant_id, scope, status, n)
+SELECT tenant_id, scope, status, sum(delta) FROM moved GROUP BY tenant_id, scope, status
+ON CONFLICT (tenant_id, scope, status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`
 
 	// operationsByState is the folded counts plus the deltas not folded
 	// yet, read in one snapshot: a fold commits both sides at once.
@@ -155,6 +159,7 @@ type ledgerCollector struct {
 
 func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- operationsDesc
+	ch <- prunedDesc
 	ch <- backlogDesc
 	ch <- lagDesc
 	ch <- reviewOpenDesc
@@ -186,6 +191,16 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range ledger.Statuses {
 		ch <- prometheus.MustNewConstMetric(operationsDesc, prometheus.GaugeValue, counts[s], string(s))
+	}
+	pruned, err := ledger.PrunedCounts(ctx, c.pool)
+	if err != nil {
+		c.log.WarnContext(ctx, "metrics: pruned operations", "err", err)
+		return
+	}
+	for _, s := range ledger.Statuses {
+		if s.Terminal() {
+			ch <- prometheus.MustNewConstMetric(prunedDesc, prometheus.CounterValue, float64(pruned[s]), string(s))
+		}
 	}
 	backlog, lag, err := ledger.OutboxBacklog(ctx, c.pool)
 	if err != nil {

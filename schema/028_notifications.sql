@@ -32,9 +32,8 @@ CREATE INDEX notification_receivers_tenant_idx ON notification_receivers (tenant
 -- from it and from the operation (ids and words, never params or supplier
 -- answers). operation_id is NULL for unmatched evidence (evidence_id).
 -- status is the operation's state the event reports. operation_id and
--- evidence_id are not foreign keys: pruning old operations must not have to
--- visit their notifications first, and a notification whose operation is
--- gone is dropped by the worker.
+-- evidence_id are not foreign keys: a notification whose operation is gone
+-- is dropped by the worker.
 CREATE TABLE notifications (
     id           uuid PRIMARY KEY,
     tenant_id    uuid NOT NULL REFERENCES tenants (id),
@@ -45,6 +44,11 @@ CREATE TABLE notifications (
     at           timestamptz NOT NULL,
     CHECK ((operation_id IS NULL) <> (evidence_id IS NULL))
 );
+
+-- A pruned operation's notifications go with it (ledger/prune.go), found
+-- by this index; it is written only for notifications, never when no
+-- receiver is configured.
+CREATE INDEX notifications_operation_idx ON notifications (operation_id) WHERE operation_id IS NOT NULL;
 
 -- notification_deliveries is what happened to one event at one receiver:
 -- delivered (a 2xx), or given up after the retry window, with the attempts

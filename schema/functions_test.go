@@ -54,11 +54,24 @@ func embedded(t *testing.T) ([]schema.Migration, []schema.Function) {
 	return migrations, functions
 }
 
-// functionSteps names function files as Migrate reports them.
-func functionSteps(functions []schema.Function) []string {
-	out := make([]string, 0, len(functions))
+// steps is what Migrate applies to an empty database, in order: each
+// migration, after the function files it requires, then every other
+// function file.
+func steps(migrations []schema.Migration, functions []schema.Function) []string {
+	done := map[string]bool{}
+	var out []string
+	for _, m := range migrations {
+		for _, name := range m.Requires {
+			if !done[name] {
+				out, done[name] = append(out, "functions/"+name), true
+			}
+		}
+		out = append(out, m.Version)
+	}
 	for _, f := range functions {
-		out = append(out, "functions/"+f.Name)
+		if !done[f.Name] {
+			out = append(out, "functions/"+f.Name)
+		}
 	}
 	return out
 }
@@ -273,10 +286,10 @@ func TestDatabaseMigratedBeforeFunctionFilesMigratesCleanly(t *testing.T) {
 	if _, err := old.Exec(ctx, oldMigrationsTableCreate); err != nil {
 		t.Fatal(err)
 	}
-	var later []string
+	var later []schema.Migration
 	for _, m := range migrations {
 		if m.Version > lastMigrationWithFunctions {
-			later = append(later, m.Version)
+			later = append(later, m)
 			continue
 		}
 		err := pgx.BeginFunc(ctx, old, func(tx pgx.Tx) error {
@@ -296,7 +309,7 @@ func TestDatabaseMigratedBeforeFunctionFilesMigratesCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("migrate a database of the old code: %v", err)
 	}
-	if want := append(later, functionSteps(functions)...); !slices.Equal(applied, want) {
+	if want := steps(later, functions); !slices.Equal(applied, want) {
 		t.Errorf("applied %v, want %v", applied, want)
 	}
 
@@ -413,12 +426,10 @@ CREATE TRIGGER tenants_touch BEFORE UPDATE ON tenants FOR EACH ROW EXECUTE FUNCT
 		t.Fatal(err)
 	}
 	got := migrateWith(t, pool, append(slices.Clone(migrations), trigger), all)
-	var want []string
-	for _, m := range migrations {
-		want = append(want, m.Version)
+	want := steps(append(slices.Clone(migrations), trigger), all)
+	if i := slices.Index(want, trigger.Version); i < 1 || want[i-1] != "functions/tenants_touch" {
+		t.Fatalf("the expected steps %v do not apply tenants_touch just before its migration", want)
 	}
-	want = append(want, "functions/tenants_touch", trigger.Version)
-	want = append(want, functionSteps(functions)...)
 	if !slices.Equal(got, want) {
 		t.Errorf("applied %v, want %v", got, want)
 	}
@@ -448,11 +459,7 @@ func TestConcurrentMigratesApplyEachStepOnce(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	var want []string
-	for _, m := range migrations {
-		want = append(want, m.Version)
-	}
-	want = append(want, functionSteps(functions)...)
+	want := steps(migrations, functions)
 	slices.Sort(all)
 	slices.Sort(want)
 	if !slices.Equal(all, want) {

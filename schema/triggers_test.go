@@ -124,10 +124,10 @@ func TestOperationCountsFollowMultiRowStatements(t *testing.T) {
 		{"one-row update", `UPDATE operations SET status = 'cancelled' WHERE key = 'k3'`, 2},
 		{"delete from two states",
 			`DELETE FROM operations WHERE status IN ('held', 'failed') AND key LIKE 'k1%'`, 2},
-		{"fold then update", `WITH moved AS (DELETE FROM operation_count_deltas RETURNING status, delta)
-INSERT INTO operation_counts (status, n)
-SELECT status, sum(delta) FROM moved GROUP BY status
-ON CONFLICT (status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`, -1},
+		{"fold then update", `WITH moved AS (DELETE FROM operation_count_deltas RETURNING tenant_id, scope, status, delta)
+INSERT INTO operation_counts (tenant_id, scope, status, n)
+SELECT tenant_id, scope, status, sum(delta) FROM moved GROUP BY tenant_id, scope, status
+ON CONFLICT (tenant_id, scope, status) DO UPDATE SET n = operation_counts.n + EXCLUDED.n`, -1},
 		{"update after the fold", `UPDATE operations SET status = 'review', review_reason = 'r', review_owner = 'ops'
              WHERE status = 'held'`, 2},
 		{"truncate starts again", `TRUNCATE operations CASCADE`, -1},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/retention"
 )
 
 // defaultListenAddr is LISTEN_ADDR's default: loopback only, so a first
@@ -64,6 +65,13 @@ type env struct {
 	NotifyTimeout, NotifyRetryFor time.Duration
 	NotifyConcurrency             int
 	LogLevel                      slog.Level
+	// Retention (RETENTION_OLDER_THAN, RETENTION_ARCHIVE,
+	// RETENTION_INTERVAL) makes serve prune: terminal operations
+	// unchanged for longer than OlderThan ("90d", "36h") are archived to
+	// the directory Archive ("-": standard output), then deleted, every
+	// Interval (default retention.DefaultInterval). OlderThan unset: keep
+	// everything.
+	Retention retention.Config
 	// Getenv reads further variables the config names (webhook secrets).
 	Getenv func(string) string
 }
@@ -142,6 +150,17 @@ func loadEnv(getenv func(string) string) (env, error) {
 		}
 		e.MCPAllowedOrigins = append(e.MCPAllowedOrigins, origin)
 	}
+	if v := getenv("RETENTION_OLDER_THAN"); v != "" {
+		d, err := retention.ParseDuration(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("RETENTION_OLDER_THAN=%q: %w", v, err))
+		}
+		e.Retention.OlderThan = d
+		if e.Retention.Archive = getenv("RETENTION_ARCHIVE"); e.Retention.Archive == "" {
+			errs = append(errs, fmt.Errorf("RETENTION_OLDER_THAN=%q is set without RETENTION_ARCHIVE: a pruned operation must be archived first (a directory, or - for standard output)", v))
+		}
+	}
+	duration("RETENTION_INTERVAL", &e.Retention.Interval)
 	positive("DISPATCH_CONCURRENCY", &e.DispatchConcurrency)
 	positive("NOTIFY_CONCURRENCY", &e.NotifyConcurrency)
 	duration("NOTIFY_TIMEOUT", &e.NotifyTimeout)

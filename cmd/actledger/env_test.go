@@ -64,6 +64,10 @@ func TestLoadEnvFailsOnABadValueNamingTheVariable(t *testing.T) {
 		}, false},
 		{"MCP_ALLOWED_ORIGINS", "https://a.example.com/path", nil, true},
 		{"MCP_ALLOWED_ORIGINS", "a.example.com", nil, true},
+		{"RETENTION_OLDER_THAN", "90d", nil, true}, // without RETENTION_ARCHIVE
+		{"RETENTION_OLDER_THAN", "90 days", nil, true},
+		{"RETENTION_INTERVAL", "30m", func(e env) bool { return e.Retention.Interval == 30*time.Minute }, false},
+		{"RETENTION_INTERVAL", "30", nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name+"="+tt.value, func(t *testing.T) {

@@ -22,6 +22,8 @@ const usage = `actledger: one approved intention, at most one external effect.
 Usage:
   actledger serve [--roles api,relay,...] [--providers FILE]
   actledger migrate
+  actledger prune --older-than 90d --archive DIR|- [--dry-run] [--batch N]
+                                          archive, then delete, terminal operations older than that
   actledger token create --tenant T --role agent|approver|operator|metrics [--name N] [--scope S]
   actledger token revoke NAME|ID
   actledger demo [--timeout 30s]
@@ -46,7 +48,8 @@ Usage:
                                           send a signed test event; print the receiver's answer
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
-LEASE_DURATION, STREAM_PREFIX, CONSOLE_URL, NOTIFY_TIMEOUT, NOTIFY_RETRY_FOR,
+LEASE_DURATION, STREAM_PREFIX, RETENTION_OLDER_THAN, RETENTION_ARCHIVE,
+RETENTION_INTERVAL, CONSOLE_URL, NOTIFY_TIMEOUT, NOTIFY_RETRY_FOR,
 NOTIFY_CONCURRENCY (see README.md); ops commands use
 ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator);
 approvals commands the same with an approver token, mcp with an agent
@@ -116,6 +119,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			return fmt.Errorf("migrate takes no arguments, got %q: %w", args[1:], errUsage)
 		}
 		return migrate(ctx, env, logger)
+	case "prune":
+		return prune(ctx, env, args[1:], stdout, logger)
 	case "token":
 		return token(ctx, env, args[1:], stdout, logger)
 	case "demo":
@@ -141,7 +146,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // running or reporting a mistake.
 func asksForHelp(args []string) bool {
 	switch args[0] {
-	case "serve", "migrate", "token", "demo", "notifications":
+	case "serve", "migrate", "token", "demo", "prune", "notifications":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 	}
 	return false

@@ -74,9 +74,10 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
 		Notify: notify.Config{ConsoleURL: e.consoleURL(), Timeout: e.NotifyTimeout, RetryFor: e.NotifyRetryFor,
 			Concurrency: e.NotifyConcurrency},
-		Auth:   auth.Config{CacheTTL: e.TokenCacheTTL},
-		API:    api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
-		Logger: logger,
+		Auth:      auth.Config{CacheTTL: e.TokenCacheTTL},
+		API:       api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
+		Retention: e.Retention,
+		Logger:    logger,
 	})
 	if err != nil {
 		return err

@@ -45,7 +45,12 @@ func startServe(t *testing.T) *instance {
 // (nil: the demo's, pointed at the mock supplier).
 func startServeWith(t *testing.T, edit func(providersYAML string) string) *instance {
 	t.Helper()
-	in := prepareServe(t, edit)
+	return startPrepared(t, prepareServe(t, edit))
+}
+
+// startPrepared runs `serve` for in (prepareServe) until the test ends.
+func startPrepared(t *testing.T, in *instance) *instance {
+	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	served := make(chan error, 1)
 	go func() { served <- run(ctx, []string{"serve"}, in.getenv, io.Discard, io.Discard) }()

@@ -129,8 +129,8 @@ CROSS JOIN LATERAL generate_series(1, CASE
 
 SET LOCAL session_replication_role = origin;
 
-INSERT INTO operation_counts (status, n)
-SELECT status, count(*) FROM operations GROUP BY status;
+INSERT INTO operation_counts (tenant_id, scope, status, n)
+SELECT tenant_id, scope, status, count(*) FROM operations GROUP BY tenant_id, scope, status;
 
 -- The foreign keys the two inserts above did not check.
 DO $$

@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf16"
 )
@@ -102,4 +103,17 @@ func escape(s, keep string) string {
 		}
 	}
 	return b.String()
+}
+
+// TimeLayout is how a time is shown to a person: UTC, to the millisecond,
+// so that the events of one operation a few milliseconds apart read apart
+// and in order ("2026-12-01 09:53:46.120Z").
+const TimeLayout = "2006-01-02 15:04:05.000Z07:00"
+
+// Time shows t in TimeLayout, in UTC; the zero time is "—".
+func Time(t time.Time) string {
+	if t.IsZero() {
+		return "—"
+	}
+	return t.UTC().Format(TimeLayout)
 }

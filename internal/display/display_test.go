@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/actledger/actledger/internal/display"
@@ -89,6 +90,29 @@ func TestHiddenAgreesWithLineOverEveryCodePoint(t *testing.T) {
 		got := display.Line(s)
 		if display.Hidden(r) == (got == s) {
 			t.Fatalf("Hidden(%U) = %v but Line gives %q", r, display.Hidden(r), got)
+		}
+	}
+}
+
+// TestTimeShowsMillisecondsInUTC: events a few milliseconds apart read
+// apart and in order, whatever the time's zone; before, five events of one
+// operation all read 09:53:46Z.
+func TestTimeShowsMillisecondsInUTC(t *testing.T) {
+	t.Parallel()
+	paris := time.FixedZone("CET", 3600)
+	base := time.Date(2026, 12, 1, 10, 53, 46, 120_000_000, paris)
+	tests := []struct {
+		in   time.Time
+		want string
+	}{
+		{base, "2026-12-01 09:53:46.120Z"},
+		{base.Add(7 * time.Millisecond), "2026-12-01 09:53:46.127Z"},
+		{base.Add(880 * time.Millisecond), "2026-12-01 09:53:47.000Z"},
+		{time.Time{}, "—"},
+	}
+	for _, tt := range tests {
+		if got := display.Time(tt.in); got != tt.want {
+			t.Errorf("Time(%v) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
