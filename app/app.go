@@ -1,7 +1,8 @@
 // Package app wires actledger's pipeline once: the ledger store on a pool,
 // the broker, the provider registry, and the roles a process runs (HTTP API,
-// outbox relay, dispatchers, lease sweeper, reconciler, metrics). `actledger
-// serve`, `actledger demo`, actbench and the test pipeline all build their
+// outbox relay, dispatchers, lease sweeper, reconciler, notification
+// worker, metrics). `actledger serve`, `actledger demo`, actbench and the
+// test pipeline all build their
 // process with Build, so a component added or rewired here is added or
 // rewired everywhere. A Go program that embeds actledger builds it too,
 // and may give its own provider.Provider for a provider name
@@ -34,6 +35,7 @@ import (
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mcp"
 	"github.com/actledger/actledger/metrics"
+	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
@@ -62,6 +64,12 @@ type Roles struct {
 	Sweeper SweeperRole
 	// Reconciler consumes the evidence stream.
 	Reconciler bool
+	// Notify delivers notifications to the providers file's receivers
+	// (notify.Worker), and stores them in the ledger at start so the
+	// changes of their tenants write the events they take. Without a
+	// process of this role no event is written (none would be
+	// delivered).
+	Notify bool
 }
 
 // SweeperRole says whether a process runs the lease sweeper.
@@ -132,6 +140,9 @@ type Config struct {
 	Sweeper     dispatcher.SweeperConfig
 	Reconciler  reconciler.Config
 	Relay       relay.Config
+	// Notify: ConsoleURL, the retry window and backoff, timeout and
+	// concurrency per receiver are taken from here.
+	Notify notify.Config
 	// API: WebhookSecrets, ReadyChecks (default: postgres and nats),
 	// MaxBody and RequestTimeout are taken from here.
 	API api.Config
@@ -198,6 +209,8 @@ type App struct {
 	Relay *relay.Relay
 	// Dispatchers are empty without Roles.Dispatcher.
 	Dispatchers []*dispatcher.Dispatcher
+	// Notifier delivers notifications; nil without Roles.Notify.
+	Notifier *notify.Worker
 	// Sweeper is the lease sweeper; nil when the roles run none
 	// (Roles.RunsSweeper).
 	Sweeper *dispatcher.LeaseSweeper
@@ -295,6 +308,19 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Roles.Reconciler {
 		a.services = append(a.services, a.Reconciler)
 	}
+	// Writers wake the relays after a commit that may have notified.
+	a.Store.SetNotifying(len(cfg.Registry.Notifications()) > 0)
+	if cfg.Roles.Notify {
+		nc := cfg.Notify
+		nc.Receivers, nc.Logger = cfg.Registry.Notifications(), cmp.Or(nc.Logger, cfg.Logger)
+		if nc.Now == nil {
+			nc.Now = cfg.Now
+		}
+		if a.Notifier, err = notify.New(a.Store, a.Broker, nc); err != nil {
+			return nil, err
+		}
+		a.services = append(a.services, a.Notifier)
+	}
 	if cfg.Retention.OlderThan > 0 {
 		rc := cfg.Retention
 		rc.Store, rc.Pool, rc.Logger = a.Store, cfg.Pool, cfg.Logger
@@ -379,8 +405,8 @@ func (a *App) newHandler() (http.Handler, error) {
 	return mux, nil
 }
 
-// Start starts the roles in order (notifier, relay, dispatchers, sweeper,
-// reconciler). When one fails, those already started are stopped before
+// Start starts the roles in order (outbox notifier, relay, dispatchers,
+// sweeper, reconciler, notification worker). When one fails, those already started are stopped before
 // the error returns.
 func (a *App) Start(ctx context.Context) error {
 	return startstop.StartAll(ctx, a.services...)

@@ -20,7 +20,22 @@ const (
 	// streamEvidence carries webhook events and lookup results for the
 	// reconciler.
 	streamEvidence = "EVIDENCE"
+	// streamNotify carries notifications for receivers:
+	// notify.<tenant id>.<type>.
+	streamNotify = "NOTIFY"
 )
+
+// NotifyStream is the name of the notification stream.
+func (b *Broker) NotifyStream() string { return b.cfg.Prefix + "_" + streamNotify }
+
+// NotifySubjectPrefix is what notification subjects start with:
+// <prefix>.notify, followed by .<tenant id>.<type> (ledger.
+// NotificationSubject).
+func (s Subjects) NotifySubjectPrefix() string { return s.Prefix + ".notify" }
+
+// NotifySubjectPrefix is what this broker's notification subjects start
+// with.
+func (b *Broker) NotifySubjectPrefix() string { return b.Subjects().NotifySubjectPrefix() }
 
 // OpsStream is the name of the dispatch stream.
 func (b *Broker) OpsStream() string { return b.cfg.Prefix + "_" + streamOps }
@@ -99,6 +114,7 @@ func (b *Broker) streamConfigs() []jetstream.StreamConfig {
 		mk(streamOps, "ops", "actledger dispatch messages (one subject per provider)"),
 		mk(streamReview, "review", "actledger review items: review.<tenant id>.<reason>"),
 		mk(streamEvidence, "evidence", "actledger webhook events and lookup results"),
+		mk(streamNotify, "notify", "actledger notifications for receivers: notify.<tenant id>.<type>"),
 	}
 }
 

@@ -35,7 +35,11 @@
 // message. Enqueue, Approve, Redispatch, ResumeDispatch, StoreWebhook,
 // KeepStaleResult and RecordUnmatched write the messages of their own
 // writes the same way, and every transition into review writes its review
-// announcement in the same statement. Subjects (which *broker.Broker
+// announcement in the same statement. Notifications follow the same rule
+// (notification.go): a settled operation, a new review item and a proposal
+// that waits for a person write their event and its outbox row in the
+// statement or transaction of the change, when a receiver of the tenant
+// takes it (SyncReceivers). Subjects (which *broker.Broker
 // satisfies) says where each message goes; a writer with several ledger
 // writes to commit together uses InTx and the …Tx methods, and relays are
 // woken after the commit (Config.OutboxCommitted).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -161,6 +162,9 @@ type Store struct {
 	transitions *writeSet
 	// enqueues is the writeSet of Enqueue (see queueEnqueues).
 	enqueues *writeSet
+	// notifying: SyncReceivers stored receivers, so settling changes may
+	// write notifications, and relays are woken after their commit.
+	notifying atomic.Bool
 }
 
 // New returns a Store over pool.

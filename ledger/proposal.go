@@ -90,6 +90,17 @@ const (
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
     SELECT id, tenant_id, created_at, 'created', NULL, 'awaiting_approval', @actor, @detail FROM ins
+), note AS (
+    -- A proposal that waits for a person (@announce: no policy approves
+    -- it in this transaction) is notified when a receiver of its tenant
+    -- takes approval.requested (ledger/notification.go).
+    INSERT INTO notifications (id, tenant_id, type, operation_id, status, at)
+    SELECT gen_random_uuid(), i.tenant_id, 'approval.requested', i.id, i.status, i.created_at FROM ins i
+    WHERE @announce::boolean
+      AND EXISTS (SELECT 1 FROM notification_receivers r WHERE r.tenant_id = i.tenant_id AND 'approval.requested' = ANY (r.events))
+    RETURNING notifications.id, notifications.tenant_id, notifications.type
+), note_out AS (
+    ` + notificationOutbox + `
 )
 SELECT ` + operationColumns + `
 FROM ins o JOIN tenants t ON t.id = o.tenant_id`
@@ -175,6 +186,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
 			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey), "scope": nullString(req.Scope),
 			"traceparent": nullString(tracing.Traceparent(ctx)),
+			"announce":    req.AutoApproval == nil,
 		})
 		var err error
 		op, err = collectOperation(rows)
@@ -185,6 +197,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 			return fmt.Errorf("store proposal: %w", err)
 		}
 		created = true
+		tx.wroteOutbox = tx.wroteOutbox || (req.AutoApproval == nil && s.notifies(op))
 		if req.AutoApproval != nil {
 			op, _, err = s.approveTx(ctx, tx, op, *req.AutoApproval)
 		}

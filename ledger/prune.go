@@ -83,9 +83,14 @@ FROM operation_events e
 WHERE e.operation_id = ANY ($1)
 ORDER BY e.operation_id, e.seq`
 
-	staleResultsPrune  = `DELETE FROM stale_results WHERE operation_id = ANY ($1)`
-	keyConflictsPrune  = `DELETE FROM operation_key_conflicts WHERE operation_id = ANY ($1)`
-	watchesPrune       = `DELETE FROM operation_watches WHERE operation_id = ANY ($1)`
+	staleResultsPrune = `DELETE FROM stale_results WHERE operation_id = ANY ($1)`
+	keyConflictsPrune = `DELETE FROM operation_key_conflicts WHERE operation_id = ANY ($1)`
+	watchesPrune      = `DELETE FROM operation_watches WHERE operation_id = ANY ($1)`
+	// notificationsPrune deletes the batch's notifications and what was
+	// delivered of them (schema 028), by their operation's index.
+	notificationsPrune = `WITH n AS (SELECT id FROM notifications WHERE operation_id = ANY ($1)),
+d AS (DELETE FROM notification_deliveries WHERE notification_id IN (SELECT id FROM n))
+DELETE FROM notifications WHERE id IN (SELECT id FROM n)`
 	operationEventsDel = `DELETE FROM operation_events WHERE operation_id = ANY ($1)`
 
 	// operationsPrune deletes the batch (operation_counts_track takes
@@ -242,7 +247,7 @@ func (s *Store) PruneOperations(ctx context.Context, b PruneBatch, archive func(
 			n   *int64
 		}{
 			{staleResultsPrune, &out.StaleResults}, {keyConflictsPrune, &out.KeyConflicts},
-			{watchesPrune, nil}, {operationEventsDel, &out.Events},
+			{watchesPrune, nil}, {notificationsPrune, nil}, {operationEventsDel, &out.Events},
 		} {
 			tag, err := tx.Exec(ctx, d.sql, ids)
 			if err != nil {

@@ -192,11 +192,16 @@ func (s *Store) RecordUnmatched(ctx context.Context, u Unmatched, tenant string)
 		if err != nil {
 			return fmt.Errorf("record unmatched evidence: %w", err)
 		}
-		if len(got) == 0 || prefix == "" {
-			recorded = len(got) > 0
+		if len(got) == 0 {
 			return nil
 		}
 		recorded = true
+		if err := s.notifyEvidence(ctx, tx, got[0].ID); err != nil {
+			return err
+		}
+		if prefix == "" {
+			return nil
+		}
 		deadline := u.Deadline
 		payload, err := json.Marshal(ReviewAnnouncement{
 			EvidenceID: &got[0].ID, Tenant: tenant, Provider: u.Provider, Reason: ReasonUnmatchedEvidence,

@@ -246,7 +246,11 @@ func collectTransitions(rows pgx.Rows, ts []*transition) error {
 // retry or lookup scheduled) gets it in the same transaction.
 func (s *Store) Transition(ctx context.Context, c Change) (Operation, error) {
 	if !needsTx(c) {
-		return s.transitionOne(ctx, s.pool, c)
+		op, err := s.transitionOne(ctx, s.pool, c)
+		if err == nil && s.notifies(op) {
+			s.signalOutbox()
+		}
+		return op, err
 	}
 	var op Operation
 	err := s.InTx(ctx, func(tx *Tx) error {
@@ -273,11 +277,13 @@ func (s *Store) transitionsTx(ctx context.Context, tx *Tx, c Change, then []Chan
 	if err != nil {
 		return Operation{}, err
 	}
+	tx.wroteOutbox = tx.wroteOutbox || s.notifies(op)
 	for _, next := range then {
 		next.ID, next.From, next.Version = op.ID, op.Status, op.Version
 		if op, err = s.transitionOne(ctx, tx.tx, next); err != nil {
 			return Operation{}, err
 		}
+		tx.wroteOutbox = tx.wroteOutbox || s.notifies(op)
 	}
 	if waitsForDispatch(op) {
 		if err := s.dispatchAfter(ctx, tx, op); err != nil {
@@ -357,6 +363,9 @@ func (s *Store) Record(ctx context.Context, c Change, then ...Change) (Operation
 	}
 	if err := s.group.doSet(ctx, c.ID, s.transitions, t); err != nil {
 		return Operation{}, err
+	}
+	if t.err == nil && s.notifies(t.op) {
+		s.signalOutbox()
 	}
 	return t.op, t.err
 }

@@ -70,6 +70,9 @@ type File struct {
 	// Actions by name (yaml "actions"), each naming its provider and its
 	// contract (see Action).
 	Actions map[string]Action
+	// Notifications are the receivers of signed notifications by name
+	// (yaml "notifications"); their secrets are read through Getenv.
+	Notifications map[string]Notification
 	// Getenv reads the environment variables the providers name
 	// (credentials, webhook secrets) when the registry is built; nil is
 	// os.Getenv.
@@ -511,6 +514,9 @@ type FieldError struct {
 	Provider string
 	// Action is the action's name, or "" for a problem in a provider.
 	Action string
+	// Notification is the receiver's name under notifications, for a
+	// problem in one.
+	Notification string
 	// Field is the YAML key path inside the provider or action, e.g. "retry.initial".
 	Field string
 	// Err says what is wrong.
@@ -519,6 +525,9 @@ type FieldError struct {
 
 // Error formats as `provider "acme": retry.initial: must not be negative`.
 func (e *FieldError) Error() string {
+	if e.Notification != "" {
+		return fmt.Sprintf("notification %q: %s: %v", e.Notification, e.Field, e.Err)
+	}
 	if e.Action != "" {
 		return fmt.Sprintf("action %q: %s: %v", e.Action, e.Field, e.Err)
 	}

@@ -18,9 +18,10 @@ import (
 // Registry is the validated providers configuration: the lookup from an action to the provider
 // that executes it. It is read-only after construction and safe for concurrent use.
 type Registry struct {
-	providers map[string]*Config
-	actions   map[string]*Config
-	contracts map[string]*Action
+	providers     map[string]*Config
+	actions       map[string]*Config
+	contracts     map[string]*Action
+	notifications map[string]*Notification
 }
 
 // Load reads and validates the providers config file at path (YAML, or JSON since YAML is a
@@ -71,11 +72,11 @@ func ParseEnv(data []byte, getenv func(string) string) (*Registry, error) {
 	reported := make(map[[3]string]bool, len(convErrs))
 	errs := make([]error, 0, len(convErrs)+len(valErrs))
 	for _, e := range convErrs {
-		reported[[3]string{e.Provider, e.Action, e.Field}] = true
+		reported[[3]string{e.Provider + e.Notification, e.Action, e.Field}] = true
 		errs = append(errs, e)
 	}
 	for _, e := range valErrs {
-		if !reported[[3]string{e.Provider, e.Action, e.Field}] {
+		if !reported[[3]string{e.Provider + e.Notification, e.Action, e.Field}] {
 			errs = append(errs, e)
 		}
 	}
@@ -149,6 +150,9 @@ func newRegistry(f File) (*Registry, []*FieldError) {
 		errs = append(errs, contract.compile(env)...)
 		reg.contracts[name] = &contract
 	}
+	var notifyErrs []*FieldError
+	reg.notifications, notifyErrs = notifications(f.Notifications, getenv)
+	errs = append(errs, notifyErrs...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -208,8 +212,9 @@ func (r *Registry) Providers() []*Config {
 // that conversion can name the field of a bad value and tell "left out" (default) from an explicit
 // zero (an error: "max_attempts: 0" or "timeout: 0s" is never what anyone means).
 type fileYAML struct {
-	Providers map[string]providerYAML `yaml:"providers"`
-	Actions   map[string]actionYAML   `yaml:"actions"`
+	Providers     map[string]providerYAML     `yaml:"providers"`
+	Actions       map[string]actionYAML       `yaml:"actions"`
+	Notifications map[string]notificationYAML `yaml:"notifications"`
 }
 
 type actionYAML struct {
@@ -320,8 +325,12 @@ type reviewYAML struct {
 // file converts the decoded document, collecting errors for values that cannot be converted.
 func (doc fileYAML) file() (File, []*FieldError) {
 	f := File{
-		Providers: make(map[string]Config, len(doc.Providers)),
-		Actions:   make(map[string]Action, len(doc.Actions)),
+		Providers:     make(map[string]Config, len(doc.Providers)),
+		Actions:       make(map[string]Action, len(doc.Actions)),
+		Notifications: make(map[string]Notification, len(doc.Notifications)),
+	}
+	for name, n := range doc.Notifications {
+		f.Notifications[name] = Notification{Name: name, URL: n.URL, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
 	}
 	var errs []*FieldError
 	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actledger/actledger/internal/bigledger"
+	"github.com/actledger/actledger/internal/testbigledger"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/retention"
 )
@@ -20,7 +20,7 @@ import (
 func BenchmarkPruneLargeLedger(b *testing.B) {
 	for b.Loop() {
 		b.StopTimer()
-		l := bigledger.New(b)
+		l := testbigledger.New(b)
 		p, err := retention.New(retention.Config{Store: ledger.New(l.Pool, ledger.Config{}), Pool: l.Pool,
 			OlderThan: 30 * 24 * time.Hour, Archive: b.TempDir()})
 		if err != nil {

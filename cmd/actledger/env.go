@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,16 @@ type env struct {
 	// browser origins besides the server's own that may POST /mcp
 	// (api.Config.MCPAllowedOrigins).
 	MCPAllowedOrigins []string
-	LogLevel          slog.Level
+	// ConsoleURL (CONSOLE_URL) is the console's address as the people a
+	// notification reaches open it; empty: http://$LISTEN_ADDR/console.
+	ConsoleURL string
+	// NotifyTimeout (NOTIFY_TIMEOUT), NotifyRetryFor (NOTIFY_RETRY_FOR)
+	// and NotifyConcurrency (NOTIFY_CONCURRENCY) are the notification
+	// worker's attempt timeout, retry window and requests in flight per
+	// receiver (0: notify's defaults).
+	NotifyTimeout, NotifyRetryFor time.Duration
+	NotifyConcurrency             int
+	LogLevel                      slog.Level
 	// Retention (RETENTION_OLDER_THAN, RETENTION_ARCHIVE,
 	// RETENTION_INTERVAL) makes serve prune: terminal operations
 	// unchanged for longer than OlderThan ("90d", "36h") are archived to
@@ -82,6 +92,7 @@ func loadEnv(getenv func(string) string) (env, error) {
 		ListenAddr:    cmp.Or(getenv("LISTEN_ADDR"), defaultListenAddr),
 		ProvidersFile: getenv("PROVIDERS_FILE"),
 		StreamPrefix:  getenv("STREAM_PREFIX"),
+		ConsoleURL:    getenv("CONSOLE_URL"),
 		Getenv:        getenv,
 	}
 	var errs []error
@@ -151,6 +162,14 @@ func loadEnv(getenv func(string) string) (env, error) {
 	}
 	duration("RETENTION_INTERVAL", &e.Retention.Interval)
 	positive("DISPATCH_CONCURRENCY", &e.DispatchConcurrency)
+	positive("NOTIFY_CONCURRENCY", &e.NotifyConcurrency)
+	duration("NOTIFY_TIMEOUT", &e.NotifyTimeout)
+	duration("NOTIFY_RETRY_FOR", &e.NotifyRetryFor)
+	if e.ConsoleURL != "" {
+		if u, err := url.Parse(e.ConsoleURL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			errs = append(errs, fmt.Errorf("CONSOLE_URL=%q: not an http(s) URL such as https://actledger.example.com/console", e.ConsoleURL))
+		}
+	}
 	positive("STREAM_REPLICAS", &e.StreamReplicas)
 	if v := getenv("LOG_LEVEL"); v != "" {
 		if err := e.LogLevel.UnmarshalText([]byte(v)); err != nil {
@@ -162,3 +181,9 @@ func loadEnv(getenv func(string) string) (env, error) {
 
 // logLevels are the values LOG_LEVEL takes (any case).
 var logLevels = []string{"debug", "info", "warn", "error"}
+
+// consoleURL is where notifications link to: CONSOLE_URL, or the console
+// of this listener.
+func (e env) consoleURL() string {
+	return cmp.Or(e.ConsoleURL, "http://"+e.ListenAddr+"/console")
+}

@@ -1,6 +1,6 @@
 // Command actledger runs and administers actledger: `serve` runs the
-// pipeline (API, relay, dispatcher, reconciler), `migrate` applies the
-// schema, `token` issues and revokes API tokens. See README.md.
+// pipeline (API, relay, dispatcher, reconciler, notifications), `migrate`
+// applies the schema, `token` issues and revokes API tokens. See README.md.
 package main
 
 import (
@@ -44,10 +44,13 @@ Usage:
   actledger providers check [FILE]        validate a providers file; what happens after a lost response
   actledger providers check [FILE] --render ACTION --params JSON [--key K]
                                           the create request it would send, credential masked
+  actledger notifications test RECEIVER [--providers FILE]
+                                          send a signed test event; print the receiver's answer
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX, RETENTION_OLDER_THAN, RETENTION_ARCHIVE,
-RETENTION_INTERVAL (see README.md); ops commands use
+RETENTION_INTERVAL, CONSOLE_URL, NOTIFY_TIMEOUT, NOTIFY_RETRY_FOR,
+NOTIFY_CONCURRENCY (see README.md); ops commands use
 ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator);
 approvals commands the same with an approver token, mcp with an agent
 token. ops, approvals and mcp accept help, -h and --help without a token.
@@ -130,18 +133,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serveMCP(ctx, getenv, args[1:], os.Stdin, stdout, logger)
 	case "providers":
 		return providersCmd(ctx, getenv, args[1:], stdout)
+	case "notifications":
+		return notificationsCmd(ctx, env, args[1:], stdout)
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}
 }
 
-// asksForHelp reports whether a command that opens the database or starts
-// services (serve, migrate, token, demo) was given -h, -help or --help:
+// asksForHelp reports whether a command that opens the database, starts
+// services or sends (serve, migrate, token, demo, notifications) was given -h, -help or --help:
 // it prints the usage and exits 0, as Go's flag package does, instead of
 // running or reporting a mistake.
 func asksForHelp(args []string) bool {
 	switch args[0] {
-	case "serve", "migrate", "token", "demo", "prune":
+	case "serve", "migrate", "token", "demo", "prune", "notifications":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 	}
 	return false

@@ -19,13 +19,14 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/tracing"
 )
 
 // allRoles are the roles `serve` runs by default, in start order.
-var allRoles = []string{"api", "relay", "dispatcher", "reconciler"}
+var allRoles = []string{"api", "relay", "dispatcher", "reconciler", "notify"}
 
 func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error {
 	fs := newFlagSet("serve", io.Discard)
@@ -76,11 +77,14 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 			Relay:      slices.Contains(roles, "relay"),
 			Dispatcher: slices.Contains(roles, "dispatcher"),
 			Reconciler: slices.Contains(roles, "reconciler"),
+			Notify:     slices.Contains(roles, "notify"),
 		},
-		Metrics:        true,
-		Getenv:         e.Getenv,
-		Dispatcher:     dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
-		Reconciler:     reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
+		Metrics:    true,
+		Getenv:     e.Getenv,
+		Dispatcher: dispatcher.Config{LeaseDuration: e.LeaseDuration, Concurrency: e.DispatchConcurrency},
+		Reconciler: reconciler.Config{UnappliedAfter: e.EvidenceUnappliedAfter},
+		Notify: notify.Config{ConsoleURL: e.consoleURL(), Timeout: e.NotifyTimeout, RetryFor: e.NotifyRetryFor,
+			Concurrency: e.NotifyConcurrency},
 		Auth:           auth.Config{CacheTTL: e.TokenCacheTTL},
 		API:            api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
 		Retention:      e.Retention,

@@ -7,13 +7,9 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -98,55 +94,6 @@ func (rc *otlpReceiver) trace(id string) []receivedSpan {
 	return out
 }
 
-// startServeProcess runs `actledger serve --roles roles` as a process of
-// its own with the instance's environment and extra variables, and stops
-// it with SIGTERM when the test ends (or when stop is called).
-func startServeProcess(t *testing.T, in *instance, roles string, extra ...string) (stop func()) {
-	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestServeProcess$", "-test.count=1")
-	env := []string{serveProcessEnv + "=1", serveRolesEnv + "=" + roles}
-	for _, k := range []string{"DATABASE_URL", "NATS_URL", "STREAM_PREFIX", "LISTEN_ADDR", "PROVIDERS_FILE", "LEASE_DURATION", "ACME_WEBHOOK_SECRET"} {
-		env = append(env, k+"="+in.getenv(k))
-	}
-	cmd.Env = append(append(env, extra...), "PATH="+os.Getenv("PATH"), "HOME="+os.Getenv("HOME"))
-	var out strings.Builder
-	var outMu sync.Mutex
-	cmd.Stdout = writerFunc(func(p []byte) (int, error) { outMu.Lock(); defer outMu.Unlock(); return out.Write(p) })
-	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			select {
-			case err := <-exited:
-				if err != nil {
-					outMu.Lock()
-					t.Errorf("serve --roles %s: %v\n%s", roles, err, out.String())
-					outMu.Unlock()
-				}
-			case <-time.After(30 * time.Second):
-				_ = cmd.Process.Kill()
-				<-exited
-				t.Errorf("serve --roles %s did not stop", roles)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	if strings.Contains(roles, "api") {
-		waitReady(t, in.base, exited)
-	}
-	return stop
-}
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
-
 // TestServeExportsOneTraceAcrossTheAPIAndDispatcherProcesses: `serve
 // --roles api` and `serve --roles relay,dispatcher,reconciler`, two
 // processes with OTEL_EXPORTER_OTLP_ENDPOINT pointing at an OTLP/HTTP
@@ -163,8 +110,8 @@ func TestServeExportsOneTraceAcrossTheAPIAndDispatcherProcesses(t *testing.T) {
 	otel := func(service string) []string {
 		return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + rc.URL, "OTEL_SERVICE_NAME=" + service, "OTEL_BSP_SCHEDULE_DELAY=50"}
 	}
-	stopAPI := startServeProcess(t, in, "api", otel("actledger-api")...)
-	stopWorker := startServeProcess(t, in, "relay,dispatcher,reconciler", otel("actledger-worker")...)
+	stopAPI := startServeProcess(t, in, "api", otel("actledger-api")...).stop
+	stopWorker := startServeProcess(t, in, "relay,dispatcher,reconciler", otel("actledger-worker")...).stop
 
 	approver, agent := in.token(t, "approver"), in.token(t, "agent")
 	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"T-1"},"ttl_seconds":600,"policy_version":"p1"}`)

@@ -42,6 +42,7 @@ import (
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/relay"
@@ -119,6 +120,14 @@ type Options struct {
 	TokenCacheTTL time.Duration
 	// MCPAllowedOrigins is the API's api.Config.MCPAllowedOrigins.
 	MCPAllowedOrigins []string
+	// Notifications, when set, are the providers file's notifications:
+	// block, as YAML lines each indented two spaces (a receiver's name)
+	// or four (its keys); the process then runs the notification worker.
+	// Their secrets are read from Env.
+	Notifications string
+	// Notify is the notification worker's config template (retry window,
+	// backoff, timeout, concurrency).
+	Notify notify.Config
 	// Pool and Broker replace the fresh database and streams (e.g. to run
 	// them behind a proxy that a test cuts).
 	Pool   *pgxpool.Pool
@@ -154,6 +163,9 @@ type Pipeline struct {
 	Traceparents *HeaderLog
 	Registry     *provider.Registry
 	Reconciler   *reconciler.Reconciler
+	// Notifier is the notification worker; nil without
+	// Options.Notifications.
+	Notifier *notify.Worker
 	// Tokens is the token store of the process serving the API, with
 	// its cache.
 	Tokens   *auth.Tokens
@@ -245,7 +257,8 @@ func (p *Pipeline) build() {
 		Pool: p.Pool, Broker: p.Broker, Registry: p.Registry, Providers: providers, Now: p.Clock.Now,
 		// Dispatchers are added by Start, fresh each time, as a new
 		// process's would be.
-		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true},
+		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true, Notify: opts.Notifications != ""},
+		Notify:     opts.Notify,
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
 		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
@@ -269,7 +282,7 @@ func (p *Pipeline) build() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.Store, p.Reconciler, p.Tokens = p.app.Store, p.app.Reconciler, p.app.Tokens
+	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
 }
 
 // Retarget points providerName at another account and environment, as an
@@ -301,6 +314,9 @@ func (p *Pipeline) registry() *provider.Registry {
 		contract = ", " + p.Opts.ActionContract
 	}
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme%s}\n  %s: {provider: beta}\n", Action, contract, OtherAction)
+	if p.Opts.Notifications != "" {
+		fmt.Fprintf(&y, "notifications:\n%s", p.Opts.Notifications)
+	}
 	reg, err := provider.ParseEnv([]byte(y.String()), p.getenv)
 	if err != nil {
 		p.t.Fatal(err)

@@ -1,8 +1,6 @@
 -- transition_operations: the transitions of concurrent callers in one
 -- statement.
 --
--- requires: operation_lapse
---
 -- transition_operations applies a set of changes of operations, one per
 -- element of its arrays; ledger/transition.go documents the rules and is
 -- their only caller (operationTransitions). Each change is a conditional
@@ -21,6 +19,13 @@
 -- publish to the stream can put it on another provider's subject). With
 -- p_provider the claim of another provider's operation does not apply,
 -- writes nothing, and the dispatcher reads the row and drops the message.
+--
+-- requires: operation_lapse
+--
+-- A change that settles an operation or opens a review item also writes
+-- its notification and the notification's outbox row, in the same
+-- statement, when a receiver of the operation's tenant subscribes to that
+-- event (schema 028; ledger/notification.go says more).
 --
 -- Its statements are planned with nested loops over index scans only (the
 -- SET clauses): they touch a few rows of tables that grow without bound,
@@ -132,6 +137,27 @@ BEGIN
                u.traceparent
         FROM upd u JOIN tenants t ON t.id = u.tenant_id
         WHERE u.status = 'review' AND p_review_subject <> ''
+    ), note AS (
+        -- An operation that settles (succeeded, failed, cancelled, held) or
+        -- enters review is notified, in this same statement, when a
+        -- receiver of its tenant subscribes to the event
+        -- (notification_receivers, schema 028); without one nothing is
+        -- written.
+        INSERT INTO notifications (id, tenant_id, type, operation_id, status, at)
+        SELECT gen_random_uuid(), u.tenant_id, e.type, u.id, u.status, u.updated_at
+        FROM upd u
+        CROSS JOIN LATERAL (SELECT CASE
+            WHEN u.status = 'review' THEN 'review.opened'
+            WHEN u.status IN ('succeeded', 'failed', 'cancelled', 'held') THEN 'operation.settled'
+        END AS type) e
+        WHERE e.type IS NOT NULL
+          AND EXISTS (SELECT 1 FROM notification_receivers r WHERE r.tenant_id = u.tenant_id AND e.type = ANY (r.events))
+        RETURNING notifications.id, notifications.tenant_id, notifications.type
+    ), note_out AS (
+        INSERT INTO outbox (subject, msg_id, payload)
+        SELECT (SELECT min(r.subject) FROM notification_receivers r WHERE r.tenant_id = n.tenant_id) || '.' || n.type,
+               n.id::text, convert_to(json_build_object('notification_id', n.id)::text, 'UTF8')
+        FROM note n
     )
     SELECT o.id, o.tenant_id, t.name, o.action, o.key, o.provider, o.params,
         o.params_fingerprint, o.approval_id, o.requested_by, o.external_key, o.status, o.version,

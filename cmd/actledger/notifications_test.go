@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// notice is one request a test receiver got.
+type notice struct {
+	id, timestamp, signature string
+	body                     []byte
+}
+
+// noticeReceiver records every request; answer decides each answer.
+type noticeReceiver struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []notice
+}
+
+func newNoticeReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *noticeReceiver {
+	t.Helper()
+	rc := &noticeReceiver{}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		rc.mu.Lock()
+		rc.got = append(rc.got, notice{r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"), r.Header.Get("webhook-signature"), body})
+		n := len(rc.got)
+		rc.mu.Unlock()
+		answer(n, w, r)
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *noticeReceiver) notices() []notice {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]notice(nil), rc.got...)
+}
+
+// noticeSecret is a fresh whsec_ secret.
+func noticeSecret(t *testing.T) string {
+	t.Helper()
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		t.Fatal(err)
+	}
+	return "whsec_" + base64.StdEncoding.EncodeToString(key)
+}
+
+// verifyNotice checks n's signature with crypto/hmac alone, as a receiver
+// does.
+func verifyNotice(t *testing.T, secret string, n notice) {
+	t.Helper()
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%s.%s", n.id, n.timestamp, n.body)
+	if want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)); !hmac.Equal([]byte(n.signature), []byte(want)) {
+		t.Errorf("webhook-signature %q does not verify for id %q, timestamp %q, body %s", n.signature, n.id, n.timestamp, n.body)
+	}
+}
+
+// withReceiver adds a receiver of the demo tenant's approval requests to
+// the providers file.
+func withReceiver(url string) func(string) string {
+	return func(cfg string) string {
+		return cfg + fmt.Sprintf("notifications:\n  approvals-relay:\n    url: %s\n    secret_env: NOTIFY_SECRET\n    tenant: demo\n    events: [approval.requested]\n", url)
+	}
+}
+
+// TestKilledProcessBetweenCommitAndDeliveryLosesNoNotification: serve is
+// killed with SIGKILL after a proposal's commit, while its
+// approval.requested is on its way to the receiver (the receiver holds
+// the first request open, so the delivery cannot have completed); the
+// next serve delivers it. The receiver gets the event under one
+// webhook-id, signed, exactly one event after dropping repeats.
+func TestKilledProcessBetweenCommitAndDeliveryLosesNoNotification(t *testing.T) {
+	t.Parallel()
+	secret := noticeSecret(t)
+	first := make(chan struct{})
+	var once sync.Once
+	rc := newNoticeReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+		if n == 1 {
+			once.Do(func() { close(first) })
+			<-r.Context().Done() // never answers: the process dies first
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
+	in := prepareServe(t, withReceiver(rc.URL))
+	vars := []string{"NOTIFY_SECRET=" + secret, "NOTIFY_TIMEOUT=3s"}
+	first1 := startServeProcess(t, in, "", vars...)
+	cmd, exited, log := first1.cmd, first1.done, first1.out
+
+	agent := in.token(t, "agent")
+	op := post(t, in.base+"/v1/operations", agent, `{"action":"supplier.create_order","key":"po-crash","params":{"sku":"A-1","qty":50},"request_approval":true}`)
+	if op["status"] != "awaiting_approval" {
+		t.Fatalf("proposal: %v", op)
+	}
+	select {
+	case <-first:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("the receiver heard nothing; serve's log:\n%s", log.String())
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	// Every request after the first is answered 200: a delivery.
+	delivered := func() bool { return len(rc.notices()) > 1 }
+	if delivered() {
+		t.Fatal("delivered before the restart")
+	}
+
+	log2 := startServeProcess(t, in, "", vars...).out
+	deadline := time.Now().Add(30 * time.Second)
+	for !delivered() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the event was not delivered after the restart; receiver got %d requests; serve's log:\n%s", len(rc.notices()), log2.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	got := rc.notices()
+	ids := map[string]bool{}
+	for _, n := range got {
+		ids[n.id] = true
+		verifyNotice(t, secret, n)
+		var body struct {
+			Type string         `json:"type"`
+			Data map[string]any `json:"data"`
+		}
+		if err := json.Unmarshal(n.body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Type != "approval.requested" || body.Data["operation_id"] != op["id"] {
+			t.Errorf("receiver got %s, want approval.requested of %v", n.body, op["id"])
+		}
+	}
+	if len(ids) != 1 {
+		t.Errorf("receiver got %d webhook-ids over %d requests, want one event", len(ids), len(got))
+	}
+	t.Logf("delivered after the restart: %d requests, webhook-id %s\nwebhook-timestamp: %s\nwebhook-signature: %s\n%s",
+		len(got), got[len(got)-1].id, got[len(got)-1].timestamp, got[len(got)-1].signature, got[len(got)-1].body)
+}
+
+// extendEnv is getenv with the variables of extra set.
+func extendEnv(getenv func(string) string, extra map[string]string) func(string) string {
+	return func(k string) string {
+		if v, ok := extra[k]; ok {
+			return v
+		}
+		return getenv(k)
+	}
+}
+
+// TestNotificationsTestPrintsTheReceiversAnswer: `actledger notifications
+// test RECEIVER` sends one signed test event, which the receiver verifies
+// with its own HMAC check, and prints the receiver's status and body; a
+// receiver that refuses it makes the command fail with its answer shown;
+// an unknown receiver is named.
+func TestNotificationsTestPrintsTheReceiversAnswer(t *testing.T) {
+	t.Parallel()
+	secret := noticeSecret(t)
+	status := http.StatusAccepted
+	rc := newNoticeReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(status)
+		fmt.Fprint(w, `{"relayed_to":"#approvals"}`)
+	})
+	in := prepareServe(t, withReceiver(rc.URL))
+	getenv := extendEnv(in.getenv, map[string]string{"NOTIFY_SECRET": secret, "CONSOLE_URL": "https://actledger.acme.example/console"})
+
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"notifications", "test", "approvals-relay"}, getenv, &out, io.Discard); err != nil {
+		t.Fatalf("notifications test: %v", err)
+	}
+	if !strings.Contains(out.String(), "answered 202 Accepted") || !strings.Contains(out.String(), `{"relayed_to":"#approvals"}`) {
+		t.Errorf("output %q, want the receiver's status and body", out.String())
+	}
+	got := rc.notices()
+	if len(got) != 1 {
+		t.Fatalf("receiver got %d requests, want 1", len(got))
+	}
+	verifyNotice(t, secret, got[0])
+	if !strings.Contains(string(got[0].body), `"type":"notification.test"`) || !strings.Contains(string(got[0].body), "https://actledger.acme.example/console/") {
+		t.Errorf("test event %s, want type notification.test linking the console", got[0].body)
+	}
+
+	status = http.StatusUnauthorized
+	out.Reset()
+	err := run(t.Context(), []string{"notifications", "test", "approvals-relay"}, getenv, &out, io.Discard)
+	if err == nil || !strings.Contains(out.String(), "answered 401") {
+		t.Errorf("a refusing receiver: err %v, output %q; want an error and the 401 shown", err, out.String())
+	}
+	if err := run(t.Context(), []string{"notifications", "test", "slack"}, getenv, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `"slack"`) {
+		t.Errorf("unknown receiver: %v, want an error naming it", err)
+	}
+}
