@@ -1,11 +1,13 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/display"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
 )
@@ -33,12 +35,17 @@ type overviewData struct {
 	OldestReview *reconciler.ReviewItem
 	// OpenCircuits are the providers whose circuit is open.
 	OpenCircuits []ledger.Circuit
-	// NotificationsFailing names the notification receivers whose
-	// deliveries are failing, one line each; the page shows the section
-	// only when it is not empty.
+	// NotificationsFailing names the notification receivers of the
+	// tenant that gave up an event in the last failingWindow, one line
+	// each; the page shows the section only when it is not empty.
 	NotificationsFailing []string
 	Now                  time.Time
 }
+
+// failingWindow is how recent a receiver's last given-up event must be for
+// the overview to list it as failing: a day, the retry window of one
+// event, so a receiver that failed once long ago drops off the page.
+const failingWindow = 24 * time.Hour
 
 // overview is the console's landing page for both roles: operations by
 // state, the oldest proposal waiting, the oldest review item and its
@@ -81,6 +88,17 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, p auth.Princi
 	for _, ci := range circuits {
 		if ci.Open() {
 			d.OpenCircuits = append(d.OpenCircuits, ci)
+		}
+	}
+	failures, err := c.cfg.Ledger.NotificationFailures(ctx, p.Access())
+	if err != nil {
+		c.fail(w, r, &p, err)
+		return
+	}
+	for _, f := range failures {
+		if f.LastFailedAt != nil && d.Now.Sub(*f.LastFailedAt) < failingWindow {
+			d.NotificationsFailing = append(d.NotificationsFailing, fmt.Sprintf("%s: %d events given up, the last at %s",
+				f.Receiver, f.Failed, display.Time(*f.LastFailedAt)))
 		}
 	}
 	c.render(w, r, http.StatusOK, "overview", view{P: &p, Title: "Overview", Nav: "overview", Data: d})
