@@ -8,6 +8,14 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
+// redispatchDue is what makes a waiting operation due for a re-publish
+// (operationsRedispatch): no message of its own waits in the outbox, it is
+// not paused, and its last re-publish is older than its backoff.
+const redispatchDue = waitsForMessage + `
+      AND (o.redispatched_at IS NULL OR o.redispatched_at < o.updated_at
+           OR o.redispatched_at <= coalesce(@now::timestamptz, now())
+                - least(@base_us::bigint * interval '1 microsecond' * power(2, least(o.redispatches, 30))::float8, @max_backoff_us::bigint * interval '1 microsecond'))`
+
 const (
 	// operationsLeaseExpired are claims whose worker stopped reporting:
 	// the call may or may not have happened.
@@ -27,16 +35,27 @@ LIMIT $2`
 	// @max_backoff_us. It
 	// records the re-publish on the operation and as an event, in the same
 	// statement, so two sweepers never re-publish one operation twice.
-	operationsRedispatch = `WITH due AS (
+	operationsRedispatch = `WITH candidates AS (
+    -- One ordered walk per kind of wait, each along its own index and
+    -- stopping at @limit (queued by operations_waiting_idx, due ones by
+    -- operations_due_idx), then the longest waiting of both: one sort of
+    -- every waiting operation read them all (100,000 rows, 4.7 s, on a
+    -- ledger of ten million with 100,000 waiting).
+    (SELECT o.id, o.updated_at AS since FROM operations o
+     WHERE o.status = 'queued' AND o.updated_at < @cutoff AND ` + redispatchDue + `
+     ORDER BY o.updated_at LIMIT @limit)
+    UNION ALL
+    (SELECT o.id, o.next_attempt_at FROM operations o
+     WHERE o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < @cutoff AND ` + redispatchDue + `
+     ORDER BY o.next_attempt_at LIMIT @limit)
+), due AS (
+    -- The oldest @limit of them, locked, and checked again on the locked
+    -- row: a worker may have moved one since the walk.
     SELECT o.id FROM operations o
-    WHERE ((o.status = 'queued' AND o.updated_at < @cutoff)
+    WHERE o.id IN (SELECT id FROM candidates ORDER BY since LIMIT @limit)
+      AND ((o.status = 'queued' AND o.updated_at < @cutoff)
         OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < @cutoff))
-      AND ` + waitsForMessage + `
-      AND (o.redispatched_at IS NULL OR o.redispatched_at < o.updated_at
-           OR o.redispatched_at <= coalesce(@now::timestamptz, now())
-                - least(@base_us::bigint * interval '1 microsecond' * power(2, least(o.redispatches, 30))::float8, @max_backoff_us::bigint * interval '1 microsecond'))
-    ORDER BY o.updated_at
-    LIMIT @limit
+      AND ` + redispatchDue + `
     FOR UPDATE OF o SKIP LOCKED
 ), upd AS (
     UPDATE operations o SET
