@@ -3,15 +3,14 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testreceiver"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/notify"
 )
@@ -23,14 +22,11 @@ import (
 // receivers it does not see, gets no such section.
 func TestOverviewNamesAReceiverThatGaveUpAnEvent(t *testing.T) {
 	t.Parallel()
-	var attempts atomic.Int64
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		attempts.Add(1)
+	down := testreceiver.New(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(http.StatusInternalServerError)
-	}))
-	t.Cleanup(down.Close)
+	})
 	p := testpipeline.New(t, testpipeline.Options{
-		Env: map[string]string{"NOTIFY_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+		Env: map[string]string{"NOTIFY_SECRET": testreceiver.Secret(t)},
 		Notifications: "  slack-relay:\n    url: " + down.URL + "\n    secret_env: NOTIFY_SECRET\n" +
 			"    tenant: \"Acme Corp.\"\n    events: [approval.requested]\n",
 		Notify: notify.Config{ConsoleURL: "http://console.example/console", BackoffInitial: 50 * time.Millisecond,
@@ -45,8 +41,8 @@ func TestOverviewNamesAReceiverThatGaveUpAnEvent(t *testing.T) {
 		}
 		return slices.ContainsFunc(failures, func(f ledger.ReceiverFailures) bool { return f.Receiver == "slack-relay" && f.Failed == 1 })
 	})
-	if attempts.Load() < 2 {
-		t.Fatalf("the receiver got %d attempts, want retries before the give-up", attempts.Load())
+	if n := len(down.Deliveries()); n < 2 {
+		t.Fatalf("the receiver got %d attempts, want retries before the give-up", n)
 	}
 	res := signIn(t, p, p.Operator).get("/console/")
 	i := strings.Index(res.body, `id="notifications-failing"`)

@@ -162,6 +162,10 @@ FOR UPDATE SKIP LOCKED`
 // *KeyConflictError naming the existing operation, a conflict event
 // recorded).
 func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, replayed bool, err error) {
+	// A proposal is an enqueue too: its span is the request's child and
+	// the parent of all that follows, as an approved operation's is.
+	ctx, span := tracing.Start(ctx, s.tracer, "enqueue")
+	defer func() { endEnqueueSpan(span, op, replayed, err) }()
 	canonical, fingerprint, err := Canonicalize(req.Params)
 	if err != nil {
 		return Operation{}, false, err

@@ -14,6 +14,7 @@ import (
 
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testreceiver"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/notify"
@@ -72,8 +73,8 @@ func notificationsSettled(t *testing.T, p *testpipeline.Pipeline) {
 // ledger, and whose body holds ids and words, never the params.
 func TestProposalSendsOneApprovalRequestedWhoseSignatureVerifies(t *testing.T) {
 	t.Parallel()
-	secret := newSecret(t)
-	rc := newReceiver(t, nil)
+	secret := testreceiver.Secret(t)
+	rc := testreceiver.New(t, nil)
 	p := testpipeline.New(t, testpipeline.Options{
 		Env:           map[string]string{"NOTIFY_SECRET": secret},
 		Notifications: receiverYAML("approvals-relay", rc.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
@@ -85,15 +86,15 @@ func TestProposalSendsOneApprovalRequestedWhoseSignatureVerifies(t *testing.T) {
 		t.Fatalf("propose: %d %v", status, out)
 	}
 	op := p.Operation(out)
-	p.Eventually(10*time.Second, "the approval.requested notification", func() bool { return len(rc.deliveries()) > 0 })
+	p.Eventually(10*time.Second, "the approval.requested notification", func() bool { return len(rc.Deliveries()) > 0 })
 	notificationsSettled(t, p)
 
-	got := rc.deliveries()
+	got := rc.Deliveries()
 	if len(got) != 1 {
 		t.Fatalf("receiver got %d requests, want exactly 1: %v", len(got), got)
 	}
 	d := got[0]
-	verify(t, secret, d)
+	testreceiver.Verify(t, secret, d)
 	var eventID string
 	if err := p.Pool.QueryRow(context.Background(), `SELECT id::text FROM notifications WHERE operation_id = $1`, op.ID).Scan(&eventID); err != nil {
 		t.Fatal(err)
@@ -101,7 +102,7 @@ func TestProposalSendsOneApprovalRequestedWhoseSignatureVerifies(t *testing.T) {
 	if d.ID != eventID {
 		t.Errorf("webhook-id %q, want the event's id %q", d.ID, eventID)
 	}
-	e := d.event(t)
+	e := d.Event(t)
 	if e.Type != "approval.requested" {
 		t.Errorf("type %q, want approval.requested", e.Type)
 	}
@@ -127,8 +128,8 @@ func TestProposalSendsOneApprovalRequestedWhoseSignatureVerifies(t *testing.T) {
 // and the ledger records one delivery after four attempts.
 func TestReceiverFailingThreeTimesGetsOneEventUnderOneWebhookID(t *testing.T) {
 	t.Parallel()
-	secret := newSecret(t)
-	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+	secret := testreceiver.Secret(t)
+	rc := testreceiver.New(t, func(n int, w http.ResponseWriter, _ *http.Request) {
 		if n <= 3 {
 			http.Error(w, "not now", http.StatusInternalServerError)
 			return
@@ -145,10 +146,10 @@ func TestReceiverFailingThreeTimesGetsOneEventUnderOneWebhookID(t *testing.T) {
 	if status != http.StatusAccepted {
 		t.Fatalf("propose: %d %v", status, out)
 	}
-	p.Eventually(15*time.Second, "four attempts", func() bool { return len(rc.deliveries()) >= 4 })
+	p.Eventually(15*time.Second, "four attempts", func() bool { return len(rc.Deliveries()) >= 4 })
 	notificationsSettled(t, p)
 
-	got := rc.deliveries()
+	got := rc.Deliveries()
 	if len(got) != 4 {
 		t.Fatalf("receiver got %d requests, want 4 (three 500s, then the 2xx)", len(got))
 	}
@@ -156,9 +157,9 @@ func TestReceiverFailingThreeTimesGetsOneEventUnderOneWebhookID(t *testing.T) {
 		if d.ID != got[0].ID {
 			t.Errorf("attempt %d has webhook-id %q, want %q as on the first", i+1, d.ID, got[0].ID)
 		}
-		verify(t, secret, d)
+		testreceiver.Verify(t, secret, d)
 	}
-	if n := len(rc.distinct()); n != 1 {
+	if n := len(rc.Distinct()); n != 1 {
 		t.Errorf("%d events after dropping repeats, want 1", n)
 	}
 	var attempts int
@@ -180,8 +181,8 @@ WHERE receiver = 'flaky' AND notification_id = $1::uuid`, got[0].ID).Scan(&attem
 // tenant's proposal reaches only that tenant's receiver.
 func TestEventsFireForTheirStatesForTheReceiversTenantAndEventsOnly(t *testing.T) {
 	t.Parallel()
-	secret := newSecret(t)
-	ops, approvals, other := newReceiver(t, nil), newReceiver(t, nil), newReceiver(t, nil)
+	secret := testreceiver.Secret(t)
+	ops, approvals, other := testreceiver.New(t, nil), testreceiver.New(t, nil), testreceiver.New(t, nil)
 	p := testpipeline.New(t, testpipeline.Options{
 		MaxAttempts: 1,
 		Env:         map[string]string{"NOTIFY_SECRET": secret},
@@ -215,8 +216,8 @@ func TestEventsFireForTheirStatesForTheReceiversTenantAndEventsOnly(t *testing.T
 	}
 	sendUnmatchedWebhook(t, p)
 	p.Eventually(10*time.Second, "the unmatched evidence's notification", func() bool {
-		for _, d := range ops.deliveries() {
-			if d.event(t).Data["evidence_id"] != nil {
+		for _, d := range ops.Deliveries() {
+			if d.Event(t).Data["evidence_id"] != nil {
 				return true
 			}
 		}
@@ -224,11 +225,11 @@ func TestEventsFireForTheirStatesForTheReceiversTenantAndEventsOnly(t *testing.T
 	})
 	notificationsSettled(t, p)
 
-	heard := func(rc *receiver) []string {
+	heard := func(rc *testreceiver.Receiver) []string {
 		var out []string
-		for _, d := range rc.distinct() {
-			verify(t, secret, d)
-			e := d.event(t)
+		for _, d := range rc.Distinct() {
+			testreceiver.Verify(t, secret, d)
+			e := d.Event(t)
 			var what string
 			switch e.Data["operation_id"] {
 			case ok.ID.String():
@@ -251,7 +252,7 @@ func TestEventsFireForTheirStatesForTheReceiversTenantAndEventsOnly(t *testing.T
 	}
 	for _, tt := range []struct {
 		name string
-		rc   *receiver
+		rc   *testreceiver.Receiver
 		want []string
 	}{
 		{"ops", ops, []string{
@@ -303,7 +304,7 @@ func TestHangingReceiverDelaysNoOperationAndNoOtherReceiver(t *testing.T) {
 	t.Parallel()
 	const n = 120
 	release := make(chan struct{})
-	hanging := newReceiver(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+	hanging := testreceiver.New(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -312,8 +313,8 @@ func TestHangingReceiverDelaysNoOperationAndNoOtherReceiver(t *testing.T) {
 	// Released before the pipelines stop, which wait for deliveries in
 	// flight.
 	defer close(release)
-	healthy := newReceiver(t, nil)
-	secret := newSecret(t)
+	healthy := testreceiver.New(t, nil)
+	secret := testreceiver.Secret(t)
 
 	plain := testpipeline.New(t, testpipeline.Options{})
 	plain.Start(1)
@@ -328,8 +329,8 @@ func TestHangingReceiverDelaysNoOperationAndNoOtherReceiver(t *testing.T) {
 	})
 	p.Start(1)
 	with := latencies(t, p, n)
-	p.Eventually(20*time.Second, "the healthy receiver to hear every operation", func() bool { return len(healthy.distinct()) == n })
-	if got := len(hanging.deliveries()); got > cfg.Concurrency {
+	p.Eventually(20*time.Second, "the healthy receiver to hear every operation", func() bool { return len(healthy.Distinct()) == n })
+	if got := len(hanging.Deliveries()); got > cfg.Concurrency {
 		t.Errorf("the hanging receiver has %d requests, want at most its concurrency %d", got, cfg.Concurrency)
 	}
 	p50w, p99w := percentile(without, 50), percentile(without, 99)
@@ -399,12 +400,12 @@ func sendUnmatchedWebhook(t *testing.T, p *testpipeline.Pipeline) {
 // /metrics counts as actledger_notifications_failed_total{receiver}.
 func TestRedirectingReceiverIsNotFollowedAndIsGivenUp(t *testing.T) {
 	t.Parallel()
-	secret := newSecret(t)
-	target := newReceiver(t, nil)
-	redirecting := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+	secret := testreceiver.Secret(t)
+	target := testreceiver.New(t, nil)
+	redirecting := testreceiver.New(t, func(_ int, w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, target.URL+"/elsewhere", http.StatusTemporaryRedirect)
 	})
-	healthy := newReceiver(t, nil)
+	healthy := testreceiver.New(t, nil)
 	cfg := fastRetries
 	cfg.RetryFor = 1500 * time.Millisecond
 	p := testpipeline.New(t, testpipeline.Options{
@@ -428,13 +429,13 @@ func TestRedirectingReceiverIsNotFollowedAndIsGivenUp(t *testing.T) {
 		return slices.ContainsFunc(failures, func(f ledger.ReceiverFailures) bool { return f.Receiver == "redirecting" && f.Failed == 1 })
 	})
 	notificationsSettled(t, p)
-	if len(target.deliveries()) != 0 {
-		t.Errorf("the redirect's target got %d requests, want none", len(target.deliveries()))
+	if len(target.Deliveries()) != 0 {
+		t.Errorf("the redirect's target got %d requests, want none", len(target.Deliveries()))
 	}
-	if n := len(redirecting.deliveries()); n < 2 {
+	if n := len(redirecting.Deliveries()); n < 2 {
 		t.Errorf("the redirecting receiver got %d attempts, want retries before the give-up", n)
 	}
-	if n := len(healthy.distinct()); n != 1 {
+	if n := len(healthy.Distinct()); n != 1 {
 		t.Errorf("the healthy receiver got %d events, want 1", n)
 	}
 	for _, f := range failures {
@@ -457,8 +458,8 @@ func TestRedirectingReceiverIsNotFollowedAndIsGivenUp(t *testing.T) {
 // durable consumer is deleted; the receivers that stay keep theirs.
 func TestReceiverRemovedFromTheFileIsForgotten(t *testing.T) {
 	t.Parallel()
-	secret := newSecret(t)
-	a, b := newReceiver(t, nil), newReceiver(t, nil)
+	secret := testreceiver.Secret(t)
+	a, b := testreceiver.New(t, nil), testreceiver.New(t, nil)
 	p := testpipeline.New(t, testpipeline.Options{
 		Env: map[string]string{"NOTIFY_SECRET": secret},
 		Notifications: receiverYAML("stays", a.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested") +
@@ -502,9 +503,9 @@ func TestReceiverRemovedFromTheFileIsForgotten(t *testing.T) {
 	if status, out := p.Propose("po-1", `{"sku":"A-1"}`); status != http.StatusAccepted {
 		t.Fatalf("propose: %d %v", status, out)
 	}
-	p.Eventually(10*time.Second, "the remaining receiver's event", func() bool { return len(a.deliveries()) == 1 })
+	p.Eventually(10*time.Second, "the remaining receiver's event", func() bool { return len(a.Deliveries()) == 1 })
 	notificationsSettled(t, p)
-	if len(b.deliveries()) != 0 {
-		t.Errorf("the removed receiver got %d requests", len(b.deliveries()))
+	if len(b.Deliveries()) != 0 {
+		t.Errorf("the removed receiver got %d requests", len(b.Deliveries()))
 	}
 }

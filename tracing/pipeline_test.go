@@ -267,6 +267,43 @@ func TestOneOperationIsOneTraceFromTheRequestToTheSupplier(t *testing.T) {
 	}
 }
 
+// TestAProposalIsOneTraceFromItsRequestToTheSupplier: a proposal
+// (request_approval) has the same tree as an approved operation: the
+// request's span is the parent of the enqueue (state awaiting_approval),
+// and once a person approves it the publish, the dispatch and the
+// provider call descend from that enqueue, in the trace its view names.
+func TestAProposalIsOneTraceFromItsRequestToTheSupplier(t *testing.T) {
+	t.Parallel()
+	p, exp := tracedPipeline(t, testpipeline.Options{})
+	status, out := p.Propose("po-proposed-trace", `{"sku":"P-1","qty":1}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	op := p.Operation(out)
+	status, out = p.Do("POST", "/v1/operations/"+op.ID.String()+"/approve", p.Approver,
+		fmt.Sprintf(`{"params_fingerprint":%q,"note":"ok"}`, op.ParamsFingerprint))
+	if status != http.StatusOK {
+		t.Fatalf("approve: %d %v", status, out)
+	}
+	op = p.WaitStatus(op, ledger.StatusSucceeded, 15*time.Second)
+
+	publish := "publish " + p.Broker.DispatchSubject("acme")
+	tr := waitTrace(t, exp, traceIDOf(t, p, op), "POST /v1/operations", "enqueue", publish, "dispatch acme", "provider create")
+	for _, edge := range []struct{ child, parent string }{
+		{"enqueue", "POST /v1/operations"},
+		{publish, "enqueue"},
+		{"dispatch acme", publish},
+		{"provider create", "dispatch acme"},
+	} {
+		if got := tr.parentOf(tr.one(t, edge.child)); got != edge.parent {
+			t.Errorf("span %q has parent %q, want %q:\n%s", edge.child, got, edge.parent, tr)
+		}
+	}
+	if got := attr(tr.one(t, "enqueue"), "actledger.state"); got != string(ledger.StatusAwaitingApproval) {
+		t.Errorf("the proposal's enqueue span has state %q, want awaiting_approval", got)
+	}
+}
+
 // TestAnAgentsTraceparentIsTheParentOfItsOperation: an agent that sends
 // traceparent with POST /v1/operations, or as _meta.traceparent of an MCP
 // tools/call, finds the operation in its own trace: the request's span

@@ -2,79 +2,17 @@ package main
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/actledger/actledger/internal/testreceiver"
 )
-
-// notice is one request a test receiver got.
-type notice struct {
-	id, timestamp, signature string
-	body                     []byte
-}
-
-// noticeReceiver records every request; answer decides each answer.
-type noticeReceiver struct {
-	*httptest.Server
-	mu  sync.Mutex
-	got []notice
-}
-
-func newNoticeReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *noticeReceiver {
-	t.Helper()
-	rc := &noticeReceiver{}
-	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		rc.mu.Lock()
-		rc.got = append(rc.got, notice{r.Header.Get("webhook-id"), r.Header.Get("webhook-timestamp"), r.Header.Get("webhook-signature"), body})
-		n := len(rc.got)
-		rc.mu.Unlock()
-		answer(n, w, r)
-	}))
-	t.Cleanup(rc.Close)
-	return rc
-}
-
-func (rc *noticeReceiver) notices() []notice {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return append([]notice(nil), rc.got...)
-}
-
-// noticeSecret is a fresh whsec_ secret.
-func noticeSecret(t *testing.T) string {
-	t.Helper()
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		t.Fatal(err)
-	}
-	return "whsec_" + base64.StdEncoding.EncodeToString(key)
-}
-
-// verifyNotice checks n's signature with crypto/hmac alone, as a receiver
-// does.
-func verifyNotice(t *testing.T, secret string, n notice) {
-	t.Helper()
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mac := hmac.New(sha256.New, key)
-	fmt.Fprintf(mac, "%s.%s.%s", n.id, n.timestamp, n.body)
-	if want := "v1," + base64.StdEncoding.EncodeToString(mac.Sum(nil)); !hmac.Equal([]byte(n.signature), []byte(want)) {
-		t.Errorf("webhook-signature %q does not verify for id %q, timestamp %q, body %s", n.signature, n.id, n.timestamp, n.body)
-	}
-}
 
 // withReceiver adds a receiver of the demo tenant's approval requests to
 // the providers file.
@@ -92,10 +30,10 @@ func withReceiver(url string) func(string) string {
 // webhook-id, signed, exactly one event after dropping repeats.
 func TestKilledProcessBetweenCommitAndDeliveryLosesNoNotification(t *testing.T) {
 	t.Parallel()
-	secret := noticeSecret(t)
+	secret := testreceiver.Secret(t)
 	first := make(chan struct{})
 	var once sync.Once
-	rc := newNoticeReceiver(t, func(n int, w http.ResponseWriter, r *http.Request) {
+	rc := testreceiver.New(t, func(n int, w http.ResponseWriter, r *http.Request) {
 		if n == 1 {
 			once.Do(func() { close(first) })
 			<-r.Context().Done() // never answers: the process dies first
@@ -123,7 +61,7 @@ func TestKilledProcessBetweenCommitAndDeliveryLosesNoNotification(t *testing.T) 
 	}
 	<-exited
 	// Every request after the first is answered 200: a delivery.
-	delivered := func() bool { return len(rc.notices()) > 1 }
+	delivered := func() bool { return len(rc.Deliveries()) > 1 }
 	if delivered() {
 		t.Fatal("delivered before the restart")
 	}
@@ -132,31 +70,31 @@ func TestKilledProcessBetweenCommitAndDeliveryLosesNoNotification(t *testing.T) 
 	deadline := time.Now().Add(30 * time.Second)
 	for !delivered() {
 		if time.Now().After(deadline) {
-			t.Fatalf("the event was not delivered after the restart; receiver got %d requests; serve's log:\n%s", len(rc.notices()), log2.String())
+			t.Fatalf("the event was not delivered after the restart; receiver got %d requests; serve's log:\n%s", len(rc.Deliveries()), log2.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	got := rc.notices()
+	got := rc.Deliveries()
 	ids := map[string]bool{}
 	for _, n := range got {
-		ids[n.id] = true
-		verifyNotice(t, secret, n)
+		ids[n.ID] = true
+		testreceiver.Verify(t, secret, n)
 		var body struct {
 			Type string         `json:"type"`
 			Data map[string]any `json:"data"`
 		}
-		if err := json.Unmarshal(n.body, &body); err != nil {
+		if err := json.Unmarshal(n.Body, &body); err != nil {
 			t.Fatal(err)
 		}
 		if body.Type != "approval.requested" || body.Data["operation_id"] != op["id"] {
-			t.Errorf("receiver got %s, want approval.requested of %v", n.body, op["id"])
+			t.Errorf("receiver got %s, want approval.requested of %v", n.Body, op["id"])
 		}
 	}
 	if len(ids) != 1 {
 		t.Errorf("receiver got %d webhook-ids over %d requests, want one event", len(ids), len(got))
 	}
 	t.Logf("delivered after the restart: %d requests, webhook-id %s\nwebhook-timestamp: %s\nwebhook-signature: %s\n%s",
-		len(got), got[len(got)-1].id, got[len(got)-1].timestamp, got[len(got)-1].signature, got[len(got)-1].body)
+		len(got), got[len(got)-1].ID, got[len(got)-1].Timestamp, got[len(got)-1].Signature, got[len(got)-1].Body)
 }
 
 // extendEnv is getenv with the variables of extra set.
@@ -176,9 +114,9 @@ func extendEnv(getenv func(string) string, extra map[string]string) func(string)
 // an unknown receiver is named.
 func TestNotificationsTestPrintsTheReceiversAnswer(t *testing.T) {
 	t.Parallel()
-	secret := noticeSecret(t)
+	secret := testreceiver.Secret(t)
 	status := http.StatusAccepted
-	rc := newNoticeReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+	rc := testreceiver.New(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(status)
 		fmt.Fprint(w, `{"relayed_to":"#approvals"}`)
 	})
@@ -192,13 +130,13 @@ func TestNotificationsTestPrintsTheReceiversAnswer(t *testing.T) {
 	if !strings.Contains(out.String(), "answered 202 Accepted") || !strings.Contains(out.String(), `{"relayed_to":"#approvals"}`) {
 		t.Errorf("output %q, want the receiver's status and body", out.String())
 	}
-	got := rc.notices()
+	got := rc.Deliveries()
 	if len(got) != 1 {
 		t.Fatalf("receiver got %d requests, want 1", len(got))
 	}
-	verifyNotice(t, secret, got[0])
-	if !strings.Contains(string(got[0].body), `"type":"notification.test"`) || !strings.Contains(string(got[0].body), "https://actledger.acme.example/console/") {
-		t.Errorf("test event %s, want type notification.test linking the console", got[0].body)
+	testreceiver.Verify(t, secret, got[0])
+	if !strings.Contains(string(got[0].Body), `"type":"notification.test"`) || !strings.Contains(string(got[0].Body), "https://actledger.acme.example/console/") {
+		t.Errorf("test event %s, want type notification.test linking the console", got[0].Body)
 	}
 
 	status = http.StatusUnauthorized

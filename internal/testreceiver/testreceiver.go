@@ -1,4 +1,9 @@
-package notify_test
+// Package testreceiver is a notification receiver for tests: an httptest
+// server that records every request it gets, and the checks a receiver
+// makes (a Standard Webhooks signature verified with crypto/hmac alone,
+// never with the product's signer, so a test of the signer cannot agree
+// with itself).
+package testreceiver
 
 import (
 	"crypto/hmac"
@@ -15,44 +20,49 @@ import (
 	"testing"
 )
 
-// delivery is one request a test receiver got.
-type delivery struct {
+// Delivery is one request a Receiver got.
+type Delivery struct {
 	ID, Timestamp, Signature string
 	Body                     []byte
 }
 
-// event is a delivery's body.
-type event struct {
+// Event is a delivery's body.
+type Event struct {
 	Type      string         `json:"type"`
 	Timestamp string         `json:"timestamp"`
 	Data      map[string]any `json:"data"`
 }
 
-func (d delivery) event(t *testing.T) event {
+// Event decodes d's body, failing the test when it is not JSON.
+func (d Delivery) Event(t testing.TB) Event {
 	t.Helper()
-	var e event
+	var e Event
 	if err := json.Unmarshal(d.Body, &e); err != nil {
 		t.Fatalf("body %s: %v", d.Body, err)
 	}
 	return e
 }
 
-// receiver is an httptest receiver that records every request and answers
-// with answer (nil: 200).
-type receiver struct {
+// Answer answers the nth request (from 1) a Receiver got.
+type Answer func(n int, w http.ResponseWriter, r *http.Request)
+
+// Receiver records every request and answers each with its Answer (nil:
+// 200). It is closed when the test ends.
+type Receiver struct {
 	*httptest.Server
 	mu     sync.Mutex
-	got    []delivery
-	answer func(n int, w http.ResponseWriter, r *http.Request)
+	got    []Delivery
+	answer Answer
 }
 
-func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http.Request)) *receiver {
+// New starts a Receiver.
+func New(t testing.TB, answer Answer) *Receiver {
 	t.Helper()
-	rc := &receiver{answer: answer}
+	rc := &Receiver{answer: answer}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		rc.mu.Lock()
-		rc.got = append(rc.got, delivery{ID: r.Header.Get("webhook-id"), Timestamp: r.Header.Get("webhook-timestamp"),
+		rc.got = append(rc.got, Delivery{ID: r.Header.Get("webhook-id"), Timestamp: r.Header.Get("webhook-timestamp"),
 			Signature: r.Header.Get("webhook-signature"), Body: body})
 		n := len(rc.got)
 		rc.mu.Unlock()
@@ -66,19 +76,19 @@ func newReceiver(t *testing.T, answer func(n int, w http.ResponseWriter, r *http
 	return rc
 }
 
-// deliveries returns what the receiver got so far.
-func (rc *receiver) deliveries() []delivery {
+// Deliveries returns what the receiver got so far, in order.
+func (rc *Receiver) Deliveries() []Delivery {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]delivery(nil), rc.got...)
+	return append([]Delivery(nil), rc.got...)
 }
 
-// distinct are the deliveries with repeats of a webhook-id dropped, as a
+// Distinct are the deliveries with repeats of a webhook-id dropped, as a
 // receiver deduplicates.
-func (rc *receiver) distinct() []delivery {
+func (rc *Receiver) Distinct() []Delivery {
 	seen := map[string]bool{}
-	var out []delivery
-	for _, d := range rc.deliveries() {
+	var out []Delivery
+	for _, d := range rc.Deliveries() {
 		if !seen[d.ID] {
 			seen[d.ID] = true
 			out = append(out, d)
@@ -87,8 +97,8 @@ func (rc *receiver) distinct() []delivery {
 	return out
 }
 
-// newSecret is a fresh Standard Webhooks secret, whsec_<base64>.
-func newSecret(t *testing.T) string {
+// Secret is a fresh Standard Webhooks secret, whsec_<base64>.
+func Secret(t testing.TB) string {
 	t.Helper()
 	key := make([]byte, 24)
 	if _, err := rand.Read(key); err != nil {
@@ -97,10 +107,10 @@ func newSecret(t *testing.T) string {
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
 }
 
-// verify checks d's signature as a receiver would, with crypto/hmac alone:
+// Verify checks d's signature as a receiver would, with crypto/hmac alone:
 // the key is the secret's base64 after whsec_, the signed content
 // id.timestamp.body, the header v1,<base64 MAC>.
-func verify(t *testing.T, secret string, d delivery) {
+func Verify(t testing.TB, secret string, d Delivery) {
 	t.Helper()
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, "whsec_"))
 	if err != nil {
