@@ -97,8 +97,12 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request, p auth.Princi
 	}
 	for _, f := range failures {
 		if f.LastFailedAt != nil && d.Now.Sub(*f.LastFailedAt) < failingWindow {
-			d.NotificationsFailing = append(d.NotificationsFailing, fmt.Sprintf("%s: %d events given up, the last at %s",
-				f.Receiver, f.Failed, display.Time(*f.LastFailedAt)))
+			events := "events"
+			if f.Failed == 1 {
+				events = "event"
+			}
+			d.NotificationsFailing = append(d.NotificationsFailing, fmt.Sprintf("%s: %d %s given up, the last at %s",
+				f.Receiver, f.Failed, events, display.Time(*f.LastFailedAt)))
 		}
 	}
 	c.render(w, r, http.StatusOK, "overview", view{P: &p, Title: "Overview", Nav: "overview", Data: d})

@@ -49,7 +49,7 @@ func TestOverviewNamesAReceiverThatGaveUpAnEvent(t *testing.T) {
 	if res.status != http.StatusOK || i < 0 {
 		t.Fatalf("overview (%d) has no notifications section:\n%s", res.status, res.body)
 	}
-	if section := res.body[i:]; !strings.Contains(section, "slack-relay: 1 events given up") {
+	if section := res.body[i:]; !strings.Contains(section, "slack-relay: 1 event given up") {
 		t.Errorf("the section does not name slack-relay's given-up event:\n%s", section)
 	}
 	scoped := signIn(t, p, p.ScopedToken("supply-eu", auth.RoleApprover)).get("/console/")
