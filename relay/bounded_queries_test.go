@@ -18,6 +18,6 @@ func TestClaimStaysBoundedOnALargeOutbox(t *testing.T) {
 	l.RequireBounded(t,
 		bigledger.Query{Name: "relay claim (outboxClaim)", SQL: outboxClaim, Args: []any{DefaultBatchSize, now}},
 		bigledger.Query{Name: "relay next due (outboxNextDue)", SQL: outboxNextDue, Args: []any{now}},
-		bigledger.Query{Name: "relay mark (outboxMarkPublished)", SQL: outboxMarkPublished, Args: []any{[]int64{1, 2, 3}}},
+		bigledger.Query{Name: "relay delete (outboxDeletePublished)", SQL: outboxDeletePublished, Args: []any{[]int64{1, 2, 3}}},
 	)
 }
