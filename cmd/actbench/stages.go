@@ -114,7 +114,7 @@ type drainResult struct {
 
 // relayDrain writes a backlog of DrainRows outbox rows with no relay
 // running, then starts one relay (configured as `actledger serve` does)
-// and times it until every row is published and marked. The backlog is
+// and times it until every row is published and deleted. The backlog is
 // analysed first, as autovacuum would have done while it built up: without
 // statistics the planner sorts the whole backlog for each of the first
 // claims, which measures the server's configuration, not the relay.
