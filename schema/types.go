@@ -30,14 +30,9 @@ func ConfigurePool(cfg *pgxpool.Config) {
 // sql.Scanner: every id parameter is formatted as text, fails a binary
 // encode, is parsed back and encoded again, and every scanned id goes
 // through a string. Ids are in every statement of the hot path, so that
-// detour was a tenth of the process's CPU under load. The uuid[] type is
-// registered again over the new element type: pgx's own uuid[] keeps the
-// uuid type it was built with, so the id arrays of the set-based writes
-// (transitions, claims, marks) took the detour for every element.
+// detour was a tenth of the process's CPU under load.
 func RegisterTypes(m *pgtype.Map) {
-	id := &pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}}
-	m.RegisterType(id)
-	m.RegisterType(&pgtype.Type{Name: "_uuid", OID: pgtype.UUIDArrayOID, Codec: &pgtype.ArrayCodec{ElementType: id}})
+	m.RegisterType(&pgtype.Type{Name: "uuid", OID: pgtype.UUIDOID, Codec: uuidCodec{}})
 }
 
 // uuidCodec is pgx's UUIDCodec that also knows uuid.UUID.

@@ -73,34 +73,3 @@ func TestUUIDEncodeSkipsTheTextDetour(t *testing.T) {
 		}
 	}
 }
-
-// TestUUIDArrayEncodeSkipsTheTextDetour proves that the id arrays of the
-// set-based writes are encoded element by element as binary, as single
-// ids are: pgx's own uuid[] kept its original element type, which sent
-// every element of a []uuid.UUID through text and back.
-//
-// Not parallel: testing.AllocsPerRun refuses to run in a parallel test.
-func TestUUIDArrayEncodeSkipsTheTextDetour(t *testing.T) {
-	ids := make([]uuid.UUID, 16)
-	for i := range ids {
-		ids[i] = uuid.New()
-	}
-	encodeAllocs := func(m *pgtype.Map) float64 {
-		buf := make([]byte, 0, 512)
-		return testing.AllocsPerRun(50, func() {
-			out, err := m.Encode(pgtype.UUIDArrayOID, pgtype.BinaryFormatCode, ids, buf)
-			// 20 bytes of header and dimensions, then 4 bytes of length and 16 of id per element.
-			if err != nil || len(out) != 20+len(ids)*20 || [16]byte(out[len(out)-16:]) != ids[len(ids)-1] {
-				t.Fatalf("encode []uuid.UUID gave %d bytes, %v; want %d ending with %s", len(out), err, 20+len(ids)*20, ids[len(ids)-1])
-			}
-		})
-	}
-	plain := pgtype.NewMap()
-	registered := pgtype.NewMap()
-	schema.RegisterTypes(registered)
-	before, after := encodeAllocs(plain), encodeAllocs(registered)
-	// One allocation per element is its boxing into an interface value.
-	if after > float64(len(ids)+4) || after*4 > before {
-		t.Errorf("allocations per encode of %d ids: %.0f registered, %.0f without; want at most one per id and four more, and a quarter", len(ids), after, before)
-	}
-}
