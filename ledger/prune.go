@@ -134,9 +134,9 @@ const (
 SELECT coalesce(max(b.id), 0), count(*), coalesce(min(b.received_at) >= @cutoff, true), (SELECT count(*) FROM gone)
 FROM batch b`
 
-	// outboxPrune: published messages. The relay deletes them after its
-	// own retention already (relay.Config); this is for a relay that keeps
-	// them longer than the ledger's retention.
+	// outboxPrune: published messages. The relay deletes a row as soon as
+	// JetStream acknowledged it; this is for rows an earlier relay marked
+	// published (published_at) and kept.
 	outboxPrune = `WITH batch AS (
     SELECT id, created_at, published_at FROM outbox WHERE id > @after_id ORDER BY id LIMIT @limit
 ), gone AS (

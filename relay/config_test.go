@@ -10,7 +10,7 @@ func TestConfigZeroValuesTakeTheDefaults(t *testing.T) {
 	t.Parallel()
 	got := Config{}.withDefaults()
 	if got.BatchSize != DefaultBatchSize || got.PollInterval != DefaultPollInterval ||
-		got.PublishTimeout != DefaultPublishTimeout || got.Retention != DefaultRetention || got.Logger == nil {
+		got.PublishTimeout != DefaultPublishTimeout || got.Logger == nil {
 		t.Errorf("Config{}.withDefaults() = %+v, want every Default… constant and a logger", got)
 	}
 	if err := got.validate(); err != nil {
@@ -24,7 +24,6 @@ func TestNewRefusesANegativeConfigValue(t *testing.T) {
 		"BatchSize":      {BatchSize: -1},
 		"PollInterval":   {PollInterval: -time.Second},
 		"PublishTimeout": {PublishTimeout: -time.Second},
-		"Retention":      {Retention: -time.Hour},
 	} {
 		err := cfg.withDefaults().validate()
 		if err == nil || !strings.Contains(err.Error(), name) {

@@ -1,5 +1,5 @@
 package relay
 
-// SetBeforeMark installs a hook that runs between publishing a batch and
-// marking it, so tests can crash the relay exactly there.
-func (r *Relay) SetBeforeMark(f func() error) { r.beforeMark = f }
+// SetBeforeDelete installs a hook that runs between publishing a batch and
+// deleting its rows, so tests can crash the relay exactly there.
+func (r *Relay) SetBeforeDelete(f func() error) { r.beforeDelete = f }

@@ -33,9 +33,6 @@ const (
 	DefaultPollInterval = time.Second
 	// DefaultPublishTimeout bounds the wait for a batch's acknowledgements.
 	DefaultPublishTimeout = 10 * time.Second
-	// DefaultRetention keeps published rows for a day, for inspection,
-	// before they are deleted.
-	DefaultRetention = 24 * time.Hour
 )
 
 // Config configures a Relay. Zero values mean the Default… constants.
@@ -48,9 +45,6 @@ type Config struct {
 	// PublishTimeout bounds the wait for a batch's acknowledgements
 	// (DefaultPublishTimeout).
 	PublishTimeout time.Duration
-	// Retention is how long published rows are kept before they are
-	// deleted (DefaultRetention).
-	Retention time.Duration
 	// Now is the clock rows scheduled for later (a retry, a lookup after
 	// a supplier's visibility lag) are due by; nil is the database's
 	// now(). The ledger that schedules them must use the same clock.
@@ -66,7 +60,6 @@ func (cfg Config) withDefaults() Config {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.PublishTimeout = cmp.Or(cfg.PublishTimeout, DefaultPublishTimeout)
-	cfg.Retention = cmp.Or(cfg.Retention, DefaultRetention)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	return cfg
 }
@@ -81,8 +74,6 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("relay: PollInterval must be positive, got %s", cfg.PollInterval)
 	case cfg.PublishTimeout <= 0:
 		return fmt.Errorf("relay: PublishTimeout must be positive, got %s", cfg.PublishTimeout)
-	case cfg.Retention <= 0:
-		return fmt.Errorf("relay: Retention must be positive, got %s", cfg.Retention)
 	}
 	return nil
 }
@@ -96,9 +87,10 @@ type Relay struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 
-	// beforeMark, when set by tests, runs after the batch was published
-	// and before it is marked; an error aborts the batch as a crash would.
-	beforeMark func() error
+	// beforeDelete, when set by tests, runs after the batch was published
+	// and before its rows are deleted; an error aborts the batch as a
+	// crash would.
+	beforeDelete func() error
 
 	svc  startstop.Loop
 	wake chan struct{}
@@ -109,7 +101,7 @@ type Relay struct {
 
 // Stats counts what one relay did since it was created.
 type Stats struct {
-	// Published rows were acknowledged by JetStream and marked.
+	// Published rows were acknowledged by JetStream and deleted.
 	Published uint64
 	// Duplicates were acknowledged as duplicates: JetStream already held
 	// a message with their Nats-Msg-Id (a republish after a crash).
@@ -141,9 +133,9 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) (*Relay, error)
 
 const (
 	// outboxBegin starts a batch's transaction without waiting for its
-	// commit to be flushed to disk. A mark lost in a crash of Postgres
+	// commit to be flushed to disk. A delete lost in a crash of Postgres
 	// (the last few hundred milliseconds of commits) is a crash between
-	// publish and mark: the rows are published again under the same
+	// publish and delete: the rows are published again under the same
 	// Nats-Msg-Id, which JetStream's duplicate window absorbs and the
 	// consumers' conditional claims ignore. So the relay, alone on the
 	// path from an enqueue to its dispatcher, never waits for a disk
@@ -156,9 +148,14 @@ ORDER BY id
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
 
-	outboxMarkPublished = `UPDATE outbox SET published_at = now() WHERE id = ANY ($1)`
-
-	outboxDeletePublished = `DELETE FROM outbox WHERE published_at < now() - $1::interval`
+	// outboxDeletePublished removes the rows JetStream acknowledged, in
+	// the transaction whose claim still locks them: a published row is
+	// gone, not marked. Setting published_at instead made every row a
+	// second version (a non-HOT update, with a new primary-key entry:
+	// about 420 bytes of WAL) and a dead tuple, deleted again later; the
+	// delete is one 54-byte record. The message itself is in the stream,
+	// under the row's msg_id.
+	outboxDeletePublished = `DELETE FROM outbox WHERE id = ANY ($1)`
 
 	outboxNextDue = `SELECT min(deliver_after) FROM outbox
 WHERE published_at IS NULL AND deliver_after > coalesce($1::timestamptz, now())`
@@ -232,8 +229,6 @@ const dueRecheck = 50 * time.Millisecond
 func (r *Relay) run(ctx context.Context) {
 	ticker := time.NewTicker(r.cfg.PollInterval)
 	defer ticker.Stop()
-	cleanup := time.NewTicker(max(time.Minute, r.cfg.Retention/24))
-	defer cleanup.Stop()
 	failures := 0
 	var (
 		due        <-chan time.Time // fires when the earliest scheduled row is due
@@ -269,8 +264,6 @@ func (r *Relay) run(ctx context.Context) {
 		case <-recheck:
 		case <-due:
 			dueChecked = time.Time{} // find the next one at once
-		case <-cleanup.C:
-			r.deletePublished(ctx)
 		}
 	}
 }
@@ -301,17 +294,6 @@ func (r *Relay) nextDue(ctx context.Context) <-chan time.Time {
 		return nil
 	}
 	return time.After(max(wait, time.Millisecond))
-}
-
-func (r *Relay) deletePublished(ctx context.Context) {
-	tag, err := r.pool.Exec(ctx, outboxDeletePublished, r.cfg.Retention.String())
-	if err != nil {
-		r.log.WarnContext(ctx, "delete published outbox rows", "err", err)
-		return
-	}
-	if tag.RowsAffected() > 0 {
-		r.log.DebugContext(ctx, "deleted published outbox rows", "rows", tag.RowsAffected())
-	}
 }
 
 type row struct {
@@ -360,8 +342,10 @@ func endSpan(span trace.Span, err error) {
 }
 
 // PublishBatch claims up to BatchSize unpublished rows, publishes them and
-// marks those JetStream acknowledged, in one transaction that holds the row
-// locks throughout. It returns how many rows it claimed.
+// deletes those JetStream acknowledged, in one transaction that holds the
+// row locks throughout: another relay skips them until the delete commits,
+// and a row whose acknowledgement did not come stays for the next batch.
+// It returns how many rows it claimed.
 func (r *Relay) PublishBatch(ctx context.Context) (int, error) {
 	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: outboxBegin})
 	if err != nil {
@@ -441,14 +425,14 @@ wait:
 		}
 	}
 
-	if r.beforeMark != nil {
-		if err := r.beforeMark(); err != nil {
+	if r.beforeDelete != nil {
+		if err := r.beforeDelete(); err != nil {
 			return len(batch), err
 		}
 	}
 	if len(published) > 0 {
-		if _, err := tx.Exec(ctx, outboxMarkPublished, published); err != nil {
-			return len(batch), fmt.Errorf("relay: mark published: %w", err)
+		if _, err := tx.Exec(ctx, outboxDeletePublished, published); err != nil {
+			return len(batch), fmt.Errorf("relay: delete published: %w", err)
 		}
 		if err := tx.Commit(ctx); err != nil {
 			return len(batch), fmt.Errorf("relay: commit: %w", err)

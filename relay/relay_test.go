@@ -94,26 +94,35 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-func TestRelayCrashBetweenPublishAndMarkLeavesOneMessagePerRow(t *testing.T) {
+// TestRelayCrashBetweenPublishAndDeleteLeavesOneMessagePerRow: a relay
+// that dies after JetStream acknowledged its batch and before the delete
+// committed leaves every row in the outbox (a row goes only after its
+// acknowledgement, with the delete); the next relay publishes them again
+// under the same Nats-Msg-Id, JetStream keeps one message per row, and the
+// outbox is then empty.
+func TestRelayCrashBetweenPublishAndDeleteLeavesOneMessagePerRow(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
 	insertRows(t, pool, b, 5)
 
 	crashing := newRelay(t, pool, b, relay.Config{Logger: quiet()})
-	crashing.SetBeforeMark(func() error { return errors.New("crash before mark") })
+	crashing.SetBeforeDelete(func() error { return errors.New("crash before delete") })
 	if _, err := crashing.PublishBatch(context.Background()); err == nil {
 		t.Fatal("the crashing batch reported success")
 	}
-	if got := unpublished(t, pool); got != 5 {
-		t.Fatalf("unpublished after crash = %d, want 5 (nothing marked)", got)
+	if got := streamMsgs(t, b); got != 5 {
+		t.Fatalf("stream holds %d messages after the crashed batch, want 5 (published, not deleted)", got)
+	}
+	if got := outboxRows(t, pool); got != 5 {
+		t.Fatalf("outbox rows after crash = %d, want 5 (nothing deleted)", got)
 	}
 
 	rl := newRelay(t, pool, b, relay.Config{Logger: quiet()})
 	if _, err := rl.PublishBatch(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := unpublished(t, pool); got != 0 {
-		t.Errorf("unpublished after republish = %d, want 0", got)
+	if got := outboxRows(t, pool); got != 0 {
+		t.Errorf("outbox rows after republish = %d, want 0 (published rows are deleted)", got)
 	}
 	if got := streamMsgs(t, b); got != 5 {
 		t.Errorf("stream holds %d messages, want exactly 5", got)
@@ -121,6 +130,16 @@ func TestRelayCrashBetweenPublishAndMarkLeavesOneMessagePerRow(t *testing.T) {
 	if got := rl.Stats().Duplicates; got != 5 {
 		t.Errorf("duplicates acknowledged = %d, want 5", got)
 	}
+}
+
+// outboxRows counts every row of the outbox, published or not.
+func outboxRows(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
@@ -156,6 +175,9 @@ func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
 	}
 	if got := streamMsgs(t, b); got != rows {
 		t.Errorf("stream holds %d messages, want %d", got, rows)
+	}
+	if got := outboxRows(t, pool); got != 0 {
+		t.Errorf("outbox rows after the drain = %d, want 0 (each deleted once published)", got)
 	}
 	for i, r := range relays {
 		if r.Stats().Published == 0 {
@@ -207,7 +229,7 @@ func TestRelayRetriesWhenJetStreamIsDown(t *testing.T) {
 		t.Fatal("publish to a missing stream reported success")
 	}
 	if got := unpublished(t, pool); got != 3 {
-		t.Fatalf("unpublished = %d, want 3 (nothing lost, nothing marked)", got)
+		t.Fatalf("unpublished = %d, want 3 (nothing lost, nothing deleted)", got)
 	}
 	// JetStream is back: the same rows go out.
 	b2, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: b.Prefix(), Logger: quiet()})

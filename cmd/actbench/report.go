@@ -306,7 +306,7 @@ func writeReport(w io.Writer, r *results) {
 		pl.InsertClients, pl.InsertDuration)
 	fmt.Fprintf(w, "  1b  %s publishes with Nats-Msg-Id to a file-storage stream, at most 4,096 acknowledgements pending\n", thousands(float64(pl.PublishMessages)))
 	fmt.Fprintf(w, "  2   closed loop, %s per client count; each request a new operation under the client's own approval\n", pl.APIDuration)
-	fmt.Fprintln(w, "  3   one relay as `actledger serve` configures it (default batch size), from its start to the last row marked")
+	fmt.Fprintln(w, "  3   one relay as `actledger serve` configures it (default batch size), from its start to the last row deleted")
 	fmt.Fprintf(w, "  4   open loop, %s per rate; from each operation's due time to an ordered consumer on the ops stream seeing it\n", pl.LatencyDuration)
 	fmt.Fprintf(w, "  4,5 an open loop abandons (does not send, counts) an operation over %s late or due while over %s of the offered\n", pl.GiveUp, pl.GiveUp)
 	fmt.Fprintln(w, "      rate is in flight: the system is overloaded, and the latencies are those of the operations sent")

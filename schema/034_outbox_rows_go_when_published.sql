@@ -1,0 +1,19 @@
+-- 034_outbox_rows_go_when_published: the relay deletes an outbox row once
+-- JetStream acknowledged it, in the transaction whose claim locks the row,
+-- instead of setting published_at and deleting the row a day later.
+--
+-- The mark was a second version of every row (published_at is in the
+-- predicate of the partial indexes, so no HOT update: a new heap tuple and
+-- a new outbox_pkey entry, about 420 bytes of WAL a row) and a dead tuple,
+-- and the later delete a third WAL record. The delete at once is one
+-- record of 54 bytes. A crash between the acknowledgement and the delete's
+-- commit leaves the row to be published again under the same Nats-Msg-Id,
+-- as a crash before the mark did.
+--
+-- The rows earlier relays marked were kept only for inspection; they go
+-- now, as their relay's hourly cleanup would have taken them within a day.
+-- published_at stays: a relay of an earlier version, during a rolling
+-- upgrade, still marks rows, and every reader of the outbox still passes
+-- over a marked row (`actledger prune` removes those the cleanup above
+-- did not see).
+DELETE FROM outbox WHERE published_at IS NOT NULL;
