@@ -65,7 +65,11 @@ func providersCmd(ctx context.Context, getenv func(string) string, args []string
 	if *render != "" {
 		return renderCreate(ctx, reg, *render, *key, *params, stdout)
 	}
-	fmt.Fprintf(stdout, "%s: valid: %s, %s.\n", path, count(len(reg.Providers()), "provider"), count(len(reg.Actions()), "action"))
+	receivers := ""
+	if n := len(reg.Notifications()); n > 0 {
+		receivers = ", " + count(n, "notification receiver")
+	}
+	fmt.Fprintf(stdout, "%s: valid: %s, %s%s.\n", path, count(len(reg.Providers()), "provider"), count(len(reg.Actions()), "action"), receivers)
 	for _, action := range reg.Actions() {
 		pc, _ := reg.ForAction(action)
 		fmt.Fprintf(stdout, "\n%s: provider %s, %s %s%s (account %q, environment %q)\n", action, pc.Name, pc.Create.Method, pc.BaseURL, pc.Create.Path, pc.Account, pc.Environment)
@@ -75,6 +79,10 @@ func providersCmd(ctx context.Context, getenv func(string) string, args []string
 		for _, line := range describe(pc, getenv) {
 			fmt.Fprintf(stdout, "  %s\n", line)
 		}
+	}
+	for _, n := range reg.Notifications() {
+		fmt.Fprintf(stdout, "\nnotifications %s: %s of tenant %q, POST %s, signed as Standard Webhooks (secret from %s)\n",
+			n.Name, strings.Join(n.Events, ", "), n.Tenant, n.URL, n.SecretEnv)
 	}
 	return nil
 }

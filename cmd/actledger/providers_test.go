@@ -71,6 +71,42 @@ func TestProvidersCheckSaysWhatHappensAfterALostResponse(t *testing.T) {
 	}
 }
 
+// TestProvidersCheckListsTheNotificationReceivers: the check names each
+// receiver with its events, tenant, address and the variable of its
+// secret, never the secret.
+func TestProvidersCheckListsTheNotificationReceivers(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	path := filepath.Join(t.TempDir(), "providers.yaml")
+	file := checkedFile + `notifications:
+  approvals-relay:
+    url: https://hooks.acme.example/actledger
+    secret_env: NOTIFY_SECRET
+    tenant: acme-corp
+    events: [approval.requested, operation.settled]
+`
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	env := map[string]string{"HELPDESK_TOKEN": checkedToken, "NOTIFY_SECRET": secret}
+	status := exitStatus(run(t.Context(), []string{"providers", "check", path}, func(k string) string { return env[k] }, &out, &errOut), &errOut)
+	if status != 0 {
+		t.Fatalf("status %d, stderr %s", status, errOut.String())
+	}
+	for _, want := range []string{
+		"valid: 1 provider, 1 action, 1 notification receiver.",
+		`notifications approvals-relay: approval.requested, operation.settled of tenant "acme-corp", POST https://hooks.acme.example/actledger, signed as Standard Webhooks (secret from NOTIFY_SECRET)`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String()+errOut.String(), secret) {
+		t.Error("the output holds the secret")
+	}
+}
+
 func TestProvidersCheckRenderShowsTheRequestWithTheCredentialMasked(t *testing.T) {
 	t.Parallel()
 	status, out, stderr := checkProviders(t, map[string]string{"HELPDESK_TOKEN": checkedToken},
