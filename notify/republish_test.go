@@ -193,3 +193,51 @@ func TestDeliveredEventIsSettledAndNeverRepublished(t *testing.T) {
 		t.Errorf("a delivered event was re-published %d times", republishes)
 	}
 }
+
+// TestRetryingReceiverIsNotTakenForStalledAndGivenUpEventSettles: a
+// receiver that keeps failing is attempted again and again within the
+// stall threshold, so its event is never published again while it
+// retries; once the retry window is over it is given up, and the given-up
+// event is settled, not re-published.
+func TestRetryingReceiverIsNotTakenForStalledAndGivenUpEventSettles(t *testing.T) {
+	t.Parallel()
+	secret := testreceiver.Secret(t)
+	rc := testreceiver.New(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	})
+	cfg := stallFast
+	cfg.RetryFor = 2 * cfg.StallAfter
+	p := testpipeline.New(t, testpipeline.Options{
+		Env:           map[string]string{"NOTIFY_SECRET": secret},
+		Notifications: receiverYAML("down", rc.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
+		Notify:        cfg,
+	})
+	p.Start(1)
+	status, out := p.Propose("po-down", `{"sku":"A-1"}`)
+	if status != http.StatusAccepted {
+		t.Fatalf("propose: %d %v", status, out)
+	}
+	p.Eventually(10*time.Second, "a first attempt", func() bool { return len(rc.Deliveries()) > 0 })
+	eventID := rc.Deliveries()[0].ID
+	p.Eventually(20*time.Second, "the event to be given up and settled", func() bool {
+		var givenUp bool
+		err := p.Pool.QueryRow(context.Background(), `SELECT given_up_at IS NOT NULL FROM notification_deliveries
+WHERE notification_id = $1::uuid AND receiver = 'down'`, eventID).Scan(&givenUp)
+		_, settled := eventState(t, p, eventID)
+		return err == nil && givenUp && settled
+	})
+	time.Sleep(2 * cfg.StallAfter)
+	notificationsSettled(t, p)
+
+	if republishes, _ := eventState(t, p, eventID); republishes != 0 {
+		t.Errorf("an event retried within the stall threshold was re-published %d times", republishes)
+	}
+	sent := len(rc.Deliveries())
+	if sent < 3 {
+		t.Errorf("receiver got %d attempts in the retry window, want several", sent)
+	}
+	time.Sleep(2 * cfg.StallAfter)
+	if n := len(rc.Deliveries()); n != sent {
+		t.Errorf("a given-up event was sent again: %d attempts, then %d", sent, n)
+	}
+}
