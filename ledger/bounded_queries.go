@@ -12,9 +12,9 @@ import (
 // BoundedQueries are the statements the store runs again and again that
 // must cost what the open work costs, not what the history does, with the
 // parameters the store gives them on the ledger f names (its defaults for
-// limits, the database's clock): what a background loop runs (lease and
-// stuck-dispatch sweeps, request expiry, lapse checks and revocation
-// holds, the evidence sweep), every list an API or console page reads
+// limits, the database's clock): what a background loop runs (lease,
+// stuck-dispatch and stalled-notification sweeps, request expiry, lapse
+// checks and revocation holds, the evidence sweep), every list an API or console page reads
 // (review, approval requests, operations with and without a state and a
 // cursor, in flight, a resume), what a replay reads per item, and the
 // lookups by key and by id every retried enqueue, dispatch message and
@@ -34,6 +34,8 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 			"cutoff": time.Now().Add(-5 * time.Minute), "now": now, "base_us": time.Second.Microseconds(),
 			"max_backoff_us": (5 * time.Minute).Microseconds(), "limit": 500, "actor": "sweeper", "kind": EventRedispatched,
 		}}},
+		{Name: "stalled-notification sweep (notificationsRepublish)", SQL: notificationsRepublish, Args: []any{
+			notificationsRepublishArgs(time.Now().Add(-20*time.Minute), now, 20*time.Minute, 6*time.Hour, 500)}},
 		{Name: "request expiry (operationsRequestExpired)", SQL: operationsRequestExpired, Args: []any{
 			pgx.StrictNamedArgs{"now": now, "limit": DefaultExpireBatch}}},
 		{Name: "lapse check (operationLapse)", SQL: operationLapse, Args: []any{f.Settled, now, nil, nil}},

@@ -280,6 +280,8 @@ func (s *Store) Delivery(ctx context.Context, id uuid.UUID, receiver string) (De
 
 // RecordDelivery records one attempt to deliver event id to receiver: the
 // receiver's HTTP status (0 when none came) or the error, and how it ended.
+// A final outcome settles the event once no other receiver waits for it,
+// so that the stalled-notification sweep no longer reads it.
 func (s *Store) RecordDelivery(ctx context.Context, id uuid.UUID, receiver string, status int, errText string, outcome DeliveryOutcome) error {
 	var st *int
 	if status != 0 {
@@ -291,7 +293,12 @@ func (s *Store) RecordDelivery(ctx context.Context, id uuid.UUID, receiver strin
 	if err != nil {
 		return fmt.Errorf("record delivery of %s to %s: %w", id, receiver, err)
 	}
-	return nil
+	if outcome == DeliveryRetrying {
+		return nil
+	}
+	// After the record's commit, so that it counts; a receiver finishing
+	// at the same moment may be missed here, and the sweep settles it.
+	return s.settleNotification(ctx, id)
 }
 
 // ReceiverFailures is how many events were given up for one receiver.

@@ -19,4 +19,9 @@
 // process's /metrics (actledger_notifications_failed_total{receiver}) and
 // the console read. Redirects are never
 // followed.
+//
+// An event whose message JetStream lost (or whose consumer state was lost)
+// is published again by the worker's sweep (ledger.Store.RepublishStalled)
+// once no waiting receiver had an attempt within Config.StallAfter; the
+// receivers already done with it are not sent it again.
 package notify

@@ -43,6 +43,14 @@ const (
 	// DefaultConsoleURL is Config.ConsoleURL's default, the console of
 	// `actledger serve` on its default listener.
 	DefaultConsoleURL = "http://127.0.0.1:8080/console"
+	// DefaultSweepInterval is how often the worker looks for stalled
+	// notifications to publish again.
+	DefaultSweepInterval = 30 * time.Second
+	// DefaultRepublishMaxBackoff caps the wait between re-publishes of an
+	// event that stays stalled (StallAfter, doubled per re-publish).
+	DefaultRepublishMaxBackoff = 6 * time.Hour
+	// DefaultSweepBatch is the most events one sweep publishes again.
+	DefaultSweepBatch = 500
 )
 
 // Config configures a Worker. Zero values mean the documented defaults.
@@ -68,6 +76,18 @@ type Config struct {
 	// MaxPending bounds one receiver's events taken and not yet settled.
 	// Default DefaultMaxPending.
 	MaxPending int
+	// StallAfter is how long an event may go unfinished at a receiver
+	// with no attempt before its message is taken for lost and published
+	// again. Default 2 × BackoffMax: longer than any wait between two
+	// attempts.
+	StallAfter time.Duration
+	// RepublishMaxBackoff caps the wait between re-publishes of one event
+	// (StallAfter doubled per re-publish). Default
+	// DefaultRepublishMaxBackoff.
+	RepublishMaxBackoff time.Duration
+	// SweepInterval is how often stalled events are looked for. Default
+	// DefaultSweepInterval.
+	SweepInterval time.Duration
 	// Client, when set, gives the HTTP client of a receiver (tests);
 	// default NewClient(Timeout) for each.
 	Client func(r *provider.Notification) *http.Client
@@ -84,6 +104,9 @@ func (cfg Config) withDefaults() Config {
 	cfg.Timeout = cmp.Or(cfg.Timeout, DefaultTimeout)
 	cfg.Concurrency = cmp.Or(cfg.Concurrency, DefaultConcurrency)
 	cfg.MaxPending = cmp.Or(cfg.MaxPending, DefaultMaxPending)
+	cfg.StallAfter = cmp.Or(cfg.StallAfter, 2*cfg.BackoffMax)
+	cfg.RepublishMaxBackoff = cmp.Or(cfg.RepublishMaxBackoff, max(DefaultRepublishMaxBackoff, cfg.StallAfter))
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
 	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -97,12 +120,15 @@ func (cfg Config) withDefaults() Config {
 
 func (cfg Config) validate() error {
 	switch {
-	case cfg.RetryFor < 0, cfg.BackoffInitial < 0, cfg.BackoffMax < 0, cfg.Timeout < 0:
+	case cfg.RetryFor < 0, cfg.BackoffInitial < 0, cfg.BackoffMax < 0, cfg.Timeout < 0,
+		cfg.StallAfter < 0, cfg.RepublishMaxBackoff < 0, cfg.SweepInterval < 0:
 		return errors.New("notify: Config durations must not be negative")
 	case cfg.Concurrency < 0, cfg.MaxPending < 0:
 		return errors.New("notify: Config.Concurrency and MaxPending must not be negative")
 	case cfg.BackoffInitial > cfg.BackoffMax:
 		return fmt.Errorf("notify: Config.BackoffInitial %s exceeds BackoffMax %s", cfg.BackoffInitial, cfg.BackoffMax)
+	case cfg.StallAfter > cfg.RepublishMaxBackoff:
+		return fmt.Errorf("notify: Config.StallAfter %s exceeds RepublishMaxBackoff %s", cfg.StallAfter, cfg.RepublishMaxBackoff)
 	}
 	return nil
 }
@@ -185,6 +211,13 @@ func (w *Worker) Start(ctx context.Context) error {
 		var loops sync.WaitGroup
 		for i, run := range runs {
 			loops.Go(func() { w.consume(runCtx, consumers[i], run) })
+		}
+		if len(runs) > 0 {
+			loops.Go(func() {
+				startstop.Every(runCtx, w.cfg.SweepInterval, w.republishStalled, func(ctx context.Context, err error) {
+					w.log.WarnContext(ctx, "stalled-notification sweep failed; next interval tries again", "err", err)
+				})
+			})
 		}
 		loops.Wait()
 		w.handlers.Wait()
@@ -308,6 +341,23 @@ func (w *Worker) handle(ctx context.Context, run *receiverRun, msg jetstream.Msg
 	wait = min(wait, max(n.At.Add(w.cfg.RetryFor).Sub(now), time.Millisecond))
 	log.WarnContext(ctx, "notification attempt failed; will retry", "attempt", attempt, "status", answer.Status, "err", why, "retry_in", wait)
 	_ = msg.NakWithDelay(wait)
+}
+
+// republishStalled publishes again the events whose delivery stalled: not
+// finished at a receiver that takes them, and no attempt there within
+// StallAfter. Their message was lost; a receiver already done with one is
+// not sent it again (handle reads its delivery first).
+func (w *Worker) republishStalled(ctx context.Context) error {
+	events, err := w.store.RepublishStalled(ctx, w.cfg.StallAfter, w.cfg.RepublishMaxBackoff, DefaultSweepBatch)
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	for _, e := range events {
+		w.log.WarnContext(ctx, "notification stalled; published again",
+			"event_id", e.ID, "type", e.Type, "tenant", e.Tenant, "receivers", e.Receivers,
+			"republishes", e.Republishes, "stall_after", w.cfg.StallAfter)
+	}
+	return nil
 }
 
 // dropGoneConsumers deletes the durable consumers of receivers that are no

@@ -33,9 +33,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Large are the tables that grow with every operation ever made; a query
-// may read them only through an index condition or under a limit.
-var Large = []string{"operations", "operation_events", "outbox", "webhook_events"}
+// Large are the tables that grow with every operation (or notification)
+// ever made; a query may read them only through an index condition or
+// under a limit.
+var Large = []string{"operations", "operation_events", "outbox", "webhook_events", "notifications"}
 
 // MaxRowsRead bounds the rows a query may read from one large table, the
 // rows an index condition let through and then a filter dropped included:

@@ -73,14 +73,19 @@ func ensureAnchor(ctx context.Context) error {
 // ends.
 func New(t testing.TB) *broker.Broker {
 	t.Helper()
+	return NewWith(t, broker.Config{})
+}
+
+// NewWith is New with cfg's stream settings (a short Duplicates window, for
+// a test that publishes a message id again); URL, Prefix and Logger are
+// New's.
+func NewWith(t testing.TB, cfg broker.Config) *broker.Broker {
+	t.Helper()
 	Anchor(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := broker.Connect(ctx, broker.Config{
-		URL:    URL(),
-		Prefix: Prefix(),
-		Logger: slog.New(slog.DiscardHandler),
-	})
+	cfg.URL, cfg.Prefix, cfg.Logger = URL(), Prefix(), slog.New(slog.DiscardHandler)
+	b, err := broker.Connect(ctx, cfg)
 	if err != nil {
 		t.Fatalf("testnats: connect to %s (is nats-server -js running? set TEST_NATS_URL): %v", URL(), err)
 	}
