@@ -71,7 +71,9 @@ type stateCount struct {
 	N      int64
 }
 
-const largeStates = `SELECT status, n FROM operation_counts ORDER BY n DESC`
+// largeStates sums the counts the ledger keeps (per tenant and scope) by
+// state.
+const largeStates = `SELECT status, sum(n)::bigint AS n FROM operation_counts GROUP BY status ORDER BY n DESC`
 
 // openLarge returns the kept large database of pl.LargeOperations
 // operations, filling it first when it is missing, holds another fill
