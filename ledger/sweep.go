@@ -41,21 +41,23 @@ LIMIT $2`
     -- operations_due_idx), then the longest waiting of both: one sort of
     -- every waiting operation read them all (100,000 rows, 4.7 s, on a
     -- ledger of ten million with 100,000 waiting).
-    (SELECT o.id, o.updated_at AS since FROM operations o
+    (SELECT o.id, o.updated_at, o.redispatched_at, o.updated_at AS since FROM operations o
      WHERE o.status = 'queued' AND o.updated_at < @cutoff AND ` + redispatchDue + `
      ORDER BY o.updated_at LIMIT @limit)
     UNION ALL
-    (SELECT o.id, o.next_attempt_at FROM operations o
+    (SELECT o.id, o.updated_at, o.redispatched_at, o.next_attempt_at FROM operations o
      WHERE o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < @cutoff AND ` + redispatchDue + `
      ORDER BY o.next_attempt_at LIMIT @limit)
 ), due AS (
-    -- The oldest @limit of them, locked, and checked again on the locked
-    -- row: a worker may have moved one since the walk.
-    SELECT o.id FROM operations o
-    WHERE o.id IN (SELECT id FROM candidates ORDER BY since LIMIT @limit)
-      AND ((o.status = 'queued' AND o.updated_at < @cutoff)
-        OR (o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < @cutoff))
-      AND ` + redispatchDue + `
+    -- The oldest @limit of them, each read by its primary key and locked
+    -- as the walk saw it: a worker that moved one since (updated_at) or a
+    -- sweeper that re-published it (redispatched_at) makes the lock's
+    -- re-check fail, and it is skipped. (Conditions on the states here
+    -- would let the planner read every waiting operation again to join
+    -- them: 50,000 rows on a ledger of ten million.)
+    SELECT o.id FROM (SELECT id, updated_at, redispatched_at FROM candidates ORDER BY since LIMIT @limit) c
+    JOIN operations o ON o.id = c.id
+    WHERE o.updated_at = c.updated_at AND o.redispatched_at IS NOT DISTINCT FROM c.redispatched_at
     FOR UPDATE OF o SKIP LOCKED
 ), upd AS (
     UPDATE operations o SET
