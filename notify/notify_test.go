@@ -29,6 +29,17 @@ func receiverYAML(name, url, secretEnv, tenant string, events ...string) string 
 		name, url, secretEnv, tenant, strings.Join(events, ", "))
 }
 
+// approvalsRelay is a pipeline's options with one receiver,
+// approvals-relay at url, of the tenant's approval requests, signed with
+// secret (from NOTIFY_SECRET), its worker configured by cfg.
+func approvalsRelay(url, secret string, cfg notify.Config) testpipeline.Options {
+	return testpipeline.Options{
+		Env:           map[string]string{"NOTIFY_SECRET": secret},
+		Notifications: receiverYAML("approvals-relay", url, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
+		Notify:        cfg,
+	}
+}
+
 // fastRetries makes a failed attempt come back within a fraction of a
 // second.
 var fastRetries = notify.Config{ConsoleURL: consoleURL, BackoffInitial: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Timeout: 2 * time.Second}
@@ -75,11 +86,7 @@ func TestProposalSendsOneApprovalRequestedWhoseSignatureVerifies(t *testing.T) {
 	t.Parallel()
 	secret := testreceiver.Secret(t)
 	rc := testreceiver.New(t, nil)
-	p := testpipeline.New(t, testpipeline.Options{
-		Env:           map[string]string{"NOTIFY_SECRET": secret},
-		Notifications: receiverYAML("approvals-relay", rc.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
-		Notify:        fastRetries,
-	})
+	p := testpipeline.New(t, approvalsRelay(rc.URL, secret, fastRetries))
 	p.Start(1)
 	status, out := p.Propose("po-37", `{"sku":"SKU-PRIVATE-991","qty":3}`)
 	if status != http.StatusAccepted {

@@ -76,13 +76,9 @@ func TestApprovalRequestedLostFromTheStreamIsRepublishedAndDeliveredOnce(t *test
 	logs := &logBuffer{}
 	secret := testreceiver.Secret(t)
 	rc := testreceiver.New(t, nil)
-	p := testpipeline.New(t, testpipeline.Options{
-		Broker:        b,
-		Logger:        slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Env:           map[string]string{"NOTIFY_SECRET": secret},
-		Notifications: receiverYAML("approvals-relay", rc.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
-		Notify:        stallFast,
-	})
+	opts := approvalsRelay(rc.URL, secret, stallFast)
+	opts.Broker, opts.Logger = b, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p := testpipeline.New(t, opts)
 	p.Start(1)
 	p.Notifier.Stop() // the receivers stay in the ledger; nothing delivers
 	ctx := context.Background()
@@ -160,11 +156,7 @@ func TestDeliveredEventIsSettledAndNeverRepublished(t *testing.T) {
 	t.Parallel()
 	secret := testreceiver.Secret(t)
 	rc := testreceiver.New(t, nil)
-	p := testpipeline.New(t, testpipeline.Options{
-		Env:           map[string]string{"NOTIFY_SECRET": secret},
-		Notifications: receiverYAML("approvals-relay", rc.URL, "NOTIFY_SECRET", "Acme Corp.", "approval.requested"),
-		Notify:        stallFast,
-	})
+	p := testpipeline.New(t, approvalsRelay(rc.URL, secret, stallFast))
 	p.Start(1)
 	ctx := context.Background()
 	status, out := p.Propose("po-delivered", `{"sku":"A-1"}`)
