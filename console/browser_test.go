@@ -147,7 +147,7 @@ func TestBrowserApproveThenResolveTwo(t *testing.T) {
 	b := inReview(t, p, "po-5002", ledger.ReasonRetriesExhausted, "ops-eu")
 	c := inReview(t, p, "po-5003", ledger.ReasonLookupFailing, "ops-us")
 	op := propose(t, p, "po-4711", `{"sku":"A-1","qty":25,"ship_to":"Lyon <warehouse 3>"}`)
-	propose(t, p, "po-4712", `{"sku":"B-7","qty":3}`)
+	other := propose(t, p, "po-4712", `{"sku":"B-7","qty":3}`)
 	p.Start(1)
 
 	signInWith(t, ctx, p, p.Approver, "", "#overview")
@@ -174,6 +174,9 @@ func TestBrowserApproveThenResolveTwo(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("#operations-filter")),
 		chromedp.SendKeys(chromedp.CSS(`#operations-filter input[name="key"]`), "po-4711"),
 		chromedp.Click(chromedp.CSS("#operations-filter button")),
+		// The unfiltered page lists the row too: the filtered one is
+		// there once the other proposal's row is gone.
+		chromedp.WaitNotPresent(chromedp.CSS("#row-"+other.ID.String())),
 		chromedp.WaitVisible(chromedp.CSS("#row-"+op.ID.String())),
 	)
 	if got := text(t, ctx, "table.operations tbody"); !strings.Contains(got, "po-4711") || strings.Contains(got, "po-4712") || !strings.Contains(got, "succeeded") {
