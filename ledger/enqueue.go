@@ -274,8 +274,6 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == approvalRefused:
 		return Operation{}, false, &ApprovalError{Code: ApprovalCode(pgErr.Message), Reason: pgErr.Detail}
-	case isForeignKeyViolation(err, "operations_approval_id_fkey"):
-		return Operation{}, false, &ApprovalError{Code: ApprovalMismatch, Reason: "no such approval"}
 	case err != nil:
 		return Operation{}, false, fmt.Errorf("enqueue operation: %w", err)
 	case c.created:

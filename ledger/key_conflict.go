@@ -23,7 +23,8 @@ const keyConflictRecord = `WITH counted AS (
 INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
 SELECT o.id, o.tenant_id, coalesce(@now::timestamptz, now()), @kind, o.status, o.status, @actor, @detail
 FROM operations o, counted
-WHERE o.id = @operation AND counted.conflicts = 1`
+WHERE o.id = @operation AND counted.conflicts = 1
+FOR KEY SHARE OF o`
 
 // eventColumns are the columns of an event as the history shows it, over
 // operation_events e LEFT JOIN eventConflictCount: the key_conflict event

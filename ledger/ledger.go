@@ -238,9 +238,14 @@ WHERE o.id = $1 AND o.tenant_id = $2 AND e.seq > $3
 ORDER BY e.seq
 LIMIT $4`
 
+	// eventAppend locks the operation's row FOR KEY SHARE, as every writer
+	// of an event holds its operation's row: a prune of the operation
+	// (which locks it FOR UPDATE) is waited for, and then leaves no row to
+	// write an event for (schema 036).
 	eventAppend = `INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
 SELECT o.id, o.tenant_id, coalesce($2::timestamptz, now()), $3, o.status, o.status, $4, $5
-FROM operations o WHERE o.id = $1`
+FROM operations o WHERE o.id = $1
+FOR KEY SHARE OF o`
 )
 
 func collectOperation(rows pgx.Rows) (Operation, error) {
@@ -428,13 +433,6 @@ func Unavailable(err error) bool {
 		return c[:2] == "08" || c[:2] == "53" || c == "57P01" || c == "57P02" || c == "57P03"
 	}
 	return pgconn.SafeToRetry(err)
-}
-
-// isForeignKeyViolation reports whether err is a violation of the named
-// foreign key constraint.
-func isForeignKeyViolation(err error, constraint string) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503" && pgErr.ConstraintName == constraint
 }
 
 func deref(s *string) string {

@@ -120,6 +120,30 @@ func rowsOf(t *testing.T, p *testpipeline.Pipeline, ids []uuid.UUID) (ops, event
 	return ops, events
 }
 
+// orphanRows counts the rows that name a row that does not exist, for
+// each reference the ledger keeps without a foreign key (schema 036).
+const orphanRows = `SELECT
+    (SELECT count(*) FROM operation_events e WHERE NOT EXISTS (SELECT 1 FROM operations o WHERE o.id = e.operation_id)),
+    (SELECT count(*) FROM operation_events e JOIN operations o ON o.id = e.operation_id WHERE e.tenant_id <> o.tenant_id),
+    (SELECT count(*) FROM operations o WHERE NOT EXISTS (SELECT 1 FROM tenants t WHERE t.id = o.tenant_id)),
+    (SELECT count(*) FROM operations o WHERE o.approval_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM approvals a WHERE a.id = o.approval_id)),
+    (SELECT count(*) FROM operations o WHERE NOT EXISTS (SELECT 1 FROM api_tokens k WHERE k.id = o.requested_by))`
+
+// orphans says which references of p's ledger name nothing ("" when
+// none do).
+func orphans(t *testing.T, p *testpipeline.Pipeline) string {
+	t.Helper()
+	var events, tenantOfEvent, tenants, approvals, tokens int
+	if err := p.Pool.QueryRow(context.Background(), orphanRows).Scan(&events, &tenantOfEvent, &tenants, &approvals, &tokens); err != nil {
+		t.Fatal(err)
+	}
+	if events+tenantOfEvent+tenants+approvals+tokens == 0 {
+		return ""
+	}
+	return fmt.Sprintf("events without their operation %d, events of another tenant than their operation's %d, "+
+		"operations without their tenant %d, approval %d, token %d", events, tenantOfEvent, tenants, approvals, tokens)
+}
+
 // succeededCount is the count of succeeded operations /metrics reports
 // (schema 011's folded counts and deltas).
 func succeededCount(t *testing.T, p *testpipeline.Pipeline) int64 {
@@ -202,6 +226,9 @@ func TestPruneUnderLoadLosesNoLiveOperation(t *testing.T) {
 	}
 	if ops, events := rowsOf(t, p, old); ops != 0 || events != 0 {
 		t.Errorf("after the prune %d old operations and %d of their events are left", ops, events)
+	}
+	if o := orphans(t, p); o != "" {
+		t.Errorf("rows name rows that do not exist: %s", o)
 	}
 	got := archived(t, dir)
 	if len(got) != len(old) {
