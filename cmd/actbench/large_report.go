@@ -55,6 +55,7 @@ func largeLines(lr *largeResult, pl plan) []largeLine {
 		e2e(func(x e2eResult) float64 { return x.MaxRate }, "end to end, maximum, completed/s", thousands, true, largeMinThroughput)
 		e2e(func(x e2eResult) float64 { return per1000(x.MaxCPU.Postgres, x.MaxOps) }, "end to end, maximum, CPU s/1,000 ops, Postgres", seconds, false, 0)
 		e2e(func(x e2eResult) float64 { return float64(x.MaxWAL) / float64(max(x.MaxOps, 1)) }, "end to end, maximum, WAL bytes/op", thousands, false, 0)
+		e2e(func(x e2eResult) float64 { return float64(x.MaxFPI) / float64(max(x.MaxOps, 1)) }, "end to end, maximum, WAL full-page images/op", hundredths, false, 0)
 	}
 	return out
 }

@@ -43,6 +43,9 @@ func thousands(v float64) string {
 
 func millis(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
 
+// hundredths formats a count per operation.
+func hundredths(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+
 func seconds(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 
 func percent(v float64) string { return strconv.FormatFloat(v*100, 'f', 0, 64) + "%" }
@@ -216,6 +219,7 @@ func lines(r *results) []line {
 		addCost(add, "cost: end to end, maximum", "ops",
 			collect(e, func(x e2eResult) resources.Use { return x.MaxCPU }), collect(e, func(x e2eResult) int { return x.MaxOps }), limitPG)
 		add(line{figure: "WAL bytes/op", format: thousands, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxWAL) / float64(x.MaxOps) })})
+		add(line{figure: "WAL full-page images/op", format: hundredths, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxFPI) / float64(x.MaxOps) })})
 	}
 	return out
 }

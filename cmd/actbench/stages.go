@@ -265,6 +265,7 @@ type e2eResult struct {
 	MaxRate    float64       // completed per second within the window
 	MaxCPU     resources.Use // over the window
 	MaxWAL     int64         // bytes the server wrote to its WAL over the window
+	MaxFPI     int64         // full-page images among them
 
 	Orders orderCheck
 }
@@ -388,6 +389,9 @@ func (p *pipeline) maximum(ctx context.Context, e *env, pl plan, clients []*clie
 	}
 	r.MaxCPU = cpu.Stop()
 	if r.MaxWAL, err = wal.Bytes(ctx); err != nil {
+		return err
+	}
+	if r.MaxFPI, err = wal.FullPageImages(ctx); err != nil {
 		return err
 	}
 	r.MaxClients, r.MaxOps = len(clients), res.Ops-open
