@@ -33,7 +33,7 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 		{Name: "stuck-dispatch sweep (operationsRedispatch)", SQL: operationsRedispatch, Args: []any{pgx.StrictNamedArgs{
 			"cutoff": time.Now().Add(-5 * time.Minute), "now": now, "base_us": time.Second.Microseconds(),
 			"max_backoff_us": (5 * time.Minute).Microseconds(), "limit": 500, "actor": "sweeper", "kind": EventRedispatched,
-		}}},
+		}}, Settings: redispatchPlanning},
 		{Name: "stalled-notification sweep (notificationsRepublish)", SQL: notificationsRepublish, Args: []any{
 			notificationsRepublishArgs(time.Now().Add(-20*time.Minute), now, 20*time.Minute, 6*time.Hour, 500)}},
 		{Name: "request expiry (operationsRequestExpired)", SQL: operationsRequestExpired, Args: []any{
@@ -85,11 +85,16 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 	// (an action, a provider, a client key that no operation has: the page
 	// reads its window and stops). Its overview's counts by state read no
 	// operation at all.
+	// A key is a few descents of one index, whatever the ledger's size:
+	// byKey holds it to the pages of those (a key taken as a filter over
+	// the tenant's range of the index read 1,358 pages here, 67,500 on ten
+	// million operations).
 	day := f.MiddleAt.Add(-24 * time.Hour)
+	byKey := func(q bigledger.Query) bigledger.Query { q.MaxPages = 50; return q }
 	queries = append(queries,
-		list("key", OperationsFilter{Key: f.SettledKey}, nil),
-		list("key, no such", OperationsFilter{Key: "po-none"}, nil),
-		list("key and state", OperationsFilter{Key: f.SettledKey, Status: StatusSucceeded}, nil),
+		byKey(list("key", OperationsFilter{Key: f.SettledKey}, nil)),
+		byKey(list("key, no such", OperationsFilter{Key: "po-none"}, nil)),
+		byKey(list("key and state", OperationsFilter{Key: f.SettledKey, Status: StatusSucceeded}, nil)),
 		list("a day", OperationsFilter{Since: day, Until: f.MiddleAt}, nil),
 		list("a day, failed", OperationsFilter{Since: day, Until: f.MiddleAt, Status: StatusFailed}, nil),
 		list("action", OperationsFilter{Action: "order.create"}, nil),

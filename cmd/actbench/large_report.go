@@ -119,13 +119,14 @@ func writeLarge(w io.Writer, r *results) {
 
 	fmt.Fprintf(w, "Bounded queries on the large ledger (EXPLAIN ANALYZE, second run, rolled back):\n")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "query\tms\trows read\tbounded\taccess")
+	fmt.Fprintln(tw, "query\tms\trows read\tpages\tbounded\taccess")
 	for _, q := range lr.Queries {
 		bounded := "yes"
 		if len(q.Problems) > 0 {
 			bounded = "NO: " + strings.Join(q.Problems, "; ")
 		}
-		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%s\t%s\n", q.Name, float64(q.Time)/float64(time.Millisecond), thousands(float64(q.RowsRead)), bounded, strings.Join(q.Access, "; "))
+		fmt.Fprintf(tw, "%s\t%.3f\t%s\t%s\t%s\t%s\n", q.Name, float64(q.Time)/float64(time.Millisecond), thousands(float64(q.RowsRead)),
+			thousands(float64(q.PagesRead)), bounded, strings.Join(q.Access, "; "))
 	}
 	tw.Flush()
 }

@@ -19,6 +19,7 @@
 package bigledger
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,6 +46,14 @@ var Large = []string{"operations", "operation_events", "outbox", "webhook_events
 // a state passes, and far less than the terminal history, so one that
 // walks the history to find them fails.
 const MaxRowsRead = 5_000
+
+// MaxPagesRead bounds the pages (8 kB buffers, of every table and index)
+// one run of a query touches: four per row it may read. It catches what the
+// row counts cannot see, an index condition that a scan checks entry by
+// entry over a range of the index (a condition on the third column of an
+// index whose second is not bound returns only the matching rows, after
+// reading the whole range).
+const MaxPagesRead = 4 * MaxRowsRead
 
 // Fixture names rows of a filled ledger that the queries take as
 // parameters.
@@ -127,6 +136,12 @@ type Query struct {
 	Name string
 	SQL  string
 	Args []any
+	// Settings, when not empty, runs in the query's transaction before it
+	// (SET LOCAL …), as its caller runs it.
+	Settings string
+	// MaxPages, when not 0, bounds the pages the query may touch instead
+	// of MaxPagesRead: a lookup that must cost the same on any ledger.
+	MaxPages int64
 }
 
 // Result is what Check measured of one query.
@@ -140,6 +155,8 @@ type Result struct {
 	Time time.Duration
 	// RowsRead is the most rows the plan read from one large table.
 	RowsRead int64
+	// PagesRead is the buffers the run touched, hit or read.
+	PagesRead int64
 	// Problems say how the plan reads a large table unboundedly; empty
 	// when it is bounded.
 	Problems []string
@@ -150,8 +167,9 @@ type Result struct {
 // Check runs each query twice under EXPLAIN ANALYZE, each time in a
 // transaction rolled back, and reports its access paths and time, and as
 // Problems whether its plan reads a large table by a Seq Scan, by an index
-// scan with neither an index condition nor a limit above it, or reads
-// more than MaxRowsRead rows of one. An error is a query that did not run.
+// scan with neither an index condition nor a limit above it, reads more
+// than MaxRowsRead rows of one, or touches more than MaxPagesRead pages.
+// An error is a query that did not run.
 func Check(ctx context.Context, pool *pgxpool.Pool, queries ...Query) ([]Result, error) {
 	partial, err := partialIndexes(ctx, pool)
 	if err != nil {
@@ -166,7 +184,11 @@ func Check(ctx context.Context, pool *pgxpool.Pool, queries ...Query) ([]Result,
 				return results, fmt.Errorf("%s: explain: %w", q.Name, err)
 			}
 		}
-		r := Result{Name: q.Name, Time: time.Duration(execMs * float64(time.Millisecond))}
+		r := Result{Name: q.Name, Time: time.Duration(execMs * float64(time.Millisecond)),
+			PagesRead: int64(root.SharedHitBlocks + root.SharedReadBlocks)}
+		if maxPages := cmp.Or(q.MaxPages, MaxPagesRead); r.PagesRead > maxPages {
+			r.Problems = append(r.Problems, fmt.Sprintf("%d pages touched (at most %d)", r.PagesRead, maxPages))
+		}
 		walk(root, false, func(n planNode, limited bool) {
 			// A join that compares every row of one side with every
 			// row of the other reads both sides' product, whatever
@@ -216,8 +238,12 @@ type planNode struct {
 	ActualLoops         float64 `json:"Actual Loops"`
 	RowsRemovedByFilter float64 `json:"Rows Removed by Filter"`
 	// RowsRemovedByJoinFilter is a join's: pairs it formed and dropped.
-	RowsRemovedByJoinFilter float64    `json:"Rows Removed by Join Filter"`
-	Plans                   []planNode `json:"Plans"`
+	RowsRemovedByJoinFilter float64 `json:"Rows Removed by Join Filter"`
+	// SharedHitBlocks and SharedReadBlocks are the buffers the node and
+	// those below it touched (EXPLAIN's BUFFERS).
+	SharedHitBlocks  float64    `json:"Shared Hit Blocks"`
+	SharedReadBlocks float64    `json:"Shared Read Blocks"`
+	Plans            []planNode `json:"Plans"`
 }
 
 // walk calls visit for n and every node below it, telling each whether a
@@ -267,18 +293,32 @@ func explain(ctx context.Context, pool *pgxpool.Pool, q Query) (planNode, float6
 		return planNode{}, 0, err
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := settle(ctx, tx, q); err != nil {
+		return planNode{}, 0, err
+	}
 	var out []struct {
 		Plan          planNode `json:"Plan"`
 		ExecutionTime float64  `json:"Execution Time"`
 	}
 	var raw []byte
-	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+q.SQL, q.Args...).Scan(&raw); err != nil {
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+q.SQL, q.Args...).Scan(&raw); err != nil {
 		return planNode{}, 0, err
 	}
 	if err := json.Unmarshal(raw, &out); err != nil || len(out) != 1 {
 		return planNode{}, 0, fmt.Errorf("read plan: %v (%d plans)", err, len(out))
 	}
 	return out[0].Plan, out[0].ExecutionTime, nil
+}
+
+// settle runs q's Settings in tx.
+func settle(ctx context.Context, tx pgx.Tx, q Query) error {
+	if q.Settings == "" {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, q.Settings); err != nil {
+		return fmt.Errorf("settings: %w", err)
+	}
+	return nil
 }
 
 // textPlan is q's plan as EXPLAIN ANALYZE prints it, for a failure's
@@ -289,7 +329,10 @@ func textPlan(ctx context.Context, pool *pgxpool.Pool, q Query) string {
 		return err.Error()
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	rows, _ := tx.Query(ctx, "EXPLAIN (ANALYZE, FORMAT TEXT) "+q.SQL, q.Args...)
+	if err := settle(ctx, tx, q); err != nil {
+		return err.Error()
+	}
+	rows, _ := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT TEXT) "+q.SQL, q.Args...)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return err.Error()

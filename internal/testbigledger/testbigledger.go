@@ -80,7 +80,7 @@ func (l *Ledger) RequireBounded(t testing.TB, queries ...bigledger.Query) []bigl
 		t.Error(err)
 	}
 	for _, r := range results {
-		t.Logf("%-40s %8.3f ms  rows read %6d  %s", r.Name, float64(r.Time)/float64(time.Millisecond), r.RowsRead, strings.Join(r.Access, "; "))
+		t.Logf("%-40s %8.3f ms  rows read %6d  pages %6d  %s", r.Name, float64(r.Time)/float64(time.Millisecond), r.RowsRead, r.PagesRead, strings.Join(r.Access, "; "))
 		if len(r.Problems) > 0 {
 			t.Errorf("%s is not bounded on a large ledger: %s\n%s", r.Name, strings.Join(r.Problems, "; "), r.Plan)
 		}
