@@ -254,41 +254,8 @@ func (d *Dispatcher) Stop() { d.svc.Stop() }
 // Dispatcher.calls). A handler recording its answer has given its room
 // back; the consumer's MaxAckPending bounds how many do.
 func (d *Dispatcher) consume(runCtx context.Context, cons jetstream.Consumer, providerName string) {
-	log := d.log.With("provider", providerName)
-	slots := make(chan struct{}, d.cfg.Concurrency*ClaimsAhead)
-	for runCtx.Err() == nil {
-		iter, err := cons.Messages(jetstream.PullMaxMessages(cap(slots)), jetstream.PullExpiry(broker.PullExpiry))
-		if err != nil {
-			log.WarnContext(runCtx, "cannot pull dispatch messages; retrying", "err", err)
-			startstop.Sleep(runCtx, time.Second)
-			continue
-		}
-		stop := context.AfterFunc(runCtx, iter.Stop)
-		for {
-			msg, err := iter.Next()
-			if err != nil {
-				if runCtx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					log.WarnContext(runCtx, "dispatch message stream interrupted", "err", err)
-				}
-				break
-			}
-			select {
-			case slots <- struct{}{}:
-			case <-runCtx.Done():
-				// Not taken: JetStream redelivers it to a live worker.
-				_ = msg.Nak()
-				continue
-			}
-			d.handlers.Go(func() {
-				var once sync.Once
-				free := func() { once.Do(func() { <-slots }) }
-				defer free()
-				d.handle(runCtx, providerName, msg, free)
-			})
-		}
-		stop()
-		iter.Stop()
-	}
+	broker.Pull(runCtx, cons, d.cfg.Concurrency*ClaimsAhead, &d.handlers, d.log.With("provider", providerName), "dispatch messages",
+		func(msg jetstream.Msg, free func()) { d.handle(runCtx, providerName, msg, free) })
 }
 
 // handle runs one dispatch message and settles it with JetStream. The ack

@@ -231,37 +231,8 @@ func (w *Worker) Stop() { w.svc.Stop() }
 // consume pulls one receiver's events into at most Concurrency deliveries
 // at once.
 func (w *Worker) consume(runCtx context.Context, cons jetstream.Consumer, run *receiverRun) {
-	slots := make(chan struct{}, w.cfg.Concurrency)
-	for runCtx.Err() == nil {
-		iter, err := cons.Messages(jetstream.PullMaxMessages(w.cfg.Concurrency), jetstream.PullExpiry(broker.PullExpiry))
-		if err != nil {
-			run.log.WarnContext(runCtx, "cannot pull notifications; retrying", "err", err)
-			startstop.Sleep(runCtx, time.Second)
-			continue
-		}
-		stop := context.AfterFunc(runCtx, iter.Stop)
-		for {
-			msg, err := iter.Next()
-			if err != nil {
-				if runCtx.Err() == nil && !errors.Is(err, jetstream.ErrMsgIteratorClosed) {
-					run.log.WarnContext(runCtx, "notification stream interrupted", "err", err)
-				}
-				break
-			}
-			select {
-			case slots <- struct{}{}:
-			case <-runCtx.Done():
-				_ = msg.Nak()
-				continue
-			}
-			w.handlers.Go(func() {
-				defer func() { <-slots }()
-				w.handle(context.WithoutCancel(runCtx), run, msg)
-			})
-		}
-		stop()
-		iter.Stop()
-	}
+	broker.Pull(runCtx, cons, w.cfg.Concurrency, &w.handlers, run.log, "notifications",
+		func(msg jetstream.Msg, _ func()) { w.handle(context.WithoutCancel(runCtx), run, msg) })
 }
 
 // handle delivers the event one message names to run's receiver, and

@@ -158,3 +158,19 @@ func newFlagSet(name string, stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	return fs
 }
+
+// parseInterspersed parses args with fs, taking flags before, between and
+// after the positional arguments, and returns the positional ones in
+// order (flag.Parse alone stops at the first).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, fmt.Errorf("%v: %w", err, errUsage)
+		}
+		if fs.NArg() == 0 {
+			return positional, nil
+		}
+		positional, args = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
+}

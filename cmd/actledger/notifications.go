@@ -25,16 +25,9 @@ func notificationsCmd(ctx context.Context, e env, args []string, stdout io.Write
 	}
 	fs := newFlagSet("notifications test", io.Discard)
 	providersFlag := fs.String("providers", e.ProvidersFile, "providers config file; default $PROVIDERS_FILE")
-	var names []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return fmt.Errorf("%v: %w", err, errUsage)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		names, rest = append(names, fs.Arg(0)), fs.Args()[1:]
+	names, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	if len(names) != 1 {
 		return fmt.Errorf("notifications test takes one RECEIVER, got %q: %w", names, errUsage)

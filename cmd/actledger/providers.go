@@ -36,16 +36,9 @@ func providersCmd(ctx context.Context, getenv func(string) string, args []string
 	render := fs.String("render", "", "print the create request of this action")
 	params := fs.String("params", "{}", "the params (a JSON object) for --render")
 	key := fs.String("key", renderKey, "the external key for --render")
-	var files []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return fmt.Errorf("%v: %w", err, errUsage)
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		files, rest = append(files, fs.Arg(0)), fs.Args()[1:]
+	files, err := parseInterspersed(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	path := getenv("PROVIDERS_FILE")
 	switch len(files) {
