@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/internal/display"
 	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/provider"
 )
@@ -56,7 +57,9 @@ func notificationsCmd(ctx context.Context, e env, args []string, stdout io.Write
 	}
 	fmt.Fprintf(stdout, "receiver %s (%s) answered %d %s to test event %s\n", r.Name, r.URL, answer.Status, http.StatusText(answer.Status), id)
 	if len(answer.Body) > 0 {
-		fmt.Fprintf(stdout, "%s\n", answer.Body)
+		// The receiver's words, shown on a terminal: nothing in them may
+		// move the cursor, clear the screen or hide text.
+		fmt.Fprintf(stdout, "%s\n", display.Block(string(answer.Body)))
 	}
 	switch {
 	case err != nil:

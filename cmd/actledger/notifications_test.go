@@ -115,10 +115,10 @@ func extendEnv(getenv func(string) string, extra map[string]string) func(string)
 func TestNotificationsTestPrintsTheReceiversAnswer(t *testing.T) {
 	t.Parallel()
 	secret := testreceiver.Secret(t)
-	status := http.StatusAccepted
+	status, body := http.StatusAccepted, `{"relayed_to":"#approvals"}`
 	rc := testreceiver.New(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
 		w.WriteHeader(status)
-		fmt.Fprint(w, `{"relayed_to":"#approvals"}`)
+		fmt.Fprint(w, body)
 	})
 	in := prepareServe(t, withReceiver(rc.URL))
 	getenv := extendEnv(in.getenv, map[string]string{"NOTIFY_SECRET": secret, "CONSOLE_URL": "https://actledger.acme.example/console"})
@@ -144,6 +144,16 @@ func TestNotificationsTestPrintsTheReceiversAnswer(t *testing.T) {
 	err := run(t.Context(), []string{"notifications", "test", "approvals-relay"}, getenv, &out, io.Discard)
 	if err == nil || !strings.Contains(out.String(), "answered 401") {
 		t.Errorf("a refusing receiver: err %v, output %q; want an error and the 401 shown", err, out.String())
+	}
+	// A receiver's answer reaches the terminal escaped: it cannot clear the
+	// screen or forge a line of the command's own.
+	status, body = http.StatusOK, "ok\x1b[2J\rreceiver approvals-relay answered 200 OK"
+	out.Reset()
+	if err := run(t.Context(), []string{"notifications", "test", "approvals-relay"}, getenv, &out, io.Discard); err != nil {
+		t.Fatalf("notifications test: %v", err)
+	}
+	if strings.ContainsAny(out.String(), "\x1b\r") || !strings.Contains(out.String(), `ok\u001b[2J\u000dreceiver`) {
+		t.Errorf("output %q, want the receiver's control characters escaped", out.String())
 	}
 	if err := run(t.Context(), []string{"notifications", "test", "slack"}, getenv, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `"slack"`) {
 		t.Errorf("unknown receiver: %v, want an error naming it", err)
