@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -189,8 +190,14 @@ func lines(r *results) []line {
 		notOne := collect(e, func(x e2eResult) float64 { return float64(x.Orders.Operations - x.Orders.ExactlyOne) })
 		open := collect(e, func(x e2eResult) float64 { return float64(x.Orders.Open) })
 		failed := collect(e, func(x e2eResult) float64 { return float64(x.Orders.Operations - x.Orders.Succeeded - x.Orders.Open) })
+		// The supplier is the whole run's: the large stage's end-to-end
+		// pipelines order from it too.
 		ops := 0
-		for _, x := range e {
+		all := e
+		if r.Large != nil {
+			all = slices.Concat(e, r.Large.EmptyE2E, r.Large.BigE2E)
+		}
+		for _, x := range all {
 			ops += x.Orders.Operations
 		}
 		add(line{id: "6", stage: "duplicates (mock supplier)", figure: "operations ≠ 1 order", vals: notOne, format: thousands,
