@@ -172,7 +172,7 @@ func TestBuildRefusesAnUnusableTokenCache(t *testing.T) {
 
 // The wiring `actledger serve` runs links no test double: the mock
 // supplier reaches the actledger binary only through `actledger demo`, and
-// the fakes of real suppliers (mocksupplier/…) never.
+// the fakes of real suppliers (internal/mocksupplier/…) never.
 func TestServeWiringDoesNotLinkTheMockSupplier(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/actledger/actledger/app").Output()
@@ -180,7 +180,7 @@ func TestServeWiringDoesNotLinkTheMockSupplier(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	const mock = "github.com/actledger/actledger/mocksupplier"
+	const mock = "github.com/actledger/actledger/internal/mocksupplier"
 	for _, dep := range deps {
 		if dep == mock || strings.HasPrefix(dep, mock+"/") || strings.HasPrefix(dep, "github.com/actledger/actledger/internal/test") {
 			t.Errorf("app links %s", dep)
