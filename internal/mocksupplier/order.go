@@ -2,6 +2,7 @@ package mocksupplier
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -163,9 +164,9 @@ func (s *Server) handleCreate(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if faulty && taken.Kind == CommitLate {
-		// Not bound to the request's context: the order is created even after the client has
-		// given up.
-		time.Sleep(time.Duration(taken.MS) * time.Millisecond)
+		// Held past the request's end: the order is created even after the client has given
+		// up.
+		fault.Hold(context.WithoutCancel(ctx), time.Duration(taken.MS)*time.Millisecond)
 	}
 	var storedKey string
 	if entry != nil {

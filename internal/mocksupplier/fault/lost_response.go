@@ -21,7 +21,8 @@ func DropConnection(w http.ResponseWriter) {
 // Hold waits d, or until ctx ends (the client gave up), and reports whether the whole wait
 // passed; d <= 0 does not wait. A fake holds an answer after the commit with it, so that a
 // client with a shorter timeout loses the answer to an effect that exists, or holds a request
-// that stalls, or a slow lookup.
+// that stalls, or a slow lookup; held under context.WithoutCancel, a commit lands late whether or
+// not the client still waits.
 func Hold(ctx context.Context, d time.Duration) bool {
 	if d <= 0 {
 		return ctx.Err() == nil
