@@ -170,9 +170,12 @@ func TestBuildRefusesAnUnusableTokenCache(t *testing.T) {
 	}
 }
 
-// The wiring `actledger serve` runs links no test double: the mock
-// supplier reaches the actledger binary only through `actledger demo`, and
-// the fakes of real suppliers (mocksupplier/…) never.
+// The wiring `actledger serve` runs links no test double, directly or
+// through another package: the mock supplier reaches the actledger binary
+// only through `actledger demo`, and the fakes of real suppliers
+// (internal/mocksupplier/…), the test helpers and the large-ledger
+// harness never (TestProductPackagesImportNoTestDouble holds every
+// product package to the same).
 func TestServeWiringDoesNotLinkTheMockSupplier(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/actledger/actledger/app").Output()
@@ -180,9 +183,8 @@ func TestServeWiringDoesNotLinkTheMockSupplier(t *testing.T) {
 		t.Fatalf("go list: %v", err)
 	}
 	deps := strings.Fields(string(out))
-	const mock = "github.com/actledger/actledger/mocksupplier"
 	for _, dep := range deps {
-		if dep == mock || strings.HasPrefix(dep, mock+"/") || strings.HasPrefix(dep, "github.com/actledger/actledger/internal/test") {
+		if pkg, ours := strings.CutPrefix(dep, module); ours && isTestDouble(pkg) {
 			t.Errorf("app links %s", dep)
 		}
 	}

@@ -16,11 +16,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testcluster"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // stuckAfter is the lease sweeper's bound in testpipeline: an operation

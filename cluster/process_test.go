@@ -16,13 +16,13 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testcluster"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // buildActledger builds cmd/actledger into a temporary directory.

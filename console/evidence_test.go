@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // TestUnmatchedEvidenceIsSettledOnlyByItsTenant: evidence that matches no

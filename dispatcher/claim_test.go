@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // Lease and provider timeouts of the claim tests: long enough that the

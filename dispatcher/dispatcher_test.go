@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testoutbox"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"
 )
 

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // An operation whose dispatch message keeps getting lost is re-published

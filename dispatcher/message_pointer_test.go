@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // TestDispatchMessageOnAnotherProvidersSubjectChangesNothing: a dispatch

@@ -8,12 +8,12 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 func TestPostgresOutageMidDispatchLosesNothingAndCausesNoSecondCall(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // The tests in this file drive contract v3's reading of a supplier's

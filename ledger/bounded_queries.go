@@ -6,7 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/actledger/actledger/internal/bigledger"
+	"github.com/actledger/actledger/internal/bounded"
 )
 
 // BoundedQueries are the statements the store runs again and again that
@@ -22,13 +22,13 @@ import (
 // a prune (retention) selects and reads per batch. The test
 // on a large ledger checks their plans and the benchmark's large stage
 // times them (internal/bigledger).
-func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
+func BoundedQueries(f bounded.Fixture) []bounded.Query {
 	tenant := f.Tenant
 	var now *time.Time // the store's default: the database's clock
 	detail := []byte(`{"reason": "replay"}`)
 	// whole is a caller of the whole tenant (no scope): the widest read.
 	whole := WholeTenant(tenant).scope()
-	queries := []bigledger.Query{
+	queries := []bounded.Query{
 		{Name: "lease sweep (operationsLeaseExpired)", SQL: operationsLeaseExpired, Args: []any{now, 500}},
 		{Name: "stuck-dispatch sweep (operationsRedispatch)", SQL: operationsRedispatch, Args: []any{pgx.StrictNamedArgs{
 			"cutoff": time.Now().Add(-5 * time.Minute), "now": now, "base_us": time.Second.Microseconds(),
@@ -71,8 +71,8 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 	// well as the newest.
 	in := WholeTenant(tenant)
 	middle := &OperationsCursor{CreatedAt: f.MiddleAt, ID: f.MiddleID}
-	list := func(name string, filter OperationsFilter, after *OperationsCursor) bigledger.Query {
-		return bigledger.Query{Name: "operations list (operationsPage) " + name, SQL: operationsPage,
+	list := func(name string, filter OperationsFilter, after *OperationsCursor) bounded.Query {
+		return bounded.Query{Name: "operations list (operationsPage) " + name, SQL: operationsPage,
 			Args: []any{operationsPageArgs(in, filter, after, 100)}}
 	}
 	for _, status := range append([]Status{""}, Statuses...) {
@@ -90,7 +90,7 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 	// the tenant's range of the index read 1,358 pages here, 67,500 on ten
 	// million operations).
 	day := f.MiddleAt.Add(-24 * time.Hour)
-	byKey := func(q bigledger.Query) bigledger.Query { q.MaxPages = 50; return q }
+	byKey := func(q bounded.Query) bounded.Query { q.MaxPages = 50; return q }
 	queries = append(queries,
 		byKey(list("key", OperationsFilter{Key: f.SettledKey}, nil)),
 		byKey(list("key, no such", OperationsFilter{Key: "po-none"}, nil)),
@@ -104,8 +104,8 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 		list("provider and held", OperationsFilter{Provider: "other", Status: StatusHeld}, nil),
 		list("everything", OperationsFilter{Status: StatusFailed, Key: f.SettledKey, Action: "order.create", Provider: "mock",
 			ClientKey: "call-1", Since: day, Until: f.MiddleAt}, nil),
-		bigledger.Query{Name: "console overview by state (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, whole}},
-		bigledger.Query{Name: "console overview by state, a scope (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, "supply-eu"}},
+		bounded.Query{Name: "console overview by state (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, whole}},
+		bounded.Query{Name: "console overview by state, a scope (operationCountsOf)", SQL: operationCountsOf, Args: []any{tenant, "supply-eu"}},
 	)
 	// A prune (retention) selects a tenant's old terminal operations a
 	// batch at a time, from the oldest and from where a batch ended,
@@ -118,12 +118,12 @@ func BoundedQueries(f bigledger.Fixture) []bigledger.Query {
 	}
 	rowArgs := pgx.StrictNamedArgs{"after_id": int64(0), "limit": DefaultPruneBatch, "cutoff": cutoff}
 	queries = append(queries,
-		bigledger.Query{Name: "prune: select a batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(time.Time{}, uuid.Nil)}},
-		bigledger.Query{Name: "prune: select the next batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(f.MiddleAt, f.MiddleID)}},
-		bigledger.Query{Name: "prune: read the batch (operationsOfPrune)", SQL: operationsOfPrune, Args: []any{f.Old}},
-		bigledger.Query{Name: "prune: read its histories (eventsOfPrune)", SQL: eventsOfPrune, Args: []any{f.Old}},
-		bigledger.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
-		bigledger.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
+		bounded.Query{Name: "prune: select a batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(time.Time{}, uuid.Nil)}},
+		bounded.Query{Name: "prune: select the next batch (operationsPrunable)", SQL: operationsPrunable, Args: []any{prunable(f.MiddleAt, f.MiddleID)}},
+		bounded.Query{Name: "prune: read the batch (operationsOfPrune)", SQL: operationsOfPrune, Args: []any{f.Old}},
+		bounded.Query{Name: "prune: read its histories (eventsOfPrune)", SQL: eventsOfPrune, Args: []any{f.Old}},
+		bounded.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
+		bounded.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
 	)
 	return queries
 }

@@ -1,6 +1,6 @@
 package metrics
 
-import "github.com/actledger/actledger/internal/bigledger"
+import "github.com/actledger/actledger/internal/bounded"
 
 // BoundedQueries are what a scrape of /metrics reads (the counts by state,
 // the open review items and approval requests) and the fold on its timer:
@@ -8,8 +8,8 @@ import "github.com/actledger/actledger/internal/bigledger"
 // a partial index of open items, never the history. The test on a large
 // ledger checks their plans and the benchmark's large stage times them
 // (internal/bigledger).
-func BoundedQueries() []bigledger.Query {
-	return []bigledger.Query{
+func BoundedQueries() []bounded.Query {
+	return []bounded.Query{
 		{Name: "operations by state (operationsByState)", SQL: operationsByState},
 		{Name: "fold (operationCountsFold)", SQL: operationCountsFold},
 		{Name: "approval requests gauge (approvalRequestsOpen)", SQL: approvalRequestsOpen},

@@ -13,10 +13,10 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/internal/testreceiver"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/webhook"
 )

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // A signed success naming a proposal that was never approved (so never

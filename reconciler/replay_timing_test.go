@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )

@@ -13,9 +13,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )

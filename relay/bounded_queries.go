@@ -3,7 +3,7 @@ package relay
 import (
 	"time"
 
-	"github.com/actledger/actledger/internal/bigledger"
+	"github.com/actledger/actledger/internal/bounded"
 )
 
 // BoundedQueries are the relay's claim of a batch, its look for the next
@@ -11,9 +11,9 @@ import (
 // read the unpublished rows only, never the day of published ones the
 // outbox keeps. The test on a large outbox checks their plans and the
 // benchmark's large stage times them (internal/bigledger).
-func BoundedQueries() []bigledger.Query {
+func BoundedQueries() []bounded.Query {
 	var now *time.Time // the relay's default: the database's clock
-	return []bigledger.Query{
+	return []bounded.Query{
 		{Name: "relay claim (outboxClaim)", SQL: outboxClaim, Args: []any{DefaultBatchSize, now}},
 		{Name: "relay next due (outboxNextDue)", SQL: outboxNextDue, Args: []any{now}},
 		{Name: "relay delete (outboxDeletePublished)", SQL: outboxDeletePublished, Args: []any{[]int64{1, 2, 3}}},

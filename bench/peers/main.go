@@ -41,8 +41,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/resources"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )

@@ -12,6 +12,7 @@ import (
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/bigledger"
+	"github.com/actledger/actledger/internal/bounded"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/relay"
@@ -313,7 +314,7 @@ func readStats(ctx context.Context, pool *pgxpool.Pool) (tableStats, error) {
 
 // largeQueries are every statement that must stay bounded, from the
 // packages that run them, with the large ledger's rows as parameters.
-func largeQueries(ctx context.Context, pool *pgxpool.Pool) ([]bigledger.Query, error) {
+func largeQueries(ctx context.Context, pool *pgxpool.Pool) ([]bounded.Query, error) {
 	f, err := bigledger.Pick(ctx, pool)
 	if err != nil {
 		return nil, err

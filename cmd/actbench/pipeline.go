@@ -15,8 +15,8 @@ import (
 	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/relay"
 )

@@ -57,13 +57,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/startstop"
 	"github.com/actledger/actledger/internal/testcluster"
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/localpg"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/schema"
 )
 

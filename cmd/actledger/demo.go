@@ -23,8 +23,8 @@ import (
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/client"
 	"github.com/actledger/actledger/dispatcher"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/provider"
 )
 

@@ -20,11 +20,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier"
 )
 
 // instance is one `actledger serve` run in-process against the test

@@ -31,7 +31,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/internal/mocksupplier"
 )
 
 // shutdownGrace bounds how long in-flight requests (a delay fault, say) may finish at shutdown.

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actledger/actledger/mocksupplier"
+	"github.com/actledger/actledger/internal/mocksupplier"
 )
 
 func TestParseOptions(t *testing.T) {

@@ -11,8 +11,10 @@
 // for the benchmark's large stage (cmd/actbench). Check runs EXPLAIN
 // ANALYZE of each query on it and says, with the plan, which read a large
 // table unboundedly; the packages that own the queries list them
-// (ledger.BoundedQueries, metrics.BoundedQueries, relay.BoundedQueries),
-// so the test and the benchmark judge and time the same statements.
+// (ledger.BoundedQueries, metrics.BoundedQueries, relay.BoundedQueries,
+// as descriptions of package bounded, which imports nothing of actledger:
+// a product package never links this one), so the test and the benchmark
+// judge and time the same statements.
 //
 // A query it explains never commits: each runs in a transaction rolled
 // back.
@@ -32,6 +34,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/internal/bounded"
 )
 
 // Large are the tables that grow with every operation (or notification)
@@ -55,39 +59,9 @@ const MaxRowsRead = 5_000
 // reading the whole range).
 const MaxPagesRead = 4 * MaxRowsRead
 
-// Fixture names rows of a filled ledger that the queries take as
-// parameters.
-type Fixture struct {
-	// Tenant is the largest tenant (55 % of the operations).
-	Tenant uuid.UUID
-	// Agent and Approver are the tenant's tokens.
-	Agent, Approver uuid.UUID
-	// Approval is a standing approval of the tenant with unsent
-	// operations under it.
-	Approval uuid.UUID
-	// Settled is a succeeded operation of the tenant with five events;
-	// SettledAction and SettledKey are its idempotency key.
-	Settled                   uuid.UUID
-	SettledAction, SettledKey string
-	// Review are up to 50 of the tenant's operations in review, longest
-	// waiting first: a review page; ReviewNextAt and ReviewNextID are
-	// where the next page starts (the last one's updated_at and id).
-	Review       []uuid.UUID
-	ReviewNextAt time.Time
-	ReviewNextID uuid.UUID
-	// MiddleAt and MiddleID are the created_at and id of an operation
-	// deep in the tenant's history: where a page far from the newest
-	// starts.
-	MiddleAt time.Time
-	MiddleID uuid.UUID
-	// Old are the tenant's 500 oldest terminal operations: a batch
-	// retention would archive and delete (ledger's prune queries).
-	Old []uuid.UUID
-}
-
 // Pick reads a filled ledger's fixture.
-func Pick(ctx context.Context, pool *pgxpool.Pool) (Fixture, error) {
-	var f Fixture
+func Pick(ctx context.Context, pool *pgxpool.Pool) (bounded.Fixture, error) {
+	var f bounded.Fixture
 	err := pool.QueryRow(ctx, `SELECT md5('tenant0')::uuid, md5('token0agent')::uuid, md5('token0approver')::uuid`).
 		Scan(&f.Tenant, &f.Agent, &f.Approver)
 	if err == nil {
@@ -130,20 +104,6 @@ func version(s string) string {
 	return hex.EncodeToString(sum[:6])
 }
 
-// Query is a statement to check and its parameters: positional, or one
-// pgx.NamedArgs / pgx.StrictNamedArgs.
-type Query struct {
-	Name string
-	SQL  string
-	Args []any
-	// Settings, when not empty, runs in the query's transaction before it
-	// (SET LOCAL …), as its caller runs it.
-	Settings string
-	// MaxPages, when not 0, bounds the pages the query may touch instead
-	// of MaxPagesRead: a lookup that must cost the same on any ledger.
-	MaxPages int64
-}
-
 // Result is what Check measured of one query.
 type Result struct {
 	Name string
@@ -170,7 +130,7 @@ type Result struct {
 // scan with neither an index condition nor a limit above it, reads more
 // than MaxRowsRead rows of one, or touches more than MaxPagesRead pages.
 // An error is a query that did not run.
-func Check(ctx context.Context, pool *pgxpool.Pool, queries ...Query) ([]Result, error) {
+func Check(ctx context.Context, pool *pgxpool.Pool, queries ...bounded.Query) ([]Result, error) {
 	partial, err := partialIndexes(ctx, pool)
 	if err != nil {
 		return nil, fmt.Errorf("bigledger: list partial indexes: %w", err)
@@ -287,7 +247,7 @@ WHERE i.indpred IS NOT NULL`)
 func isLarge(rel string) bool { return slices.Contains(Large, rel) }
 
 // explain runs q under EXPLAIN ANALYZE in a transaction it rolls back.
-func explain(ctx context.Context, pool *pgxpool.Pool, q Query) (planNode, float64, error) {
+func explain(ctx context.Context, pool *pgxpool.Pool, q bounded.Query) (planNode, float64, error) {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return planNode{}, 0, err
@@ -311,7 +271,7 @@ func explain(ctx context.Context, pool *pgxpool.Pool, q Query) (planNode, float6
 }
 
 // settle runs q's Settings in tx.
-func settle(ctx context.Context, tx pgx.Tx, q Query) error {
+func settle(ctx context.Context, tx pgx.Tx, q bounded.Query) error {
 	if q.Settings == "" {
 		return nil
 	}
@@ -323,7 +283,7 @@ func settle(ctx context.Context, tx pgx.Tx, q Query) error {
 
 // textPlan is q's plan as EXPLAIN ANALYZE prints it, for a failure's
 // message.
-func textPlan(ctx context.Context, pool *pgxpool.Pool, q Query) string {
+func textPlan(ctx context.Context, pool *pgxpool.Pool, q bounded.Query) string {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		return err.Error()

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier/github"
+	"github.com/actledger/actledger/internal/mocksupplier/postmark"
 	"github.com/actledger/actledger/internal/testpipeline"
-	"github.com/actledger/actledger/mocksupplier/github"
-	"github.com/actledger/actledger/mocksupplier/postmark"
 )
 
 const (

@@ -15,9 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier/traffic"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/mocksupplier/traffic"
 )
 
 // settle bounds how long an operation may take to settle through the

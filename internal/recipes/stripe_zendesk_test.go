@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/mocksupplier/stripe"
+	"github.com/actledger/actledger/internal/mocksupplier/zendesk"
 	"github.com/actledger/actledger/internal/testpipeline"
-	"github.com/actledger/actledger/mocksupplier/stripe"
-	"github.com/actledger/actledger/mocksupplier/zendesk"
 )
 
 const (

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/internal/bigledger"
+	"github.com/actledger/actledger/internal/bounded"
 	"github.com/actledger/actledger/internal/testdb"
 )
 
@@ -27,7 +28,7 @@ const statisticsTarget = 10_000
 // Ledger is a filled test database and the rows its queries name.
 type Ledger struct {
 	Pool *pgxpool.Pool
-	bigledger.Fixture
+	bounded.Fixture
 	// FillTime is how long the fill and ANALYZE took.
 	FillTime time.Duration
 }
@@ -71,7 +72,7 @@ func NewWith(t testing.TB, cfg bigledger.FillConfig) *Ledger {
 // RequireBounded checks queries with bigledger.Check, logs every query's
 // access paths and time, and fails t, with the plan, for each that reads
 // a large table unboundedly.
-func (l *Ledger) RequireBounded(t testing.TB, queries ...bigledger.Query) []bigledger.Result {
+func (l *Ledger) RequireBounded(t testing.TB, queries ...bounded.Query) []bigledger.Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
