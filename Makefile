@@ -38,6 +38,10 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 # services.
 	cd bench/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
 
+.PHONY: docs
+docs: ## regenerate the documents generated from the code (docs/states.md, docs/console.md, docs/packages.md)
+	$(GO) test -count=1 -run '^(TestStatesDocMatchesTransitionTable|TestRoutesDocMatchesRouteTable|TestPackagesDocListsEveryPackage)$$' ./ledger ./console ./internal/packagedoc -update
+
 .PHONY: screenshots
 screenshots: ## drive headless chromium through the console and save docs/console-*.png
 	CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestBrowserApproveThenResolveTwo$$' ./console
