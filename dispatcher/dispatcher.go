@@ -32,13 +32,12 @@ const (
 	// call: claims waiting for their shared commit, claimed operations
 	// waiting for a call slot, calls. Without room ahead, every slot
 	// waited out a claim's commit before its call, and at the end-to-end
-	// maximum the messages queued for slots (relay to claim: p50 50-175
-	// ms; with room for 4, 4-5 ms, and the maximum 1,094-1,114 -> 1,268-
-	// 1,536 operations/s; 2 measured the same within noise, see
-	// docs/benchmarks.md). An answer waiting for its shared commit holds
-	// no room: the consumer's MaxAckPending (8 per slot) bounds those.
-	// While it did, 1,000 operations/s on a slower machine queued for
-	// room (relay to claim p90 22-35 ms, p99 66-95 ms).
+	// maximum the messages queued for slots; with room for 4 they no
+	// longer did, and 2 measured the same within noise. An answer waiting
+	// for its shared commit holds no room: the consumer's MaxAckPending
+	// (8 per slot) bounds those. While it did, messages queued for room
+	// on a slower machine. The figures: docs/benchmarks.md, "What changed,
+	// and what each change bought", the rows on dispatcher.ClaimsAhead.
 	//
 	// 2, not more, so that no lease can run out while its operation waits
 	// for a slot: at most one operation per slot waits, slots are handed

@@ -86,9 +86,9 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 	// reads its window and stops). Its overview's counts by state read no
 	// operation at all.
 	// A key is a few descents of one index, whatever the ledger's size:
-	// byKey holds it to the pages of those (a key taken as a filter over
-	// the tenant's range of the index read 1,358 pages here, 67,500 on ten
-	// million operations).
+	// byKey holds it to the pages of those (a key taken as a filter read
+	// the tenant's whole range of the index: docs/benchmarks.md, "The
+	// large stage", "A run after schema 036 and 037").
 	day := f.MiddleAt.Add(-24 * time.Hour)
 	byKey := func(q bounded.Query) bounded.Query { q.MaxPages = 50; return q }
 	queries = append(queries,

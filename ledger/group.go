@@ -17,9 +17,9 @@ const (
 	// groupInFlight is how many shared batches run at once. Two keep
 	// Postgres working while one batch waits for its commit's WAL flush;
 	// more split the pending writes into smaller batches, and every batch
-	// costs its statements whatever its size (measured with make bench:
-	// 4 in flight gave batches of ~5 writes and ~25% more Postgres CPU per
-	// operation than 2).
+	// costs its statements whatever its size (docs/benchmarks.md, "What
+	// changed, and what each change bought": two shared batches in flight
+	// instead of four).
 	groupInFlight = 2
 )
 

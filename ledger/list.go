@@ -28,8 +28,8 @@ const DefaultListWindow = 2000
 // ever used, and each (action, key) is then one lookup of the same index:
 // the actions are an array the index condition takes (action = ANY), as
 // "IN (SELECT …)" was planned as a filter on every entry of the tenant's
-// range of that index (67,506 pages read, 300–700 ms on a ledger of ten
-// million operations, for one row).
+// range of that index, to find one row (docs/benchmarks.md, "The large
+// stage", "A run after schema 036 and 037").
 // What no index answers (action, provider, client key) is a filter on at
 // most @window scanned rows (all of which such a page reads: the window
 // is sorted again before it is filtered); when the window fills before

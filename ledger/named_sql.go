@@ -11,10 +11,10 @@ import (
 // namedSQL is a statement written with @name parameters (as
 // pgx.StrictNamedArgs reads them), rewritten to positional ones once, when
 // the package loads, by pgx's own rewrite. pgx.StrictNamedArgs would parse
-// the statement on every call (some 25–50 µs for operationTransition, on
-// the hot path several times per operation); a call of args costs a map
-// lookup per argument instead, and refuses a missing or extra argument in
-// the same way.
+// the statement on every call, operationTransition's several times per
+// operation on the hot path (docs/benchmarks.md, "Measurements the code's
+// comments point to"); a call of args costs a map lookup per argument
+// instead, and refuses a missing or extra argument in the same way.
 type namedSQL struct {
 	// SQL is the statement with $1…$n placeholders.
 	SQL string

@@ -27,18 +27,17 @@ type Pause struct {
 // the planner then reads the unpublished dispatch messages once into a
 // hash and probes it for each operation (Hash Anti Join). Matched with
 // LIKE 'dispatch.' || o.id || '.%' instead, every operation a sweep or a
-// resume looks at read the whole unpublished backlog again: a
-// stuck-dispatch sweep of 2,000 candidates over a backlog of 1,200 rows
-// compared 1.6 million pairs and took 335 ms (TestQueriesStayBoundedOnALargeLedger),
-// and a backlog grows exactly when the relay cannot publish.
+// resume looks at read the whole unpublished backlog again, candidates
+// times backlog (docs/benchmarks.md, "Measurements the code's comments
+// point to"), and a backlog grows exactly when the relay cannot publish.
 //
 // The pauses are looked up per operation (a subquery the planner keeps as
 // one, not an anti-join): as an anti-join its estimate of what survives
 // was a single row whatever the pauses, so a resume's batch, oldest first
 // under a limit, sorted every unsent operation of the tenant instead of
-// walking operations_unsent_list_idx: 0.48 s for a batch of 500 on ten
-// million operations (60,000 unsent rows read), 30 ms with the lookup
-// (500 read). The pauses are a handful of rows.
+// walking operations_unsent_list_idx and reading the batch's own rows
+// (docs/benchmarks.md, "The large stage", "What the stage showed, and
+// what changed"). The pauses are a handful of rows.
 const waitsForMessage = `NOT EXISTS (
       SELECT 1 FROM outbox b
       WHERE b.published_at IS NULL AND b.msg_id LIKE '` + dispatchMsgIDPrefix + `%.%'

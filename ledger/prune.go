@@ -51,8 +51,8 @@ const (
 	// scalar subquery, which the planner keeps per candidate row (a probe
 	// of an index that leads with the operation's id): as NOT EXISTS it
 	// was planned as an anti-join that hashed every resolved event of the
-	// ledger (a Seq Scan of operation_events, 840,000 rows, 100 ms on the
-	// ledger of TestQueriesStayBoundedOnALargeLedger).
+	// ledger, a Seq Scan of operation_events (docs/benchmarks.md,
+	// "Measurements the code's comments point to").
 	operationsPrunable = `SELECT o.id, o.created_at FROM operations o
 WHERE o.tenant_id = @tenant
   AND o.created_at < @cutoff

@@ -4,7 +4,7 @@ package ledger
 // waits for a person. It is stored in operations.review_reason, shown in the
 // API and the console, and is the last token of the review stream's subject
 // (ACTLEDGER.review.<tenant id>.<reason>), so a reviewer can subscribe to one
-// kind. README.md lists the same set for operators.
+// kind. docs/operators.md lists the same set for operators.
 type ReviewReason string
 
 // The review reasons. The dispatcher gives the first six, the reconciler

@@ -9,22 +9,23 @@ import (
 	"github.com/actledger/actledger/provider"
 )
 
-// TestREADMEListsEveryReviewReason keeps the operators' list of review
-// reasons (README.md, "Review reasons:") true to the one definition.
-func TestREADMEListsEveryReviewReason(t *testing.T) {
+// TestOperatorsDocListsEveryReviewReason keeps the operators' list of
+// review reasons (docs/operators.md, "Review reasons:") true to the one
+// definition.
+func TestOperatorsDocListsEveryReviewReason(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/operators.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, list, ok := strings.Cut(string(readme), "Review reasons:")
+	_, list, ok := strings.Cut(string(doc), "Review reasons:")
 	if !ok {
-		t.Fatal(`README.md has no "Review reasons:" list`)
+		t.Fatal(`docs/operators.md has no "Review reasons:" list`)
 	}
 	list, _, _ = strings.Cut(list, "\n\n")
 	for _, r := range ledger.ReviewReasons {
 		if !strings.Contains(list, "`"+string(r)+"`") {
-			t.Errorf("README.md's review reasons do not list %s", r)
+			t.Errorf("docs/operators.md's review reasons do not list %s", r)
 		}
 	}
 }

@@ -81,10 +81,10 @@ FROM upd o JOIN tenants t ON t.id = o.tenant_id`
 // redispatchPlanning makes the stuck sweep's transaction plan its walks as
 // nested loops over index scans, so each walk stops at its limit. Left to
 // its statistics, the planner sometimes joined every waiting operation
-// with the outbox by a hash or a bitmap scan and sorted them all: on the
-// ten-million ledger, after the end-to-end runs of the large stage, 49,997
-// rows and 452 ms instead of 500 rows and 6.5 ms. The same SET clauses
-// plan the set-based writes (schema/functions/transition_operations.sql).
+// with the outbox by a hash or a bitmap scan and sorted them all
+// (docs/benchmarks.md, "The large stage", "A run after schema 036 and
+// 037"). The same SET clauses plan the set-based writes
+// (schema/functions/transition_operations.sql).
 const redispatchPlanning = `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
 SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off`
 

@@ -249,6 +249,7 @@ func findBinaries() (string, error) {
 
 func versionOf(path string) int {
 	var v int
-	fmt.Sscanf(filepath.Base(filepath.Dir(filepath.Dir(path))), "%d", &v)
+	// A directory that is no version number stays 0 and sorts last.
+	_, _ = fmt.Sscanf(filepath.Base(filepath.Dir(filepath.Dir(path))), "%d", &v)
 	return v
 }

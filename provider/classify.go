@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -71,7 +72,8 @@ func ParseRetryAfter(value string, now time.Time) (d time.Duration, ok bool) {
 		secs, err := strconv.ParseUint(value, 10, 64)
 		if err != nil {
 			// All digits but too large for uint64: still a clear "much later".
-			if ne, isNum := err.(*strconv.NumError); isNum && ne.Err == strconv.ErrRange {
+			var ne *strconv.NumError
+			if errors.As(err, &ne) && errors.Is(ne.Err, strconv.ErrRange) {
 				return MaxRetryAfter, true
 			}
 			return 0, false

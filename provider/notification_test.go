@@ -105,24 +105,24 @@ func TestNotificationsRefusedAtLoadNamingTheField(t *testing.T) {
 	}
 }
 
-// TestReadmeNotificationsExampleLoads: the README's notifications example
-// loads as written, with its secret variable set.
-func TestReadmeNotificationsExampleLoads(t *testing.T) {
+// TestNotificationsDocExampleLoads: the notifications example of
+// docs/notifications.md loads as written, with its secret variable set.
+func TestNotificationsDocExampleLoads(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join("..", "README.md"))
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "notifications.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(doc), "```yaml\nnotifications:\n")
 	example, _, closed := strings.Cut(rest, "```")
 	if !ok || !closed {
-		t.Fatal("README.md holds no ```yaml block starting with notifications:")
+		t.Fatal("docs/notifications.md holds no ```yaml block starting with notifications:")
 	}
 	reg, err := ParseEnv([]byte(providerDoc("acme")+"notifications:\n"+example), notifyEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n, ok := reg.Notification("approvals-relay"); !ok || !slices.Equal(n.Events, NotificationEvents) {
-		t.Errorf("README example: %+v, %v", n, ok)
+		t.Errorf("docs/notifications.md example: %+v, %v", n, ok)
 	}
 }

@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -464,7 +465,7 @@ func TestReadWebhookUsesTheProvidersExpressions(t *testing.T) {
 			}
 		})
 	}
-	if _, err := cfg.ReadWebhook(t.Context(), []byte(`not json`), nil); err != ErrWebhookNotJSON {
+	if _, err := cfg.ReadWebhook(t.Context(), []byte(`not json`), nil); !errors.Is(err, ErrWebhookNotJSON) {
 		t.Errorf("non-JSON body: err = %v, want ErrWebhookNotJSON", err)
 	}
 }

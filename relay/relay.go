@@ -151,10 +151,11 @@ FOR UPDATE SKIP LOCKED`
 	// outboxDeletePublished removes the rows JetStream acknowledged, in
 	// the transaction whose claim still locks them: a published row is
 	// gone, not marked. Setting published_at instead made every row a
-	// second version (a non-HOT update, with a new primary-key entry:
-	// about 420 bytes of WAL) and a dead tuple, deleted again later; the
-	// delete is one 54-byte record. The message itself is in the stream,
-	// under the row's msg_id.
+	// second version (a non-HOT update, with a new primary-key entry) and
+	// a dead tuple, deleted again later; the delete is one small WAL
+	// record (docs/benchmarks.md, "What changed, and what each change
+	// bought": the relay deletes a published row). The message itself is
+	// in the stream, under the row's msg_id.
 	outboxDeletePublished = `DELETE FROM outbox WHERE id = ANY ($1)`
 
 	outboxNextDue = `SELECT min(deliver_after) FROM outbox

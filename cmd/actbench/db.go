@@ -83,7 +83,8 @@ func (db *database) connect(ctx context.Context) (*pgx.Conn, error) {
 	// As on the pool (schema.ConfigurePool, whose hook a copied ConnConfig
 	// does not carry): the ledger watcher sends the ids of every pending
 	// operation each poll, and without the uuid codec each id went through
-	// text and back, 3 % of this process's CPU in an end-to-end profile.
+	// text and back (docs/benchmarks.md, "What changed, and what each
+	// change bought": the benchmark's ledger watcher).
 	schema.RegisterTypes(conn.TypeMap())
 	return conn, nil
 }

@@ -5,7 +5,7 @@
 // ledger, the outbox relay, the dispatcher and the mock supplier) on the
 // same servers and prints one table: every figure as the median of the
 // repetitions with min and max, its ratio to the limit it depends on, and
-// the targets of issue 5 with PASS or MISS.
+// its target with PASS or MISS (docs/benchmarks.md, "Reading the table").
 //
 // Each stage gets a fresh database migrated with schema.Migrate and streams
 // under a unique prefix, removed when it ends, so nothing is left behind on

@@ -75,10 +75,10 @@ func TestServeListensOnTheAPIAddressAndNothingElse(t *testing.T) {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
-		case <-exited:
+		case <-exited: //nolint:errcheck // the status of a process stopped by a signal says nothing
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
-			<-exited
+			<-exited //nolint:errcheck // as above
 		}
 	})
 	waitReady(t, in.base, exited)

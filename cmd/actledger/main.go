@@ -50,7 +50,7 @@ Usage:
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX, RETENTION_OLDER_THAN, RETENTION_ARCHIVE,
 RETENTION_INTERVAL, CONSOLE_URL, NOTIFY_TIMEOUT, NOTIFY_RETRY_FOR,
-NOTIFY_CONCURRENCY (see README.md); ops commands use
+NOTIFY_CONCURRENCY (see docs/configuration.md); ops commands use
 ACTLEDGER_URL (default http://$LISTEN_ADDR) and ACTLEDGER_TOKEN (operator);
 approvals commands the same with an approver token, mcp with an agent
 token. ops, approvals and mcp accept help, -h and --help without a token.

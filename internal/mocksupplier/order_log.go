@@ -83,7 +83,7 @@ func readRecords(r io.Reader) ([]logRecord, error) {
 	br := bufio.NewReader(r)
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			if len(line) > 0 {
 				// Every append ends in a newline before its fsync returns, so this is a write
 				// cut short; its order never counted as committed, but dropping it is a decision
