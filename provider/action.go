@@ -18,6 +18,7 @@ import (
 	"cel.dev/cel-go/common/types"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/actledger/actledger/internal/celexpr"
 	"github.com/actledger/actledger/internal/display"
 )
 
@@ -163,7 +164,7 @@ func (a *Action) AutoApprove(ctx context.Context, params []byte, tenant string) 
 		return false, fmt.Errorf("auto_approve of %s: params: %w", a.Name, err)
 	}
 	out, _, err := a.policy.ContextEval(ctx, map[string]any{
-		"params": celValue(values), "tenant": tenant, "action": a.Name,
+		"params": celexpr.FromJSON(values), "tenant": tenant, "action": a.Name,
 	})
 	if err != nil {
 		return false, fmt.Errorf("auto_approve of %s: %w", a.Name, err)
@@ -232,14 +233,14 @@ func (a *Action) compile(env *cel.Env) []*FieldError {
 		if a.Approval.PolicyVersion == "" {
 			bad("approval.policy_version", errors.New("is required with auto_approve: every approval by the policy records it"))
 		}
-		ast, iss := env.Compile(a.Approval.AutoApprove)
+		ast, err := celexpr.Compile(env, a.Approval.AutoApprove)
 		switch {
-		case iss.Err() != nil:
-			bad("approval.auto_approve", fmt.Errorf("does not compile: %w", iss.Err()))
+		case err != nil:
+			bad("approval.auto_approve", err)
 		case !ast.OutputType().IsExactType(cel.BoolType):
 			bad("approval.auto_approve", fmt.Errorf("must be a bool expression, is %s", ast.OutputType()))
 		default:
-			prg, err := env.Program(ast, cel.CostLimit(PolicyCostLimit), cel.InterruptCheckFrequency(100))
+			prg, err := celexpr.Program(env, ast, PolicyCostLimit)
 			if err != nil {
 				bad("approval.auto_approve", err)
 			} else {
@@ -345,14 +346,14 @@ type businessKey struct {
 // on every request of the action.
 func compileBusinessKey(src string) (*businessKey, error) {
 	env := envs().key
-	ast, iss := env.Compile(src)
-	if iss.Err() != nil {
-		return nil, fmt.Errorf("does not compile: %w", iss.Err())
+	ast, err := celexpr.Compile(env, src)
+	if err != nil {
+		return nil, err
 	}
-	if out := ast.OutputType(); out.Kind() != types.StringKind && out.Kind() != types.DynKind && out.Kind() != types.AnyKind {
+	if out := ast.OutputType(); !celexpr.Fits(out, types.StringKind) {
 		return nil, fmt.Errorf("must be a string expression, is %s (string(...) turns a number into one)", out)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(PolicyCostLimit), cel.InterruptCheckFrequency(100))
+	prg, err := celexpr.Program(env, ast, PolicyCostLimit)
 	if err != nil {
 		return nil, err
 	}
