@@ -25,16 +25,12 @@ import (
 // error, handled as that expression's failure.
 const ExprCostLimit = 100_000
 
-// The CEL environments of the providers file, one per kind of expression:
-// what each may read is fixed here, in one place for the action contracts
-// and the suppliers, and every expression is compiled and type-checked
-// against its environment when the file loads.
+// The CEL environments of a supplier's expressions, one per kind: what
+// each may read is fixed here, in one place for every supplier, and every
+// expression is compiled and type-checked against its environment when the
+// file loads. (An action's auto_approve and business key have theirs in
+// package action.)
 type exprEnvs struct {
-	// policy: an action's auto_approve, over params, tenant and action.
-	policy *cel.Env
-	// key: an action's business key, over params and the tenant, nothing
-	// that changes between two requests of one intention.
-	key *cel.Env
 	// body: create.body, over the operation's params and its key.
 	body *cel.Env
 	// answer: create.reference, lookup.matches and outcomes[].when, over a
@@ -49,10 +45,7 @@ type exprEnvs struct {
 var envs = sync.OnceValue(func() exprEnvs {
 	headers := cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType))
 	params := cel.Variable("params", cel.MapType(cel.StringType, cel.DynType))
-	tenant := cel.Variable("tenant", cel.StringType)
 	return exprEnvs{
-		policy: celexpr.NewEnv(params, tenant, cel.Variable("action", cel.StringType)),
-		key:    celexpr.NewEnv(params, tenant),
 		body: celexpr.NewEnv(
 			params,
 			cel.Variable("reference", cel.StringType),

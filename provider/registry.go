@@ -12,6 +12,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/webhook"
 )
 
@@ -20,7 +21,7 @@ import (
 type Registry struct {
 	providers     map[string]*Config
 	actions       map[string]*Config
-	contracts     map[string]*Action
+	contracts     map[string]*action.Contract
 	notifications map[string]*Notification
 }
 
@@ -67,110 +68,105 @@ func ParseEnv(data []byte, getenv func(string) string) (*Registry, error) {
 	f, convErrs := doc.file()
 	f.Getenv = getenv
 	reg, valErrs := newRegistry(f)
-	// A value that could not be converted was left zero; validation would report the same field
-	// again (e.g. "is required"), so keep only the first, more precise report.
+	if errs := firstReports(convErrs, valErrs); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return reg, nil
+}
+
+// firstReports is every conversion problem, then every validation problem
+// of a field conversion did not already report: a value that could not be
+// converted was left zero, and validation would report the same field
+// again (e.g. "is required"), so only the first, more precise report is
+// kept.
+func firstReports(convErrs, valErrs []error) []error {
 	reported := make(map[[3]string]bool, len(convErrs))
 	errs := make([]error, 0, len(convErrs)+len(valErrs))
 	for _, e := range convErrs {
-		reported[[3]string{e.Provider + e.Notification, e.Action, e.Field}] = true
+		reported[place(e)] = true
 		errs = append(errs, e)
 	}
 	for _, e := range valErrs {
-		if !reported[[3]string{e.Provider + e.Notification, e.Action, e.Field}] {
+		if !reported[place(e)] {
 			errs = append(errs, e)
 		}
 	}
+	return errs
+}
+
+// place is where in the file a problem is: its section, its entry's name
+// and its field.
+func place(err error) [3]string {
+	var fe *FieldError
+	var ae *action.FieldError
+	switch {
+	case errors.As(err, &ae):
+		return [3]string{"actions", ae.Action, ae.Field}
+	case errors.As(err, &fe) && fe.Notification != "":
+		return [3]string{"notifications", fe.Notification, fe.Field}
+	case errors.As(err, &fe):
+		return [3]string{"providers", fe.Provider, fe.Field}
+	}
+	return [3]string{}
+}
+
+// NewRegistry validates f, fills defaults and returns the registry. Every problem is reported,
+// a *FieldError or, for a problem in an action, an *action.FieldError, all joined with
+// errors.Join. The registry keeps its own copies; later changes to f do not affect it.
+func NewRegistry(f File) (*Registry, error) {
+	reg, errs := newRegistry(f)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return reg, nil
 }
 
-// NewRegistry validates f, fills defaults and returns the registry. Every problem is reported
-// as a *FieldError, all joined with errors.Join. The registry keeps its own copies; later changes
-// to f do not affect it.
-func NewRegistry(f File) (*Registry, error) {
-	reg, fieldErrs := newRegistry(f)
-	if len(fieldErrs) > 0 {
-		errs := make([]error, len(fieldErrs))
-		for i, e := range fieldErrs {
-			errs[i] = e
-		}
-		return nil, errors.Join(errs...)
-	}
-	return reg, nil
-}
-
-func newRegistry(f File) (*Registry, []*FieldError) {
+// newRegistry validates and compiles each section of f: the providers, then the actions (each
+// bound to its provider's config), then the notification receivers.
+func newRegistry(f File) (*Registry, []error) {
 	reg := &Registry{
 		providers: make(map[string]*Config, len(f.Providers)),
 		actions:   make(map[string]*Config, len(f.Actions)),
-		contracts: make(map[string]*Action, len(f.Actions)),
 	}
-	var errs []*FieldError
+	var errs []error
 	getenv := f.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	env := envs().policy
 	for _, name := range slices.Sorted(maps.Keys(f.Providers)) {
 		cfg := f.Providers[name]
 		cfg.Name = name
 		cfg = cfg.withDefaults()
-		errs = append(errs, cfg.validate()...)
-		errs = append(errs, cfg.compile(getenv)...)
+		errs = appendProblems(errs, cfg.validate())
+		errs = appendProblems(errs, cfg.compile(getenv))
 		reg.providers[name] = &cfg
 	}
-	// tools maps each MCP tool name (the action with "." → "_", as
-	// mcp.ToolName makes it) to its action: one tool per action.
-	tools := make(map[string]string, len(f.Actions))
-	for _, name := range slices.Sorted(maps.Keys(f.Actions)) {
-		action := f.Actions[name]
-		bad := func(field string, err error) {
-			errs = append(errs, &FieldError{Action: name, Field: field, Err: err})
-		}
-		if err := checkActionName(name); err != nil {
-			bad("name", err)
-		}
-		tool := strings.ReplaceAll(name, ".", "_")
-		if other, ok := tools[tool]; ok {
-			bad("name", fmt.Errorf("makes the MCP tool name %s, as action %s does: rename one", tool, other))
-		}
-		tools[tool] = name
-		switch cfg, ok := reg.providers[action.Provider]; {
-		case action.Provider == "":
-			bad("provider", errors.New("is required"))
-		case !ok:
-			bad("provider", fmt.Errorf("%q is not defined under providers", action.Provider))
-		default:
+	var actionErrs []*action.FieldError
+	reg.contracts, actionErrs = action.Compile(f.Actions, func(name string) bool {
+		_, ok := reg.providers[name]
+		return ok
+	})
+	errs = appendProblems(errs, actionErrs)
+	for name, contract := range reg.contracts {
+		if cfg, ok := reg.providers[contract.Provider]; ok {
 			reg.actions[name] = cfg
 		}
-		contract := action.withDefaults()
-		contract.Name = name
-		errs = append(errs, contract.compile(env)...)
-		reg.contracts[name] = &contract
 	}
 	var notifyErrs []*FieldError
 	reg.notifications, notifyErrs = notifications(f.Notifications, getenv)
-	errs = append(errs, notifyErrs...)
+	errs = appendProblems(errs, notifyErrs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return reg, nil
 }
 
-// checkActionName keeps action names usable in logs, query strings and NATS subjects (where "*"
-// and ">" are wildcards).
-func checkActionName(name string) error {
-	if name == "" {
-		return errors.New("must not be empty")
+// appendProblems appends each of problems to errs.
+func appendProblems[E error](errs []error, problems []E) []error {
+	for _, p := range problems {
+		errs = append(errs, p)
 	}
-	for _, r := range name {
-		if r <= ' ' || r == 0x7f || r == '*' || r == '>' {
-			return fmt.Errorf("%q must not contain spaces, control characters, '*' or '>'", name)
-		}
-	}
-	return nil
+	return errs
 }
 
 // ForAction returns the config of the provider that executes action. ok is false for an action
@@ -180,11 +176,10 @@ func (r *Registry) ForAction(action string) (cfg *Config, ok bool) {
 	return cfg, ok
 }
 
-// Action returns the contract of action (its schema, description and
-// approval policy); ok is false for an action the configuration does not
-// know.
-func (r *Registry) Action(action string) (contract *Action, ok bool) {
-	contract, ok = r.contracts[action]
+// Action returns the contract of the action named name (its schema, description, approval
+// policy and business key); ok is false for an action the configuration does not know.
+func (r *Registry) Action(name string) (contract *action.Contract, ok bool) {
+	contract, ok = r.contracts[name]
 	return contract, ok
 }
 
@@ -213,23 +208,8 @@ func (r *Registry) Providers() []*Config {
 // zero (an error: "max_attempts: 0" or "timeout: 0s" is never what anyone means).
 type fileYAML struct {
 	Providers     map[string]providerYAML     `yaml:"providers"`
-	Actions       map[string]actionYAML       `yaml:"actions"`
+	Actions       action.Section              `yaml:"actions"`
 	Notifications map[string]notificationYAML `yaml:"notifications"`
-}
-
-type actionYAML struct {
-	Provider     string        `yaml:"provider"`
-	Description  string        `yaml:"description"`
-	ParamsSchema any           `yaml:"params_schema"`
-	Approval     *approvalYAML `yaml:"approval"`
-	Key          *string       `yaml:"key"`
-}
-
-type approvalYAML struct {
-	RequestTTL    *string `yaml:"request_ttl"`
-	ApprovalTTL   *string `yaml:"approval_ttl"`
-	AutoApprove   string  `yaml:"auto_approve"`
-	PolicyVersion string  `yaml:"policy_version"`
 }
 
 type providerYAML struct {
@@ -323,16 +303,16 @@ type reviewYAML struct {
 }
 
 // file converts the decoded document, collecting errors for values that cannot be converted.
-func (doc fileYAML) file() (File, []*FieldError) {
+func (doc fileYAML) file() (File, []error) {
 	f := File{
 		Providers:     make(map[string]Config, len(doc.Providers)),
-		Actions:       make(map[string]Action, len(doc.Actions)),
 		Notifications: make(map[string]Notification, len(doc.Notifications)),
 	}
 	for name, n := range doc.Notifications {
 		f.Notifications[name] = Notification{Name: name, URL: n.URL, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
 	}
 	var errs []*FieldError
+	var actionErrs []*action.FieldError
 	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {
 		p := doc.Providers[name]
 		bad := func(field string, err error) {
@@ -431,38 +411,6 @@ func (doc fileYAML) file() (File, []*FieldError) {
 		}
 		f.Providers[name] = cfg
 	}
-	for _, name := range slices.Sorted(maps.Keys(doc.Actions)) {
-		a := doc.Actions[name]
-		action := Action{Provider: strings.TrimSpace(a.Provider), Description: strings.TrimSpace(a.Description), ParamsSchema: a.ParamsSchema}
-		if a.Key != nil {
-			// A key left empty would fall back to callers' keys silently.
-			if action.Key = strings.TrimSpace(*a.Key); action.Key == "" {
-				errs = append(errs, &FieldError{Action: name, Field: "key", Err: errors.New("must not be empty (leave it out to key operations by the caller's key)")})
-			}
-		}
-		if a.Approval != nil {
-			duration := func(field string, s *string) Duration {
-				if s == nil {
-					return Duration{}
-				}
-				d, err := ParseDuration(*s)
-				if err == nil && d.Duration <= 0 {
-					err = errors.New("must be positive (leave it out for the default)")
-				}
-				if err != nil {
-					errs = append(errs, &FieldError{Action: name, Field: field, Err: err})
-					return Duration{}
-				}
-				return d
-			}
-			action.Approval = ApprovalPolicy{
-				RequestTTL:    duration("approval.request_ttl", a.Approval.RequestTTL),
-				ApprovalTTL:   duration("approval.approval_ttl", a.Approval.ApprovalTTL),
-				AutoApprove:   strings.TrimSpace(a.Approval.AutoApprove),
-				PolicyVersion: strings.TrimSpace(a.Approval.PolicyVersion),
-			}
-		}
-		f.Actions[name] = action
-	}
-	return f, errs
+	f.Actions, actionErrs = doc.Actions.Contracts()
+	return f, appendProblems(appendProblems(nil, errs), actionErrs)
 }
