@@ -8,12 +8,10 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/actledger/actledger/action"
-	"github.com/actledger/actledger/webhook"
 )
 
 // Registry is the validated providers configuration: the lookup from an action to the provider
@@ -203,214 +201,19 @@ func (r *Registry) Providers() []*Config {
 	return out
 }
 
-// The *YAML types mirror the file layout. Durations are read as strings and counts as pointers so
-// that conversion can name the field of a bad value and tell "left out" (default) from an explicit
-// zero (an error: "max_attempts: 0" or "timeout: 0s" is never what anyone means).
+// fileYAML is the providers file as it is written, one field per section; each section is
+// converted by the package that owns it.
 type fileYAML struct {
 	Providers     map[string]providerYAML     `yaml:"providers"`
 	Actions       action.Section              `yaml:"actions"`
 	Notifications map[string]notificationYAML `yaml:"notifications"`
 }
 
-type providerYAML struct {
-	BaseURL          string            `yaml:"base_url"`
-	Account          string            `yaml:"account"`
-	Environment      string            `yaml:"environment"`
-	Timeout          *string           `yaml:"timeout"`
-	Auth             *authYAML         `yaml:"auth"`
-	Headers          map[string]string `yaml:"headers"`
-	Create           endpointYAML      `yaml:"create"`
-	ReferenceParam   string            `yaml:"reference_param"`
-	ReferenceField   string            `yaml:"reference_field"`
-	Idempotency      *idempotencyYAML  `yaml:"idempotency"`
-	Lookup           *lookupYAML       `yaml:"lookup"`
-	Outcomes         []outcomeYAML     `yaml:"outcomes"`
-	Webhook          *webhookYAML      `yaml:"webhook"`
-	Evidence         *evidenceYAML     `yaml:"evidence"`
-	WebhookSecretEnv string            `yaml:"webhook_secret_env"`
-	Tenant           string            `yaml:"tenant"`
-	Retry            retryYAML         `yaml:"retry"`
-	Review           reviewYAML        `yaml:"review"`
-	Breaker          breakerYAML       `yaml:"breaker"`
-}
-
-type endpointYAML struct {
-	Method    string `yaml:"method"`
-	Path      string `yaml:"path"`
-	Encoding  string `yaml:"encoding"`
-	Body      string `yaml:"body"`
-	Reference string `yaml:"reference"`
-}
-
-type authYAML struct {
-	BearerEnv string `yaml:"bearer_env"`
-	Basic     *struct {
-		UsernameEnv string `yaml:"username_env"`
-		PasswordEnv string `yaml:"password_env"`
-	} `yaml:"basic"`
-	Header *struct {
-		Name     string `yaml:"name"`
-		ValueEnv string `yaml:"value_env"`
-	} `yaml:"header"`
-}
-
-type evidenceYAML struct {
-	Keep []string `yaml:"keep"`
-}
-
-type outcomeYAML struct {
-	When    string `yaml:"when"`
-	Outcome string `yaml:"outcome"`
-	Reason  string `yaml:"reason"`
-}
-
-type webhookYAML struct {
-	SecretEnv         string `yaml:"secret_env"`
-	Signature         string `yaml:"signature"`
-	EventID           string `yaml:"event_id"`
-	Reference         string `yaml:"reference"`
-	Outcome           string `yaml:"outcome"`
-	ProviderReference string `yaml:"provider_reference"`
-}
-
-type idempotencyYAML struct {
-	Header    string  `yaml:"header"`
-	Retention *string `yaml:"retention"`
-}
-
-type lookupYAML struct {
-	Path          string  `yaml:"path"`
-	Matches       string  `yaml:"matches"`
-	Reference     string  `yaml:"reference"`
-	VisibilityLag *string `yaml:"visibility_lag"`
-}
-
-type retryYAML struct {
-	MaxAttempts *int    `yaml:"max_attempts"`
-	Initial     *string `yaml:"initial"`
-	Max         *string `yaml:"max"`
-	MaxElapsed  *string `yaml:"max_elapsed"`
-}
-
-type breakerYAML struct {
-	Failures *int    `yaml:"failures"`
-	Cooldown *string `yaml:"cooldown"`
-}
-
-type reviewYAML struct {
-	Owner    string  `yaml:"owner"`
-	Deadline *string `yaml:"deadline"`
-}
-
-// file converts the decoded document, collecting errors for values that cannot be converted.
+// file converts the decoded document section by section, collecting errors for values that
+// cannot be converted.
 func (doc fileYAML) file() (File, []error) {
-	f := File{
-		Providers:     make(map[string]Config, len(doc.Providers)),
-		Notifications: make(map[string]Notification, len(doc.Notifications)),
-	}
-	for name, n := range doc.Notifications {
-		f.Notifications[name] = Notification{Name: name, URL: n.URL, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
-	}
-	var errs []*FieldError
-	var actionErrs []*action.FieldError
-	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {
-		p := doc.Providers[name]
-		bad := func(field string, err error) {
-			errs = append(errs, &FieldError{Provider: name, Field: field, Err: err})
-		}
-		// duration converts an optional duration; positive demands > 0 when given explicitly.
-		// A bad value is reported here and left zero.
-		duration := func(field string, s *string, positive bool) Duration {
-			if s == nil {
-				return Duration{}
-			}
-			d, err := ParseDuration(*s)
-			switch {
-			case err != nil:
-				bad(field, err)
-			case d.Duration < 0:
-				bad(field, fmt.Errorf("must not be negative, got %s", d))
-			case d.Duration == 0 && positive:
-				bad(field, errors.New("must be positive (leave it out for the default)"))
-			default:
-				return d
-			}
-			return Duration{}
-		}
-		cfg := Config{
-			Name:        name,
-			BaseURL:     p.BaseURL,
-			Account:     p.Account,
-			Environment: p.Environment,
-			Timeout:     duration("timeout", p.Timeout, true),
-			Headers:     p.Headers,
-			Create: Endpoint{Method: p.Create.Method, Path: p.Create.Path, Encoding: Encoding(strings.TrimSpace(p.Create.Encoding)),
-				Body: strings.TrimSpace(p.Create.Body), Reference: strings.TrimSpace(p.Create.Reference)},
-			ReferenceParam:   strings.TrimSpace(p.ReferenceParam),
-			ReferenceField:   strings.TrimSpace(p.ReferenceField),
-			WebhookSecretEnv: p.WebhookSecretEnv,
-			Tenant:           strings.TrimSpace(p.Tenant),
-			Retry: RetryPolicy{
-				Initial:    duration("retry.initial", p.Retry.Initial, true),
-				Max:        duration("retry.max", p.Retry.Max, true),
-				MaxElapsed: duration("retry.max_elapsed", p.Retry.MaxElapsed, true),
-			},
-			Review: ReviewPolicy{
-				Owner:    strings.TrimSpace(p.Review.Owner),
-				Deadline: duration("review.deadline", p.Review.Deadline, true),
-			},
-		}
-		cfg.Breaker.Cooldown = duration("breaker.cooldown", p.Breaker.Cooldown, true)
-		if p.Breaker.Failures != nil {
-			if *p.Breaker.Failures < 1 {
-				bad("breaker.failures", fmt.Errorf("must be at least 1, got %d", *p.Breaker.Failures))
-			}
-			cfg.Breaker.Failures = *p.Breaker.Failures
-		}
-		if p.Retry.MaxAttempts != nil {
-			if *p.Retry.MaxAttempts < 1 {
-				bad("retry.max_attempts", fmt.Errorf("must be at least 1, got %d", *p.Retry.MaxAttempts))
-			}
-			cfg.Retry.MaxAttempts = *p.Retry.MaxAttempts
-		}
-		if p.Idempotency != nil {
-			cfg.Idempotency = &Idempotency{
-				Header:    strings.TrimSpace(p.Idempotency.Header),
-				Retention: duration("idempotency.retention", p.Idempotency.Retention, true),
-			}
-		}
-		if p.Auth != nil {
-			cfg.Auth = &Auth{BearerEnv: strings.TrimSpace(p.Auth.BearerEnv)}
-			if b := p.Auth.Basic; b != nil {
-				cfg.Auth.Basic = &BasicAuth{UsernameEnv: strings.TrimSpace(b.UsernameEnv), PasswordEnv: strings.TrimSpace(b.PasswordEnv)}
-			}
-			if h := p.Auth.Header; h != nil {
-				cfg.Auth.Header = &HeaderAuth{Name: strings.TrimSpace(h.Name), ValueEnv: strings.TrimSpace(h.ValueEnv)}
-			}
-		}
-		if p.Evidence != nil {
-			cfg.Evidence.Keep = p.Evidence.Keep
-		}
-		for _, o := range p.Outcomes {
-			cfg.Outcomes = append(cfg.Outcomes, OutcomeRule{When: strings.TrimSpace(o.When), Outcome: Outcome(strings.TrimSpace(o.Outcome)), Reason: strings.TrimSpace(o.Reason)})
-		}
-		if w := p.Webhook; w != nil {
-			cfg.Webhook = &Webhook{
-				SecretEnv: strings.TrimSpace(w.SecretEnv), Signature: webhook.Scheme(strings.TrimSpace(w.Signature)),
-				EventID: strings.TrimSpace(w.EventID), Reference: strings.TrimSpace(w.Reference),
-				Outcome: strings.TrimSpace(w.Outcome), ProviderReference: strings.TrimSpace(w.ProviderReference),
-			}
-		}
-		if p.Lookup != nil {
-			cfg.Lookup = &Lookup{
-				Path:          p.Lookup.Path,
-				Matches:       strings.TrimSpace(p.Lookup.Matches),
-				Reference:     strings.TrimSpace(p.Lookup.Reference),
-				VisibilityLag: duration("lookup.visibility_lag", p.Lookup.VisibilityLag, false),
-			}
-		}
-		f.Providers[name] = cfg
-	}
-	f.Actions, actionErrs = doc.Actions.Contracts()
-	return f, appendProblems(appendProblems(nil, errs), actionErrs)
+	providers, providerErrs := providersSection(doc.Providers)
+	actions, actionErrs := doc.Actions.Contracts()
+	f := File{Providers: providers, Actions: actions, Notifications: notificationsSection(doc.Notifications)}
+	return f, appendProblems(appendProblems(nil, providerErrs), actionErrs)
 }
