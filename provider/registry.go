@@ -122,41 +122,45 @@ func NewRegistry(f File) (*Registry, error) {
 // newRegistry validates and compiles each section of f: the providers, then the actions (each
 // bound to its provider's config), then the notification receivers.
 func newRegistry(f File) (*Registry, []error) {
-	reg := &Registry{
-		providers: make(map[string]*Config, len(f.Providers)),
-		actions:   make(map[string]*Config, len(f.Actions)),
-	}
-	var errs []error
 	getenv := f.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	for _, name := range slices.Sorted(maps.Keys(f.Providers)) {
-		cfg := f.Providers[name]
-		cfg.Name = name
-		cfg = cfg.withDefaults()
-		errs = appendProblems(errs, cfg.validate())
-		errs = appendProblems(errs, cfg.compile(getenv))
-		reg.providers[name] = &cfg
-	}
-	var actionErrs []*action.FieldError
-	reg.contracts, actionErrs = action.Compile(f.Actions, func(name string) bool {
-		_, ok := reg.providers[name]
+	reg := &Registry{actions: make(map[string]*Config, len(f.Actions))}
+	providers, providerErrs := compileProviders(f.Providers, getenv)
+	contracts, actionErrs := action.Compile(f.Actions, func(name string) bool {
+		_, ok := providers[name]
 		return ok
 	})
+	receivers, receiverErrs := notifications(f.Notifications, getenv)
+	var errs []error
+	errs = appendProblems(errs, providerErrs)
 	errs = appendProblems(errs, actionErrs)
-	for name, contract := range reg.contracts {
-		if cfg, ok := reg.providers[contract.Provider]; ok {
-			reg.actions[name] = cfg
-		}
-	}
-	var notifyErrs []*FieldError
-	reg.notifications, notifyErrs = notifications(f.Notifications, getenv)
-	errs = appendProblems(errs, notifyErrs)
+	errs = appendProblems(errs, receiverErrs)
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	for name, contract := range contracts {
+		reg.actions[name] = providers[contract.Provider]
+	}
+	reg.providers, reg.contracts, reg.notifications = providers, contracts, receivers
 	return reg, nil
+}
+
+// compileProviders validates each provider, fills its defaults, compiles its expressions and
+// reads its credential and webhook secret through getenv.
+func compileProviders(doc map[string]Config, getenv func(string) string) (map[string]*Config, []*FieldError) {
+	out := make(map[string]*Config, len(doc))
+	var errs []*FieldError
+	for _, name := range slices.Sorted(maps.Keys(doc)) {
+		cfg := doc[name]
+		cfg.Name = name
+		cfg = cfg.withDefaults()
+		errs = append(errs, cfg.validate()...)
+		errs = append(errs, cfg.compile(getenv)...)
+		out[name] = &cfg
+	}
+	return out, errs
 }
 
 // appendProblems appends each of problems to errs.
@@ -215,5 +219,8 @@ func (doc fileYAML) file() (File, []error) {
 	providers, providerErrs := providersSection(doc.Providers)
 	actions, actionErrs := doc.Actions.Contracts()
 	f := File{Providers: providers, Actions: actions, Notifications: notificationsSection(doc.Notifications)}
-	return f, appendProblems(appendProblems(nil, providerErrs), actionErrs)
+	var errs []error
+	errs = appendProblems(errs, providerErrs)
+	errs = appendProblems(errs, actionErrs)
+	return f, errs
 }
