@@ -10,24 +10,25 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/metrics"
-	"github.com/actledger/actledger/provider"
 )
 
-// contract returns action's contract, or a contract with the defaults (any
-// params, every proposal waits for a person) for an action the registry no
-// longer names: a proposal made before the providers file dropped it is
-// still listed, and decided with the default TTLs.
-func (s *Server) contract(action string) *provider.Action {
-	if c, ok := s.cfg.Registry.Action(action); ok {
+// contract returns the contract of the action named name, or a contract
+// with the defaults (any params, every proposal waits for a person) for an
+// action the registry no longer names: a proposal made before the
+// providers file dropped it is still listed, and decided with the default
+// TTLs.
+func (s *Server) contract(name string) *action.Contract {
+	if c, ok := s.cfg.Registry.Action(name); ok {
 		return c
 	}
-	return &provider.Action{Name: action, Approval: provider.ApprovalPolicy{
-		RequestTTL:    provider.Duration{Duration: provider.DefaultRequestTTL},
-		ApprovalTTL:   provider.Duration{Duration: provider.DefaultApprovalTTL},
-		PolicyVersion: provider.DefaultPolicyVersion,
+	return &action.Contract{Name: name, Approval: action.ApprovalPolicy{
+		RequestTTL:    action.DefaultRequestTTL,
+		ApprovalTTL:   action.DefaultApprovalTTL,
+		PolicyVersion: action.DefaultPolicyVersion,
 	}}
 }
 
@@ -48,7 +49,7 @@ func (s *Server) decided(outcome metrics.ApprovalOutcome) {
 // key is the proposal's key (the caller's, or the action's business key)
 // and clientKey the caller's when the key is the business key.
 func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.Principal, req createOperationRequest, providerName string,
-	contract *provider.Action, key, clientKey string) {
+	contract *action.Contract, key, clientKey string) {
 	ctx := r.Context()
 	var auto *ledger.Decision
 	if contract.HasPolicy() {
@@ -61,7 +62,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 			target := s.targets[providerName]
 			auto = &ledger.Decision{
 				Approver: contract.PolicyApprover(), PolicyVersion: contract.Approval.PolicyVersion,
-				TTL: contract.Approval.ApprovalTTL.Duration, Target: &target,
+				TTL: contract.Approval.ApprovalTTL, Target: &target,
 			}
 		}
 	}
@@ -72,7 +73,7 @@ func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.P
 	op, replayed, err := s.cfg.Ledger.Propose(ctx, ledger.ProposeRequest{
 		TenantID: p.TenantID, TokenID: p.TokenID, Scope: p.Scope, Actor: p.Actor(), Action: req.Action, Key: key, ClientKey: clientKey,
 		Provider: providerName, Params: req.Params, Reason: reason,
-		RequestTTL: contract.Approval.RequestTTL.Duration, AutoApproval: auto,
+		RequestTTL: contract.Approval.RequestTTL, AutoApproval: auto,
 	})
 	if err != nil {
 		if errors.Is(err, ledger.ErrKeyConflict) || errors.Is(err, ledger.ErrKeyInUseElsewhere) {
@@ -255,7 +256,7 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 		}
 		d := ledger.Decision{
 			ApproverTokenID: p.TokenID, Approver: p.Actor(), Fingerprint: req.ParamsFingerprint,
-			PolicyVersion: contract.Approval.PolicyVersion, TTL: contract.Approval.ApprovalTTL.Duration, Note: note,
+			PolicyVersion: contract.Approval.PolicyVersion, TTL: contract.Approval.ApprovalTTL, Note: note,
 		}
 		if ok {
 			d.Target = &target
@@ -264,7 +265,7 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 			d.PolicyVersion = *req.PolicyVersion
 		}
 		if d.PolicyVersion == "" {
-			d.PolicyVersion = provider.DefaultPolicyVersion
+			d.PolicyVersion = action.DefaultPolicyVersion
 		}
 		if req.TTLSeconds != nil {
 			d.TTL = time.Duration(*req.TTLSeconds) * time.Second

@@ -7,9 +7,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
 
@@ -73,7 +73,7 @@ func toAPIError(err error) *Error {
 	var apiErr *Error
 	var approvalErr *ledger.ApprovalError
 	var maxBytes *http.MaxBytesError
-	var paramsErr *provider.ParamsError
+	var paramsErr *action.ParamsError
 	var conflict *ledger.KeyConflictError
 	switch {
 	case errors.As(err, &paramsErr):

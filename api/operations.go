@@ -8,16 +8,16 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/view"
 )
 
 // maxKeyLength bounds a caller's key, in characters (as the OpenAPI
 // document's maxLength counts): the same bound as a business key's, since
 // either becomes the operation's key.
-const maxKeyLength = provider.MaxKeyLength
+const maxKeyLength = action.MaxKeyLength
 
 type createOperationRequest struct {
 	Action     string          `json:"action"`

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/actledger/actledger/action"
 )
 
 // Defaults for fields left out of the providers config. Zero values in a File mean these.
@@ -68,8 +70,8 @@ type File struct {
 	// Providers by name (yaml "providers").
 	Providers map[string]Config
 	// Actions by name (yaml "actions"), each naming its provider and its
-	// contract (see Action).
-	Actions map[string]Action
+	// contract.
+	Actions map[string]action.Contract
 	// Notifications are the receivers of signed notifications by name
 	// (yaml "notifications"); their secrets are read through Getenv.
 	Notifications map[string]Notification
@@ -508,16 +510,15 @@ func (c *Config) validate() []*FieldError {
 }
 
 // FieldError is one problem in a providers config, naming where it is so that an operator can fix
-// the file without guessing. Parse and NewRegistry return these joined with errors.Join.
+// the file without guessing. Parse and NewRegistry return these joined with errors.Join, beside
+// an *action.FieldError for each problem in an action.
 type FieldError struct {
-	// Provider is the provider's name, or "" for a problem in an action.
+	// Provider is the provider's name, for a problem in one.
 	Provider string
-	// Action is the action's name, or "" for a problem in a provider.
-	Action string
 	// Notification is the receiver's name under notifications, for a
 	// problem in one.
 	Notification string
-	// Field is the YAML key path inside the provider or action, e.g. "retry.initial".
+	// Field is the YAML key path inside the provider or receiver, e.g. "retry.initial".
 	Field string
 	// Err says what is wrong.
 	Err error
@@ -527,9 +528,6 @@ type FieldError struct {
 func (e *FieldError) Error() string {
 	if e.Notification != "" {
 		return fmt.Sprintf("notification %q: %s: %v", e.Notification, e.Field, e.Err)
-	}
-	if e.Action != "" {
-		return fmt.Sprintf("action %q: %s: %v", e.Action, e.Field, e.Err)
 	}
 	return fmt.Sprintf("provider %q: %s: %v", e.Provider, e.Field, e.Err)
 }

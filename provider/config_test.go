@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/actledger/actledger/action"
 )
 
 // productExample is the providers config of the product contract, with the
@@ -333,7 +335,7 @@ func TestNewRegistryKeepsItsOwnCopy(t *testing.T) {
 			Create:      Endpoint{Path: "/o"},
 			Idempotency: &Idempotency{Header: "Idempotency-Key", Retention: d(time.Hour)},
 		}},
-		Actions: map[string]Action{"a": {Provider: "acme"}},
+		Actions: map[string]action.Contract{"a": {Provider: "acme"}},
 	}
 	reg, err := NewRegistry(f)
 	if err != nil {

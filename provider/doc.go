@@ -1,7 +1,13 @@
-// Package provider holds the contracts actledger has with the suppliers that carry out side
-// effects: the providers configuration file (which supplier serves which action, how to reach it,
-// its idempotency and lookup promises, its retry and review policy) and the HTTP client that calls
-// a supplier and classifies its answer.
+// Package provider is the adapter to the suppliers that carry out side effects: what actledger
+// knows of each (how to reach it and authenticate, how its create request is built and its
+// answers read, its idempotency and lookup promises, its webhooks, its retry, breaker and review
+// policy) and the HTTP client that calls a supplier and classifies its answer.
+//
+// It also loads the providers file into a [Registry]. Each section of the file is converted by
+// the package that owns it: providers: here, actions: by package action (what an action is: its
+// contract, which never talks to a supplier), notifications: here; the registry binds each action
+// to the config of the provider that executes it. Code that needs only a contract (its params
+// schema, approval policy or business key) uses package action's types.
 //
 // The classification is the heart of the package. Every answer, or absence of one, lands in
 // exactly one [Class]:

@@ -2,10 +2,11 @@ package provider
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/actledger/actledger/internal/duration"
 )
 
 // Duration is a time.Duration written in configuration as a Go duration string ("100ms", "2s",
@@ -18,12 +19,8 @@ type Duration struct {
 // ParseDuration parses a Go duration string into a Duration with an error that says what is
 // accepted.
 func ParseDuration(s string) (Duration, error) {
-	s = strings.TrimSpace(s)
-	d, err := time.ParseDuration(s)
-	if err != nil {
-		return Duration{}, fmt.Errorf("invalid duration %q (want e.g. \"100ms\", \"2s\", \"24h\"): %w", s, err)
-	}
-	return Duration{d}, nil
+	d, err := duration.Parse(s)
+	return Duration{d}, err
 }
 
 // UnmarshalText makes Duration decodable from JSON strings and any text-based format.

@@ -1,7 +1,6 @@
 package provider_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -43,32 +42,4 @@ func ExampleClassify() {
 	// 409 unknown
 	// 429 not_executed
 	// 500 unknown
-}
-
-// An action's contract checks params against its JSON Schema and lets its
-// CEL policy approve small requests; anything else waits for a person.
-func ExampleAction_AutoApprove() {
-	reg, err := provider.Parse([]byte(`
-providers:
-  acme: {base_url: "https://api.acme.example", create: {path: /v1/orders}}
-actions:
-  supplier.create_order:
-    provider: acme
-    params_schema: {type: object, required: [sku, qty], properties: {qty: {type: integer, minimum: 1}}}
-    approval: {auto_approve: "params.qty <= 10", policy_version: "2026-11"}
-`))
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	action, _ := reg.Action("supplier.create_order")
-	fmt.Println(action.CheckParams([]byte(`{"sku":"A-1","qty":0}`)))
-	for _, params := range []string{`{"sku":"A-1","qty":3}`, `{"sku":"A-1","qty":30}`} {
-		approved, err := action.AutoApprove(context.Background(), []byte(params), "acme-corp")
-		fmt.Println(params, approved, err, action.PolicyApprover())
-	}
-	// Output:
-	// params/qty: minimum: got 0, want 1
-	// {"sku":"A-1","qty":3} true <nil> policy:2026-11
-	// {"sku":"A-1","qty":30} false <nil> policy:2026-11
 }

@@ -1,9 +1,7 @@
 package provider
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -16,8 +14,8 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
-	"cel.dev/cel-go/common/types/traits"
-	"cel.dev/cel-go/ext"
+
+	"github.com/actledger/actledger/internal/celexpr"
 )
 
 // ExprCostLimit bounds the work of one evaluation of a providers-file
@@ -27,16 +25,12 @@ import (
 // error, handled as that expression's failure.
 const ExprCostLimit = 100_000
 
-// The CEL environments of the providers file, one per kind of expression:
-// what each may read is fixed here, in one place for the action contracts
-// and the suppliers, and every expression is compiled and type-checked
-// against its environment when the file loads.
+// The CEL environments of a supplier's expressions, one per kind: what
+// each may read is fixed here, in one place for every supplier, and every
+// expression is compiled and type-checked against its environment when the
+// file loads. (An action's auto_approve and business key have theirs in
+// package action.)
 type exprEnvs struct {
-	// policy: an action's auto_approve, over params, tenant and action.
-	policy *cel.Env
-	// key: an action's business key, over params and the tenant, nothing
-	// that changes between two requests of one intention.
-	key *cel.Env
 	// body: create.body, over the operation's params and its key.
 	body *cel.Env
 	// answer: create.reference, lookup.matches and outcomes[].when, over a
@@ -49,32 +43,18 @@ type exprEnvs struct {
 }
 
 var envs = sync.OnceValue(func() exprEnvs {
-	mustEnv := func(opts ...cel.EnvOption) *cel.Env {
-		// JSON has one number type: 10 and 10.0 must compare equal. The
-		// strings extension (indexOf, substring, split, trim, lowerAscii,
-		// …) reads references out of text a supplier echoes.
-		env, err := cel.NewEnv(append(opts, cel.CrossTypeNumericComparisons(true), ext.Strings())...)
-		if err != nil {
-			// The environments are fixed in code: failing to build one is a bug.
-			panic(fmt.Sprintf("provider: CEL environment: %v", err))
-		}
-		return env
-	}
 	headers := cel.Variable("headers", cel.MapType(cel.StringType, cel.StringType))
 	params := cel.Variable("params", cel.MapType(cel.StringType, cel.DynType))
-	tenant := cel.Variable("tenant", cel.StringType)
 	return exprEnvs{
-		policy: mustEnv(params, tenant, cel.Variable("action", cel.StringType)),
-		key:    mustEnv(params, tenant),
-		body: mustEnv(
+		body: celexpr.NewEnv(
 			params,
 			cel.Variable("reference", cel.StringType),
 			cel.Variable("account", cel.StringType),
 			cel.Variable("environment", cel.StringType),
 		),
-		answer:  mustEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers),
-		match:   mustEnv(cel.Variable("match", cel.DynType)),
-		webhook: mustEnv(cel.Variable("body", cel.DynType), headers),
+		answer:  celexpr.NewEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers),
+		match:   celexpr.NewEnv(cel.Variable("match", cel.DynType)),
+		webhook: celexpr.NewEnv(cel.Variable("body", cel.DynType), headers),
 	}
 })
 
@@ -102,19 +82,14 @@ type expr struct {
 // kinds (or dyn). The error says what is wrong in words for the file's
 // author.
 func compileExpr(env *cel.Env, src string, what string, kinds []types.Kind) (*expr, error) {
-	ast, iss := env.Compile(src)
-	if iss.Err() != nil {
-		return nil, fmt.Errorf("does not compile: %w", iss.Err())
+	ast, err := celexpr.Compile(env, src)
+	if err != nil {
+		return nil, err
 	}
-	out := ast.OutputType()
-	ok := out.Kind() == types.DynKind || out.Kind() == types.AnyKind
-	for _, k := range kinds {
-		ok = ok || out.Kind() == k
-	}
-	if !ok {
+	if out := ast.OutputType(); !celexpr.Fits(out, kinds...) {
 		return nil, fmt.Errorf("must be %s, is %s", what, out)
 	}
-	prg, err := env.Program(ast, cel.CostLimit(ExprCostLimit), cel.InterruptCheckFrequency(100))
+	prg, err := celexpr.Program(env, ast, ExprCostLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +118,7 @@ func (e *expr) evalNative(ctx context.Context, vars map[string]any) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	return native(out)
+	return celexpr.Native(out)
 }
 
 // evalBool runs a condition. Anything but a bool is an error.
@@ -208,94 +183,6 @@ func textID(s string) (string, error) {
 
 // maxIDLength bounds a supplier's id as the API bounds references.
 const maxIDLength = 1024
-
-// native converts a CEL value into plain Go values, keeping integers
-// integers (a JSON round trip through float64 would round large ones).
-func native(v ref.Val) (any, error) {
-	switch v := v.(type) {
-	case types.Null:
-		return nil, nil
-	case types.Bool:
-		return bool(v), nil
-	case types.Int:
-		return int64(v), nil
-	case types.Uint:
-		return uint64(v), nil
-	case types.Double:
-		return float64(v), nil
-	case types.String:
-		return string(v), nil
-	case traits.Mapper:
-		out := map[string]any{}
-		it := v.Iterator()
-		for it.HasNext() == types.True {
-			k := it.Next()
-			key, ok := k.(types.String)
-			if !ok {
-				return nil, fmt.Errorf("map key %v is not a string", k)
-			}
-			val, err := native(v.Get(k))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", key, err)
-			}
-			out[string(key)] = val
-		}
-		return out, nil
-	case traits.Lister:
-		n, _ := v.Size().(types.Int)
-		out := make([]any, 0, int(n))
-		for i := types.Int(0); i < n; i++ {
-			val, err := native(v.Get(i))
-			if err != nil {
-				return nil, fmt.Errorf("[%d]: %w", i, err)
-			}
-			out = append(out, val)
-		}
-		return out, nil
-	case *types.Err:
-		return nil, v
-	}
-	return nil, fmt.Errorf("a %s cannot be sent as JSON", v.Type().TypeName())
-}
-
-// jsonValue parses raw as JSON into the values CEL reads (numbers as int64
-// where they are integers, float64 otherwise); ok is false when raw is not
-// one JSON value.
-func jsonValue(raw []byte) (v any, ok bool) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, false
-	}
-	if _, err := dec.Token(); err == nil {
-		return nil, false
-	}
-	return celValue(v), true
-}
-
-// celValue turns json.Numbers into int64 where they are integers and
-// float64 otherwise, so "params.qty <= 10" compares integers as written.
-func celValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		for k, e := range v {
-			v[k] = celValue(e)
-		}
-		return v
-	case []any:
-		for i, e := range v {
-			v[i] = celValue(e)
-		}
-		return v
-	case json.Number:
-		if n, err := v.Int64(); err == nil {
-			return n
-		}
-		f, _ := v.Float64()
-		return f
-	}
-	return v
-}
 
 // headerValues is an answer's or a webhook's headers as expressions read
 // them: lower-case names, repeated fields joined with ", " (RFC 9110 §5.3).

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/actledger/actledger/internal/celexpr"
 	"github.com/actledger/actledger/tracing"
 )
 
@@ -209,7 +210,7 @@ func (p *HTTP) create(ctx context.Context, req CreateRequest) Result {
 	// classification reads the status alone.
 	var response any
 	if readErr == nil && (len(cfg.compiled.outcomes) > 0 || cfg.compiled.reference != nil) {
-		response, _ = jsonValue(raw)
+		response, _ = celexpr.ParseJSON(raw)
 	}
 	res.Class, res.RetryAfter, res.Error, res.Review, res.Reason = cfg.classify(ctx, resp.StatusCode, resp.Header, response, p.now())
 	if res.Class == ClassSucceeded {
@@ -322,7 +323,7 @@ func (p *HTTP) lookup(ctx context.Context, externalKey string) LookupResult {
 // lookupMatches reads the references of the supplier's records for key
 // from a 200 lookup answer.
 func (c *Config) lookupMatches(ctx context.Context, resp *http.Response, raw []byte, key string) ([]string, error) {
-	response, ok := jsonValue(raw)
+	response, ok := celexpr.ParseJSON(raw)
 	if !ok {
 		return nil, errors.New("the body is not valid JSON")
 	}

@@ -61,6 +61,16 @@ type notificationYAML struct {
 	Events    []string `yaml:"events"`
 }
 
+// notificationsSection converts the notifications: section, by receiver name: nothing there can
+// fail to convert, and notifications validates it.
+func notificationsSection(doc map[string]notificationYAML) map[string]Notification {
+	out := make(map[string]Notification, len(doc))
+	for name, n := range doc {
+		out[name] = Notification{Name: name, URL: n.URL, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
+	}
+	return out
+}
+
 // notifications converts and validates the file's notifications, reading
 // each secret through getenv. Every problem names the receiver and the
 // field (and the variable, never its value).

@@ -8,11 +8,10 @@ import (
 	"maps"
 	"os"
 	"slices"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/actledger/actledger/webhook"
+	"github.com/actledger/actledger/action"
 )
 
 // Registry is the validated providers configuration: the lookup from an action to the provider
@@ -20,7 +19,7 @@ import (
 type Registry struct {
 	providers     map[string]*Config
 	actions       map[string]*Config
-	contracts     map[string]*Action
+	contracts     map[string]*action.Contract
 	notifications map[string]*Notification
 }
 
@@ -67,110 +66,109 @@ func ParseEnv(data []byte, getenv func(string) string) (*Registry, error) {
 	f, convErrs := doc.file()
 	f.Getenv = getenv
 	reg, valErrs := newRegistry(f)
-	// A value that could not be converted was left zero; validation would report the same field
-	// again (e.g. "is required"), so keep only the first, more precise report.
+	if errs := firstReports(convErrs, valErrs); len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return reg, nil
+}
+
+// firstReports is every conversion problem, then every validation problem
+// of a field conversion did not already report: a value that could not be
+// converted was left zero, and validation would report the same field
+// again (e.g. "is required"), so only the first, more precise report is
+// kept.
+func firstReports(convErrs, valErrs []error) []error {
 	reported := make(map[[3]string]bool, len(convErrs))
 	errs := make([]error, 0, len(convErrs)+len(valErrs))
 	for _, e := range convErrs {
-		reported[[3]string{e.Provider + e.Notification, e.Action, e.Field}] = true
+		reported[place(e)] = true
 		errs = append(errs, e)
 	}
 	for _, e := range valErrs {
-		if !reported[[3]string{e.Provider + e.Notification, e.Action, e.Field}] {
+		if !reported[place(e)] {
 			errs = append(errs, e)
 		}
 	}
+	return errs
+}
+
+// place is where in the file a problem is: its section, its entry's name
+// and its field.
+func place(err error) [3]string {
+	var fe *FieldError
+	var ae *action.FieldError
+	switch {
+	case errors.As(err, &ae):
+		return [3]string{"actions", ae.Action, ae.Field}
+	case errors.As(err, &fe) && fe.Notification != "":
+		return [3]string{"notifications", fe.Notification, fe.Field}
+	case errors.As(err, &fe):
+		return [3]string{"providers", fe.Provider, fe.Field}
+	}
+	return [3]string{}
+}
+
+// NewRegistry validates f, fills defaults and returns the registry. Every problem is reported,
+// a *FieldError or, for a problem in an action, an *action.FieldError, all joined with
+// errors.Join. The registry keeps its own copies; later changes to f do not affect it.
+func NewRegistry(f File) (*Registry, error) {
+	reg, errs := newRegistry(f)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return reg, nil
 }
 
-// NewRegistry validates f, fills defaults and returns the registry. Every problem is reported
-// as a *FieldError, all joined with errors.Join. The registry keeps its own copies; later changes
-// to f do not affect it.
-func NewRegistry(f File) (*Registry, error) {
-	reg, fieldErrs := newRegistry(f)
-	if len(fieldErrs) > 0 {
-		errs := make([]error, len(fieldErrs))
-		for i, e := range fieldErrs {
-			errs[i] = e
-		}
-		return nil, errors.Join(errs...)
-	}
-	return reg, nil
-}
-
-func newRegistry(f File) (*Registry, []*FieldError) {
-	reg := &Registry{
-		providers: make(map[string]*Config, len(f.Providers)),
-		actions:   make(map[string]*Config, len(f.Actions)),
-		contracts: make(map[string]*Action, len(f.Actions)),
-	}
-	var errs []*FieldError
+// newRegistry validates and compiles each section of f: the providers, then the actions (each
+// bound to its provider's config), then the notification receivers.
+func newRegistry(f File) (*Registry, []error) {
 	getenv := f.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	env := envs().policy
-	for _, name := range slices.Sorted(maps.Keys(f.Providers)) {
-		cfg := f.Providers[name]
+	reg := &Registry{actions: make(map[string]*Config, len(f.Actions))}
+	providers, providerErrs := compileProviders(f.Providers, getenv)
+	contracts, actionErrs := action.Compile(f.Actions, func(name string) bool {
+		_, ok := providers[name]
+		return ok
+	})
+	receivers, receiverErrs := notifications(f.Notifications, getenv)
+	var errs []error
+	errs = appendProblems(errs, providerErrs)
+	errs = appendProblems(errs, actionErrs)
+	errs = appendProblems(errs, receiverErrs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	for name, contract := range contracts {
+		reg.actions[name] = providers[contract.Provider]
+	}
+	reg.providers, reg.contracts, reg.notifications = providers, contracts, receivers
+	return reg, nil
+}
+
+// compileProviders validates each provider, fills its defaults, compiles its expressions and
+// reads its credential and webhook secret through getenv.
+func compileProviders(doc map[string]Config, getenv func(string) string) (map[string]*Config, []*FieldError) {
+	out := make(map[string]*Config, len(doc))
+	var errs []*FieldError
+	for _, name := range slices.Sorted(maps.Keys(doc)) {
+		cfg := doc[name]
 		cfg.Name = name
 		cfg = cfg.withDefaults()
 		errs = append(errs, cfg.validate()...)
 		errs = append(errs, cfg.compile(getenv)...)
-		reg.providers[name] = &cfg
+		out[name] = &cfg
 	}
-	// tools maps each MCP tool name (the action with "." → "_", as
-	// mcp.ToolName makes it) to its action: one tool per action.
-	tools := make(map[string]string, len(f.Actions))
-	for _, name := range slices.Sorted(maps.Keys(f.Actions)) {
-		action := f.Actions[name]
-		bad := func(field string, err error) {
-			errs = append(errs, &FieldError{Action: name, Field: field, Err: err})
-		}
-		if err := checkActionName(name); err != nil {
-			bad("name", err)
-		}
-		tool := strings.ReplaceAll(name, ".", "_")
-		if other, ok := tools[tool]; ok {
-			bad("name", fmt.Errorf("makes the MCP tool name %s, as action %s does: rename one", tool, other))
-		}
-		tools[tool] = name
-		switch cfg, ok := reg.providers[action.Provider]; {
-		case action.Provider == "":
-			bad("provider", errors.New("is required"))
-		case !ok:
-			bad("provider", fmt.Errorf("%q is not defined under providers", action.Provider))
-		default:
-			reg.actions[name] = cfg
-		}
-		contract := action.withDefaults()
-		contract.Name = name
-		errs = append(errs, contract.compile(env)...)
-		reg.contracts[name] = &contract
-	}
-	var notifyErrs []*FieldError
-	reg.notifications, notifyErrs = notifications(f.Notifications, getenv)
-	errs = append(errs, notifyErrs...)
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return reg, nil
+	return out, errs
 }
 
-// checkActionName keeps action names usable in logs, query strings and NATS subjects (where "*"
-// and ">" are wildcards).
-func checkActionName(name string) error {
-	if name == "" {
-		return errors.New("must not be empty")
+// appendProblems appends each of problems to errs.
+func appendProblems[E error](errs []error, problems []E) []error {
+	for _, p := range problems {
+		errs = append(errs, p)
 	}
-	for _, r := range name {
-		if r <= ' ' || r == 0x7f || r == '*' || r == '>' {
-			return fmt.Errorf("%q must not contain spaces, control characters, '*' or '>'", name)
-		}
-	}
-	return nil
+	return errs
 }
 
 // ForAction returns the config of the provider that executes action. ok is false for an action
@@ -180,11 +178,10 @@ func (r *Registry) ForAction(action string) (cfg *Config, ok bool) {
 	return cfg, ok
 }
 
-// Action returns the contract of action (its schema, description and
-// approval policy); ok is false for an action the configuration does not
-// know.
-func (r *Registry) Action(action string) (contract *Action, ok bool) {
-	contract, ok = r.contracts[action]
+// Action returns the contract of the action named name (its schema, description, approval
+// policy and business key); ok is false for an action the configuration does not know.
+func (r *Registry) Action(name string) (contract *action.Contract, ok bool) {
+	contract, ok = r.contracts[name]
 	return contract, ok
 }
 
@@ -208,261 +205,22 @@ func (r *Registry) Providers() []*Config {
 	return out
 }
 
-// The *YAML types mirror the file layout. Durations are read as strings and counts as pointers so
-// that conversion can name the field of a bad value and tell "left out" (default) from an explicit
-// zero (an error: "max_attempts: 0" or "timeout: 0s" is never what anyone means).
+// fileYAML is the providers file as it is written, one field per section; each section is
+// converted by the package that owns it.
 type fileYAML struct {
 	Providers     map[string]providerYAML     `yaml:"providers"`
-	Actions       map[string]actionYAML       `yaml:"actions"`
+	Actions       action.Section              `yaml:"actions"`
 	Notifications map[string]notificationYAML `yaml:"notifications"`
 }
 
-type actionYAML struct {
-	Provider     string        `yaml:"provider"`
-	Description  string        `yaml:"description"`
-	ParamsSchema any           `yaml:"params_schema"`
-	Approval     *approvalYAML `yaml:"approval"`
-	Key          *string       `yaml:"key"`
-}
-
-type approvalYAML struct {
-	RequestTTL    *string `yaml:"request_ttl"`
-	ApprovalTTL   *string `yaml:"approval_ttl"`
-	AutoApprove   string  `yaml:"auto_approve"`
-	PolicyVersion string  `yaml:"policy_version"`
-}
-
-type providerYAML struct {
-	BaseURL          string            `yaml:"base_url"`
-	Account          string            `yaml:"account"`
-	Environment      string            `yaml:"environment"`
-	Timeout          *string           `yaml:"timeout"`
-	Auth             *authYAML         `yaml:"auth"`
-	Headers          map[string]string `yaml:"headers"`
-	Create           endpointYAML      `yaml:"create"`
-	ReferenceParam   string            `yaml:"reference_param"`
-	ReferenceField   string            `yaml:"reference_field"`
-	Idempotency      *idempotencyYAML  `yaml:"idempotency"`
-	Lookup           *lookupYAML       `yaml:"lookup"`
-	Outcomes         []outcomeYAML     `yaml:"outcomes"`
-	Webhook          *webhookYAML      `yaml:"webhook"`
-	Evidence         *evidenceYAML     `yaml:"evidence"`
-	WebhookSecretEnv string            `yaml:"webhook_secret_env"`
-	Tenant           string            `yaml:"tenant"`
-	Retry            retryYAML         `yaml:"retry"`
-	Review           reviewYAML        `yaml:"review"`
-	Breaker          breakerYAML       `yaml:"breaker"`
-}
-
-type endpointYAML struct {
-	Method    string `yaml:"method"`
-	Path      string `yaml:"path"`
-	Encoding  string `yaml:"encoding"`
-	Body      string `yaml:"body"`
-	Reference string `yaml:"reference"`
-}
-
-type authYAML struct {
-	BearerEnv string `yaml:"bearer_env"`
-	Basic     *struct {
-		UsernameEnv string `yaml:"username_env"`
-		PasswordEnv string `yaml:"password_env"`
-	} `yaml:"basic"`
-	Header *struct {
-		Name     string `yaml:"name"`
-		ValueEnv string `yaml:"value_env"`
-	} `yaml:"header"`
-}
-
-type evidenceYAML struct {
-	Keep []string `yaml:"keep"`
-}
-
-type outcomeYAML struct {
-	When    string `yaml:"when"`
-	Outcome string `yaml:"outcome"`
-	Reason  string `yaml:"reason"`
-}
-
-type webhookYAML struct {
-	SecretEnv         string `yaml:"secret_env"`
-	Signature         string `yaml:"signature"`
-	EventID           string `yaml:"event_id"`
-	Reference         string `yaml:"reference"`
-	Outcome           string `yaml:"outcome"`
-	ProviderReference string `yaml:"provider_reference"`
-}
-
-type idempotencyYAML struct {
-	Header    string  `yaml:"header"`
-	Retention *string `yaml:"retention"`
-}
-
-type lookupYAML struct {
-	Path          string  `yaml:"path"`
-	Matches       string  `yaml:"matches"`
-	Reference     string  `yaml:"reference"`
-	VisibilityLag *string `yaml:"visibility_lag"`
-}
-
-type retryYAML struct {
-	MaxAttempts *int    `yaml:"max_attempts"`
-	Initial     *string `yaml:"initial"`
-	Max         *string `yaml:"max"`
-	MaxElapsed  *string `yaml:"max_elapsed"`
-}
-
-type breakerYAML struct {
-	Failures *int    `yaml:"failures"`
-	Cooldown *string `yaml:"cooldown"`
-}
-
-type reviewYAML struct {
-	Owner    string  `yaml:"owner"`
-	Deadline *string `yaml:"deadline"`
-}
-
-// file converts the decoded document, collecting errors for values that cannot be converted.
-func (doc fileYAML) file() (File, []*FieldError) {
-	f := File{
-		Providers:     make(map[string]Config, len(doc.Providers)),
-		Actions:       make(map[string]Action, len(doc.Actions)),
-		Notifications: make(map[string]Notification, len(doc.Notifications)),
-	}
-	for name, n := range doc.Notifications {
-		f.Notifications[name] = Notification{Name: name, URL: n.URL, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
-	}
-	var errs []*FieldError
-	for _, name := range slices.Sorted(maps.Keys(doc.Providers)) {
-		p := doc.Providers[name]
-		bad := func(field string, err error) {
-			errs = append(errs, &FieldError{Provider: name, Field: field, Err: err})
-		}
-		// duration converts an optional duration; positive demands > 0 when given explicitly.
-		// A bad value is reported here and left zero.
-		duration := func(field string, s *string, positive bool) Duration {
-			if s == nil {
-				return Duration{}
-			}
-			d, err := ParseDuration(*s)
-			switch {
-			case err != nil:
-				bad(field, err)
-			case d.Duration < 0:
-				bad(field, fmt.Errorf("must not be negative, got %s", d))
-			case d.Duration == 0 && positive:
-				bad(field, errors.New("must be positive (leave it out for the default)"))
-			default:
-				return d
-			}
-			return Duration{}
-		}
-		cfg := Config{
-			Name:        name,
-			BaseURL:     p.BaseURL,
-			Account:     p.Account,
-			Environment: p.Environment,
-			Timeout:     duration("timeout", p.Timeout, true),
-			Headers:     p.Headers,
-			Create: Endpoint{Method: p.Create.Method, Path: p.Create.Path, Encoding: Encoding(strings.TrimSpace(p.Create.Encoding)),
-				Body: strings.TrimSpace(p.Create.Body), Reference: strings.TrimSpace(p.Create.Reference)},
-			ReferenceParam:   strings.TrimSpace(p.ReferenceParam),
-			ReferenceField:   strings.TrimSpace(p.ReferenceField),
-			WebhookSecretEnv: p.WebhookSecretEnv,
-			Tenant:           strings.TrimSpace(p.Tenant),
-			Retry: RetryPolicy{
-				Initial:    duration("retry.initial", p.Retry.Initial, true),
-				Max:        duration("retry.max", p.Retry.Max, true),
-				MaxElapsed: duration("retry.max_elapsed", p.Retry.MaxElapsed, true),
-			},
-			Review: ReviewPolicy{
-				Owner:    strings.TrimSpace(p.Review.Owner),
-				Deadline: duration("review.deadline", p.Review.Deadline, true),
-			},
-		}
-		cfg.Breaker.Cooldown = duration("breaker.cooldown", p.Breaker.Cooldown, true)
-		if p.Breaker.Failures != nil {
-			if *p.Breaker.Failures < 1 {
-				bad("breaker.failures", fmt.Errorf("must be at least 1, got %d", *p.Breaker.Failures))
-			}
-			cfg.Breaker.Failures = *p.Breaker.Failures
-		}
-		if p.Retry.MaxAttempts != nil {
-			if *p.Retry.MaxAttempts < 1 {
-				bad("retry.max_attempts", fmt.Errorf("must be at least 1, got %d", *p.Retry.MaxAttempts))
-			}
-			cfg.Retry.MaxAttempts = *p.Retry.MaxAttempts
-		}
-		if p.Idempotency != nil {
-			cfg.Idempotency = &Idempotency{
-				Header:    strings.TrimSpace(p.Idempotency.Header),
-				Retention: duration("idempotency.retention", p.Idempotency.Retention, true),
-			}
-		}
-		if p.Auth != nil {
-			cfg.Auth = &Auth{BearerEnv: strings.TrimSpace(p.Auth.BearerEnv)}
-			if b := p.Auth.Basic; b != nil {
-				cfg.Auth.Basic = &BasicAuth{UsernameEnv: strings.TrimSpace(b.UsernameEnv), PasswordEnv: strings.TrimSpace(b.PasswordEnv)}
-			}
-			if h := p.Auth.Header; h != nil {
-				cfg.Auth.Header = &HeaderAuth{Name: strings.TrimSpace(h.Name), ValueEnv: strings.TrimSpace(h.ValueEnv)}
-			}
-		}
-		if p.Evidence != nil {
-			cfg.Evidence.Keep = p.Evidence.Keep
-		}
-		for _, o := range p.Outcomes {
-			cfg.Outcomes = append(cfg.Outcomes, OutcomeRule{When: strings.TrimSpace(o.When), Outcome: Outcome(strings.TrimSpace(o.Outcome)), Reason: strings.TrimSpace(o.Reason)})
-		}
-		if w := p.Webhook; w != nil {
-			cfg.Webhook = &Webhook{
-				SecretEnv: strings.TrimSpace(w.SecretEnv), Signature: webhook.Scheme(strings.TrimSpace(w.Signature)),
-				EventID: strings.TrimSpace(w.EventID), Reference: strings.TrimSpace(w.Reference),
-				Outcome: strings.TrimSpace(w.Outcome), ProviderReference: strings.TrimSpace(w.ProviderReference),
-			}
-		}
-		if p.Lookup != nil {
-			cfg.Lookup = &Lookup{
-				Path:          p.Lookup.Path,
-				Matches:       strings.TrimSpace(p.Lookup.Matches),
-				Reference:     strings.TrimSpace(p.Lookup.Reference),
-				VisibilityLag: duration("lookup.visibility_lag", p.Lookup.VisibilityLag, false),
-			}
-		}
-		f.Providers[name] = cfg
-	}
-	for _, name := range slices.Sorted(maps.Keys(doc.Actions)) {
-		a := doc.Actions[name]
-		action := Action{Provider: strings.TrimSpace(a.Provider), Description: strings.TrimSpace(a.Description), ParamsSchema: a.ParamsSchema}
-		if a.Key != nil {
-			// A key left empty would fall back to callers' keys silently.
-			if action.Key = strings.TrimSpace(*a.Key); action.Key == "" {
-				errs = append(errs, &FieldError{Action: name, Field: "key", Err: errors.New("must not be empty (leave it out to key operations by the caller's key)")})
-			}
-		}
-		if a.Approval != nil {
-			duration := func(field string, s *string) Duration {
-				if s == nil {
-					return Duration{}
-				}
-				d, err := ParseDuration(*s)
-				if err == nil && d.Duration <= 0 {
-					err = errors.New("must be positive (leave it out for the default)")
-				}
-				if err != nil {
-					errs = append(errs, &FieldError{Action: name, Field: field, Err: err})
-					return Duration{}
-				}
-				return d
-			}
-			action.Approval = ApprovalPolicy{
-				RequestTTL:    duration("approval.request_ttl", a.Approval.RequestTTL),
-				ApprovalTTL:   duration("approval.approval_ttl", a.Approval.ApprovalTTL),
-				AutoApprove:   strings.TrimSpace(a.Approval.AutoApprove),
-				PolicyVersion: strings.TrimSpace(a.Approval.PolicyVersion),
-			}
-		}
-		f.Actions[name] = action
-	}
+// file converts the decoded document section by section, collecting errors for values that
+// cannot be converted.
+func (doc fileYAML) file() (File, []error) {
+	providers, providerErrs := providersSection(doc.Providers)
+	actions, actionErrs := doc.Actions.Contracts()
+	f := File{Providers: providers, Actions: actions, Notifications: notificationsSection(doc.Notifications)}
+	var errs []error
+	errs = appendProblems(errs, providerErrs)
+	errs = appendProblems(errs, actionErrs)
 	return f, errs
 }

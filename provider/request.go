@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/actledger/actledger/internal/celexpr"
 )
 
 // Request is a create request as it is sent: what [HTTP.Create] puts on
@@ -101,7 +103,7 @@ func paramsObject(params json.RawMessage) (map[string]any, error) {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return map[string]any{}, nil
 	}
-	v, ok := jsonValue(trimmed)
+	v, ok := celexpr.ParseJSON(trimmed)
 	m, isObject := v.(map[string]any)
 	if !ok || !isObject {
 		return nil, errors.New("params must be a JSON object")

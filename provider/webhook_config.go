@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/actledger/actledger/internal/celexpr"
 	"github.com/actledger/actledger/webhook"
 )
 
@@ -91,7 +92,7 @@ func (c *Config) ReadWebhook(ctx context.Context, raw []byte, header http.Header
 	if p.eventID == nil {
 		return WebhookEvent{}, fmt.Errorf("provider %q reads no webhook expressions", c.Name)
 	}
-	body, ok := jsonValue(raw)
+	body, ok := celexpr.ParseJSON(raw)
 	if !ok {
 		return WebhookEvent{}, ErrWebhookNotJSON
 	}

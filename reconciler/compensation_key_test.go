@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 )
 
@@ -43,9 +43,9 @@ func TestCompensationIsKeyedByTheActionsBusinessKey(t *testing.T) {
 		return comp, err
 	}
 
-	var pe *provider.ParamsError
+	var pe *action.ParamsError
 	if _, err := resolve(`{"sku":"A-1","qty":1}`); !errors.As(err, &pe) || pe.Path != "/purchase_order" {
-		t.Fatalf("compensation without the purchase order: err %v, want a *provider.ParamsError naming /purchase_order", err)
+		t.Fatalf("compensation without the purchase order: err %v, want a *action.ParamsError naming /purchase_order", err)
 	}
 	if got := p.Get(original); got.Status != ledger.StatusQueued {
 		t.Fatalf("operation is %s after a refused compensation, want queued", got.Status)

@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/app"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
@@ -366,7 +367,7 @@ func demoRegistry(supplierURL string) (*provider.Registry, error) {
 			Retry:  provider.RetryPolicy{MaxAttempts: 3, Initial: provider.Duration{Duration: 100 * time.Millisecond}, Max: provider.Duration{Duration: time.Second}},
 			Review: provider.ReviewPolicy{Owner: "demo"},
 		}},
-		Actions: map[string]provider.Action{demoAction: {Provider: demoProvider}},
+		Actions: map[string]action.Contract{demoAction: {Provider: demoProvider}},
 	})
 }
 

@@ -1,4 +1,4 @@
-package provider
+package action
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // keyedAction is a providers file whose action declares the business key
 // %s (a YAML scalar).
-func keyedAction(t *testing.T, key string) *Action {
+func keyedAction(t *testing.T, key string) *Contract {
 	t.Helper()
 	reg := mustParse(t, `providers:
   acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
@@ -19,7 +19,7 @@ actions:
   supplier.create_order:
     provider: acme
     key: `+key+"\n")
-	a, ok := reg.Action("supplier.create_order")
+	a, ok := reg["supplier.create_order"]
 	if !ok {
 		t.Fatal("action supplier.create_order not found")
 	}
@@ -87,10 +87,10 @@ func TestBusinessKeyRefusesParamsThatGiveNoKeyNamingTheParam(t *testing.T) {
 func TestOperationKeyIsTheBusinessKeyAndKeepsTheCallersAsClientKey(t *testing.T) {
 	t.Parallel()
 	keyed := keyedAction(t, `'"po-" + string(params.po)'`)
-	plain := &Action{Name: "supplier.create_order"}
+	plain := &Contract{Name: "supplier.create_order"}
 	for _, tc := range []struct {
 		name                string
-		action              *Action
+		action              *Contract
 		callerKey           string
 		wantKey, wantClient string
 	}{
@@ -118,53 +118,14 @@ func TestBadBusinessKeyStopsTheLoadNamingTheActionAndKey(t *testing.T) {
 		{"a variable keys cannot read", `'action + params.po'`, "does not compile"},
 		{"empty", `""`, "must not be empty"},
 	} {
-		_, err := Parse([]byte(`providers:
+		_, err := parse(`providers:
   acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
 actions:
   supplier.create_order: {provider: acme, key: ` + tc.key + `}
-`))
+`)
 		var fe *FieldError
 		if !errors.As(err, &fe) || !strings.Contains(err.Error(), `action "supplier.create_order": key: `) || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: err = %v, want one naming action supplier.create_order, field key, saying %q", tc.name, err, tc.says)
-		}
-	}
-}
-
-// The recipes of docs/providers declare business keys; their providers
-// files load, and each key makes the identity the recipe promises.
-func TestRecipesBusinessKeysLoadAndDeriveTheirKeys(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		recipe, action, params, want string
-	}{
-		{"stripe.md", "payments.create_intent", `{"order_id":"6735","amount":2000,"currency":"eur","customer":"cus_1","payment_method":"pm_1"}`, "order-6735"},
-		{"stripe.md", "payments.refund", `{"refund_request_id":"rr-9","payment_intent":"pi_1"}`, "refund-rr-9"},
-		{"zendesk.md", "support.open_ticket", `{"case_id":"81","subject":"s","body":"b"}`, "case-81"},
-	} {
-		doc, err := os.ReadFile(filepath.Join("..", "docs", "providers", tc.recipe))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, rest, ok := strings.Cut(string(doc), "```yaml\n")
-		file, _, closed := strings.Cut(rest, "```")
-		if !ok || !closed {
-			t.Fatalf("%s holds no ```yaml block", tc.recipe)
-		}
-		// Every credential and secret the file names is set, to a value
-		// each scheme accepts.
-		reg, err := ParseEnv([]byte(file), func(string) string { return "whsec_c2VjcmV0" })
-		if err != nil {
-			t.Fatalf("%s: %v", tc.recipe, err)
-		}
-		a, ok := reg.Action(tc.action)
-		if !ok || !a.HasBusinessKey() {
-			t.Fatalf("%s: action %s missing or without a business key", tc.recipe, tc.action)
-		}
-		if err := a.CheckParams([]byte(tc.params)); err != nil {
-			t.Fatalf("%s: the test's params break %s's schema: %v", tc.recipe, tc.action, err)
-		}
-		if got, _, err := a.BusinessKey(context.Background(), []byte(tc.params), "acme-corp"); got != tc.want || err != nil {
-			t.Errorf("%s %s: key %q, %v; want %q", tc.recipe, tc.action, got, err, tc.want)
 		}
 	}
 }
@@ -187,7 +148,7 @@ func TestContractDocBusinessKeyExampleParses(t *testing.T) {
 		t.Fatal("docs/contract.md holds no ```yaml block of actions with a key")
 	}
 	reg := mustParse(t, "providers:\n  acme: {base_url: \"http://127.0.0.1:9100\", account: a, environment: test, create: {path: /v1/orders}}\n"+example)
-	a, ok := reg.Action("supplier.create_order")
+	a, ok := reg["supplier.create_order"]
 	if !ok {
 		t.Fatal("the example has no supplier.create_order")
 	}

@@ -1,13 +1,13 @@
-package provider
+package action
 
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // contractExample is the action contract of docs/contract.md ("Providers file").
@@ -30,21 +30,58 @@ actions:
   supplier.short_form: {provider: acme}
 `
 
+// parse reads the actions: section of a providers file as the file's
+// loader does: decoded strictly, converted, then compiled, each action
+// bound to a provider the file's providers: section names.
+func parse(doc string) (map[string]*Contract, error) {
+	var file struct {
+		Providers map[string]yaml.Node `yaml:"providers"`
+		Actions   Section              `yaml:"actions"`
+	}
+	dec := yaml.NewDecoder(strings.NewReader(doc))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		return nil, err
+	}
+	contracts, convErrs := file.Actions.Contracts()
+	compiled, compileErrs := Compile(contracts, func(provider string) bool {
+		_, ok := file.Providers[provider]
+		return ok
+	})
+	var errs []error
+	for _, e := range append(convErrs, compileErrs...) {
+		errs = append(errs, e)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return compiled, nil
+}
+
+func mustParse(t *testing.T, doc string) map[string]*Contract {
+	t.Helper()
+	contracts, err := parse(doc)
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	return contracts
+}
+
 func TestParseAcceptsTheActionContractExample(t *testing.T) {
 	t.Parallel()
 	reg := mustParse(t, contractExample)
-	a, ok := reg.Action("supplier.create_order")
+	a, ok := reg["supplier.create_order"]
 	if !ok {
 		t.Fatal("Action(supplier.create_order) not found")
 	}
 	if a.Provider != "acme" || !strings.HasPrefix(a.Description, "Order goods") ||
-		a.Approval.RequestTTL.Duration != 24*time.Hour || a.Approval.ApprovalTTL.Duration != time.Hour ||
+		a.Approval.RequestTTL != 24*time.Hour || a.Approval.ApprovalTTL != time.Hour ||
 		a.Approval.PolicyVersion != "2026-11" || a.PolicyApprover() != "policy:2026-11" || !a.HasPolicy() {
 		t.Errorf("contract = %+v", a)
 	}
-	short, ok := reg.Action("supplier.short_form")
-	if !ok || short.HasPolicy() || short.Approval.RequestTTL.Duration != DefaultRequestTTL ||
-		short.Approval.ApprovalTTL.Duration != DefaultApprovalTTL || short.Approval.PolicyVersion != DefaultPolicyVersion {
+	short, ok := reg["supplier.short_form"]
+	if !ok || short.HasPolicy() || short.Approval.RequestTTL != DefaultRequestTTL ||
+		short.Approval.ApprovalTTL != DefaultApprovalTTL || short.Approval.PolicyVersion != DefaultPolicyVersion {
 		t.Errorf("short form = %+v, want defaults and no policy", short)
 	}
 	if err := short.CheckParams([]byte(`{"anything":[1,2]}`)); err != nil {
@@ -54,7 +91,7 @@ func TestParseAcceptsTheActionContractExample(t *testing.T) {
 
 func TestCheckParamsNamesTheFailingField(t *testing.T) {
 	t.Parallel()
-	a, _ := mustParse(t, contractExample).Action("supplier.create_order")
+	a, _ := mustParse(t, contractExample)["supplier.create_order"]
 	for _, tc := range []struct {
 		params, path string
 	}{
@@ -82,7 +119,7 @@ func TestCheckParamsNamesTheFailingField(t *testing.T) {
 func TestAutoApproveEvaluatesThePolicyAndNeverApprovesOnError(t *testing.T) {
 	t.Parallel()
 	a, _ := mustParse(t, strings.Replace(contractExample, `"params.qty <= 10"`,
-		`"params.qty <= 10 && tenant == 'acme' && action == 'supplier.create_order'"`, 1)).Action("supplier.create_order")
+		`"params.qty <= 10 && tenant == 'acme' && action == 'supplier.create_order'"`, 1))["supplier.create_order"]
 	for _, tc := range []struct {
 		params, tenant string
 		want, err      bool
@@ -107,7 +144,7 @@ func TestAutoApproveStopsAtTheCostLimit(t *testing.T) {
 		`"params.items.all(a, params.items.all(b, params.items.all(c, a + b + c >= 0)))"`, 1)
 	doc = strings.Replace(doc, "required: [sku, qty]", "required: []", 1)
 	doc = strings.Replace(doc, "additionalProperties: false", "additionalProperties: true", 1)
-	a, _ := mustParse(t, doc).Action("supplier.create_order")
+	a, _ := mustParse(t, doc)["supplier.create_order"]
 	items := strings.Repeat("1,", 199) + "1"
 	got, err := a.AutoApprove(context.Background(), []byte(`{"items":[`+items+`]}`), "acme")
 	if got || err == nil || !strings.Contains(err.Error(), "cost") {
@@ -131,35 +168,11 @@ func TestBadActionContractStopsTheStartNamingTheAction(t *testing.T) {
 		if tc.name == "policy without version" {
 			doc = strings.Replace(contractExample, `      policy_version: "2026-11"          # recorded on every approval, person or policy`+"\n", "", 1)
 		}
-		_, err := Parse([]byte(doc))
+		_, err := parse(doc)
 		var fe *FieldError
 		if !errors.As(err, &fe) || !strings.Contains(err.Error(), `action "supplier.create_order": `+tc.field) {
 			t.Errorf("%s: err = %v, want one naming action supplier.create_order and %s", tc.name, err, tc.field)
 		}
-	}
-}
-
-// The providers file example of docs/contract.md, the repository's
-// contract for its users, is a valid providers file.
-func TestContractDocExampleParses(t *testing.T) {
-	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join("..", "docs", "contract.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(doc), "```yaml\nproviders:\n")
-	example, _, closed := strings.Cut(rest, "```")
-	if !ok || !closed {
-		t.Fatal("docs/contract.md holds no ```yaml block starting with providers:")
-	}
-	reg := mustParse(t, "providers:\n"+example)
-	a, ok := reg.Action("supplier.create_order")
-	if !ok || a.Provider != "acme" || !a.HasPolicy() || a.Approval.PolicyVersion != "2026-11" {
-		t.Fatalf("supplier.create_order: %+v, %v", a, ok)
-	}
-	pc, ok := reg.Provider("acme")
-	if !ok || pc.Account != "acct_123" || pc.Environment != "test" || pc.Tenant != "acme-corp" {
-		t.Fatalf("acme: %+v, %v", pc, ok)
 	}
 }
 
@@ -179,7 +192,7 @@ actions:
       properties: {item: {$ref: "#/$defs/item"}}
       $defs: {item: {type: object, required: [sku], properties: {sku: {type: string}}}}
 `)
-	a, _ := reg.Action("supplier.create_order")
+	a, _ := reg["supplier.create_order"]
 	if err := a.CheckParams([]byte(`{"item":{"sku":"A-1"}}`)); err != nil {
 		t.Errorf("params that fit refused: %v", err)
 	}
@@ -194,13 +207,13 @@ actions:
 // tool.
 func TestActionsThatWouldShareAToolNameAreRefused(t *testing.T) {
 	t.Parallel()
-	_, err := Parse([]byte(`providers:
+	_, err := parse(`providers:
   acme: {base_url: "http://127.0.0.1:9100", account: acct_123, environment: test, create: {path: /v1/orders}}
 actions:
   supplier.create_order: {provider: acme}
   supplier_create.order: {provider: acme}
-`))
+`)
 	if err == nil || !strings.Contains(err.Error(), "supplier_create_order") {
-		t.Errorf("Parse = %v, want a refusal naming the shared tool name supplier_create_order", err)
+		t.Errorf("parse = %v, want a refusal naming the shared tool name supplier_create_order", err)
 	}
 }
