@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -10,6 +11,21 @@ import (
 // message no longer waits in the outbox, for tests that hold it to the Go
 // builder of those messages.
 const WaitsForMessage = waitsForMessage
+
+// WaitsNowSQL and WaitsScheduledSQL are the SQL lists of the states that
+// wait for a dispatch message, for the test that holds them to the Go
+// rule (WaitsIn, DispatchDue).
+const (
+	WaitsNowSQL       = waitsNowSQL
+	WaitsScheduledSQL = waitsScheduledSQL
+)
+
+// WaitsIn is the Go rule of the states that wait for a dispatch message.
+func WaitsIn(s Status, scheduled bool) bool { return waitsIn(s, scheduled) }
+
+// DispatchDue is when a dispatch message of an operation in s, whose next
+// attempt is next, is due.
+func DispatchDue(s Status, next *time.Time) time.Time { return dispatchDue(s, next) }
 
 // OperationsPageSQL is the statement behind GET /v1/operations and the
 // console's Operations page, and OperationsPageArgs the parameters the
