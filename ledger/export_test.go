@@ -20,6 +20,9 @@ const (
 	WaitsScheduledSQL = waitsScheduledSQL
 )
 
+// UnsentSQL is the SQL list of the states a hold of unsent work reads.
+const UnsentSQL = unsentSQL
+
 // WaitsIn is the Go rule of the states that wait for a dispatch message.
 func WaitsIn(s Status, scheduled bool) bool { return waitsIn(s, scheduled) }
 
