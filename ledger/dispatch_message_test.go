@@ -98,7 +98,7 @@ func TestSQLWaitingMessageAgreesWithGoBuilder(t *testing.T) {
 // leave its lost messages unswept, one it had too many would send what
 // waits for nothing. The sweep walks the states due at once by
 // updated_at and the others by next_attempt_at; a message is due at once
-// (no deliver_after) in exactly the first (dispatchDue).
+// (no deliver_after) in exactly the first (DispatchDue).
 func TestWaitingStatesOfSQLAreThoseOfGo(t *testing.T) {
 	t.Parallel()
 	pool := testdb.New(t)
@@ -116,8 +116,8 @@ func TestWaitingStatesOfSQLAreThoseOfGo(t *testing.T) {
 		if got, want := now, ledger.WaitsIn(s, false); got != want {
 			t.Errorf("%s: in waitsNowSQL %v, waits unscheduled %v", s, got, want)
 		}
-		if got, want := now || scheduled, ledger.WaitsIn(s, true); got != want {
-			t.Errorf("%s: in waitsNowSQL or waitsScheduledSQL %v, waits scheduled %v", s, got, want)
+		if got, want := now || scheduled, ledger.WaitsIn(s, true); got != want || s.AwaitsDispatch() != want {
+			t.Errorf("%s: in waitsNowSQL or waitsScheduledSQL %v, waits scheduled %v, awaits dispatch %v", s, got, want, s.AwaitsDispatch())
 		}
 		if now && scheduled {
 			t.Errorf("%s is in both lists", s)

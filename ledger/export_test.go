@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"context"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -25,10 +24,6 @@ const UnsentSQL = unsentSQL
 
 // WaitsIn is the Go rule of the states that wait for a dispatch message.
 func WaitsIn(s Status, scheduled bool) bool { return waitsIn(s, scheduled) }
-
-// DispatchDue is when a dispatch message of an operation in s, whose next
-// attempt is next, is due.
-func DispatchDue(s Status, next *time.Time) time.Time { return dispatchDue(s, next) }
 
 // OperationsPageSQL is the statement behind GET /v1/operations and the
 // console's Operations page, and OperationsPageArgs the parameters the

@@ -127,7 +127,7 @@ const DefaultResumeBatch = 500
 // the stuck sweeper.
 func (r Requeue) message(subject string, at time.Time) OutboxMessage {
 	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at, Traceparent: deref(r.Traceparent),
-		DeliverAfter: dispatchDue(r.Status, r.NextAttemptAt)}
+		DeliverAfter: DispatchDue(r.Status, r.NextAttemptAt)}
 	return m.Outbox()
 }
 

@@ -126,7 +126,7 @@ func (s *Store) Redispatch(ctx context.Context, cutoff time.Time, base, maxBacko
 			if err != nil {
 				return err
 			}
-			// Due since before cutoff (dispatchDue): sent at once.
+			// Due since before cutoff (DispatchDue): sent at once.
 			m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, RepublishedAt: now, Traceparent: deref(op.Traceparent)}
 			if err := s.insertOutbox(ctx, tx, m.Outbox()); err != nil {
 				return err

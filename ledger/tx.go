@@ -169,10 +169,17 @@ func needsTx(c Change) bool { return needsDispatch(c) || c.CompensationReview !=
 
 // waitsIn reports whether status, with a next attempt scheduled or not,
 // waits for a dispatch message. It is the one rule of which states wait:
-// waitsNow, waitsScheduled, waitsNowSQL and waitsScheduledSQL follow it.
+// waitsNow, waitsScheduled, AwaitsDispatch, waitsNowSQL and
+// waitsScheduledSQL follow it.
 func waitsIn(status Status, scheduled bool) bool {
 	return waitsNow(status) || (scheduled && waitsScheduled(status))
 }
+
+// AwaitsDispatch reports whether an operation in s is one a dispatch
+// message may be for: queued, or retry_wait and unknown, which wait for
+// one once their next attempt is scheduled (waitsIn). A dispatcher claims
+// from these states only, once the message is due (DispatchDue).
+func (s Status) AwaitsDispatch() bool { return waitsIn(s, true) }
 
 // waitsNow reports whether an operation in status waits for a dispatch
 // message that is due at once: a queued one, whose message its change
@@ -202,15 +209,16 @@ const (
 	waitsScheduledSQL = `'retry_wait', 'unknown'`
 )
 
-// dispatchDue is when the dispatch message of an operation in status,
+// DispatchDue is when the dispatch message of an operation in status,
 // whose next attempt is next, is due: a queued operation's at once (zero),
 // a scheduled retry's or lookup's at its next attempt. Every writer that
 // holds a dispatch message back (a change, dispatchAfter; a resume,
-// Requeue.message) holds it until then. The stuck sweep reads the same
+// Requeue.message) holds it until then, and a dispatcher takes a message
+// that arrives well before it for early. The stuck sweep reads the same
 // times in SQL (updated_at of a queued operation, next_attempt_at of a
 // scheduled one) and takes only operations due since before its cutoff,
 // so its message is never held back.
-func dispatchDue(status Status, next *time.Time) time.Time {
+func DispatchDue(status Status, next *time.Time) time.Time {
 	if !waitsScheduled(status) || next == nil {
 		return time.Time{}
 	}
@@ -219,14 +227,14 @@ func dispatchDue(status Status, next *time.Time) time.Time {
 
 // dispatchAfter writes the dispatch message of op, which a change in tx
 // has just left waiting for one (waitsForDispatch), held back until it is
-// due (dispatchDue).
+// due (DispatchDue).
 func (s *Store) dispatchAfter(ctx context.Context, tx *Tx, op Operation) error {
 	subject, err := s.dispatchSubject(op.Provider)
 	if err != nil {
 		return err
 	}
 	m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, Traceparent: deref(op.Traceparent),
-		DeliverAfter: dispatchDue(op.Status, op.NextAttemptAt)}
+		DeliverAfter: DispatchDue(op.Status, op.NextAttemptAt)}
 	if err := s.insertOutbox(ctx, tx, m.Outbox()); err != nil {
 		return fmt.Errorf("schedule dispatch of %s: %w", op.ID, err)
 	}
