@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 )
 
 // pathFrom is the shortest way through the transition table from one
@@ -127,5 +128,21 @@ func TestNotificationsOfEveryStateAreNotifiedType(t *testing.T) {
 	const ofEvidence = `SELECT type FROM notifications WHERE evidence_id = (SELECT max(id) FROM unmatched_evidence WHERE reference = $1) AND status = $2`
 	if got := f.notified(t, ofEvidence, "al_nobody", ledger.StatusReview); !slices.Equal(got, want(ledger.StatusReview)) {
 		t.Errorf("unmatched evidence (review): notified %v, want %v", got, want(ledger.StatusReview))
+	}
+}
+
+// TestNotificationTypesAreProviderEvents holds the ledger's notification
+// types to the events a receiver may take in the providers file
+// (provider.NotificationEvents), which the ledger does not import: a
+// receiver's events are stored as the file spells them, and a type the
+// ledger wrote under another word would reach nobody.
+func TestNotificationTypesAreProviderEvents(t *testing.T) {
+	t.Parallel()
+	got := make([]string, len(ledger.NotificationTypes))
+	for i, n := range ledger.NotificationTypes {
+		got[i] = string(n)
+	}
+	if !slices.Equal(got, provider.NotificationEvents) {
+		t.Errorf("ledger.NotificationTypes %v, provider.NotificationEvents %v; want the same words in the same order", got, provider.NotificationEvents)
 	}
 }
