@@ -61,15 +61,11 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
-	now := d.store.Now()
-	switch op.Status {
-	case ledger.StatusQueued:
-	case ledger.StatusRetryWait, ledger.StatusUnknown:
-		if op.NextAttemptAt != nil && op.NextAttemptAt.After(now.Add(50*time.Millisecond)) {
-			// Early (a duplicate or a sweep): the scheduled message will come.
-			return nil
-		}
-	default:
+	if !op.Status.AwaitsDispatch() {
+		return nil
+	}
+	if ledger.DispatchDue(op.Status, op.NextAttemptAt).After(d.store.Now().Add(50 * time.Millisecond)) {
+		// Early (a duplicate or a sweep): the scheduled message will come.
 		return nil
 	}
 	if op.Provider != pc.Name {

@@ -10,18 +10,18 @@ import (
 
 // lookup asks the provider whether the operation's effect exists, trusting
 // the answer only from the account and environment its requests went to
-// (ledger.JudgeLookup). The claim is confirmed first, like before a
-// create; the answer is judged as of the confirmation (the lookup ran no
-// earlier).
+// (ledger.JudgeLookup on ledger.Store.LookupOf). The claim is confirmed
+// first, like before a create; the answer is judged as of the
+// confirmation (the lookup ran no earlier).
 func (w *work) lookup(ctx context.Context) error {
 	now := w.store.Now()
 	here := targetOf(w.pc)
-	foreign, err := w.store.ForeignTargets(ctx, w.op.ID, here)
+	lookup, err := w.store.LookupOf(ctx, w.op, here, w.pc)
 	if err != nil {
 		return err
 	}
 	var lr provider.LookupResult
-	verdict, err := ledger.JudgeLookup(ledger.Lookup{SentElsewhere: foreign, BelievableAt: absenceBelievableAt(w.op, w.pc)},
+	verdict, err := ledger.JudgeLookup(lookup,
 		func() (ledger.LookupAnswer, time.Time, error) {
 			if err := w.takeCall(ctx); err != nil {
 				return "", time.Time{}, err
@@ -41,29 +41,10 @@ func (w *work) lookup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r := lookedUp{verdict: verdict, in: here, sentTo: foreign}
+	r := lookedUp{verdict: verdict, in: here, sentTo: lookup.SentElsewhere}
 	if verdict != ledger.LookupUntrusted {
-		r.reference, r.evidence = lr.ProviderReference, lookupEvidence(lr)
+		r.reference, r.evidence = lr.ProviderReference, lr.Evidence()
 		w.log.InfoContext(ctx, "looked up unknown outcome", "result", lr.Status, "http_status", lr.HTTPStatus)
 	}
 	return w.follow(ctx, w.decide(r, w.history(), now))
-}
-
-// lookupEvidence is what a lookup event keeps: enough for a person to
-// judge it later, never a whole body or a secret.
-func lookupEvidence(r provider.LookupResult) map[string]any {
-	e := map[string]any{"lookup": r.Status, "http_status": r.HTTPStatus, "at": r.At, "account": r.Account, "environment": r.Environment}
-	if r.ProviderReference != "" {
-		e["provider_reference"] = r.ProviderReference
-	}
-	if len(r.References) > 0 {
-		e["references"] = r.References
-	}
-	if r.Error != "" {
-		e["error"] = r.Error
-	}
-	if r.Body != "" {
-		e["body"] = r.Body
-	}
-	return e
 }

@@ -340,7 +340,7 @@ func (p policy) lookedUp(r lookedUp) decision {
 		d.log = &logLine{slog.LevelWarn, "lookup found more than one effect for one operation", []any{"references", evidence["references"]}}
 		return d
 	case ledger.LookupAbsentTooEarly:
-		believable := absenceBelievableAt(p.op, p.pc)
+		believable := ledger.AbsenceBelievableAt(p.op, p.pc)
 		evidence["believable_at"] = believable
 		return moves(ledger.Change{To: ledger.StatusUnknown, Kind: ledger.EventLookupAbsentTooEarly, NextAttemptAt: believable, Detail: evidence})
 	case ledger.LookupAbsentConfirmed:
@@ -376,22 +376,12 @@ func (p policy) nextForUnknown() (time.Time, step) {
 	}
 	if p.pc.Lookup != nil {
 		at := p.now
-		if believable := absenceBelievableAt(p.op, p.pc); believable.After(p.now) {
+		if believable := ledger.AbsenceBelievableAt(p.op, p.pc); believable.After(p.now) {
 			at = believable
 		}
 		return at, stepLookup
 	}
 	return time.Time{}, stepStop
-}
-
-// absenceBelievableAt is when a lookup's "absent" becomes believable for
-// op: the provider's visibility lag after its last send; zero when nothing
-// was sent.
-func absenceBelievableAt(op ledger.Operation, pc *provider.Config) time.Time {
-	if op.LastSentAt == nil {
-		return time.Time{}
-	}
-	return pc.LookupBelievableAt(*op.LastSentAt)
 }
 
 // mayResend reports whether the provider's idempotency contract covers a

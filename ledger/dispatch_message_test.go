@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testoutbox"
 	"github.com/actledger/actledger/ledger"
 )
@@ -87,5 +88,46 @@ func TestSQLWaitingMessageAgreesWithGoBuilder(t *testing.T) {
 	}
 	if other.ID == op.ID {
 		t.Fatal("one operation for two keys")
+	}
+}
+
+// TestWaitingStatesOfSQLAreThoseOfGo holds the SQL lists of the states
+// that wait for a dispatch message (the stuck sweep's walks, a resume's
+// batch) to the Go rule that gives a change its message (waitsIn), state
+// by state, as Postgres reads the lists: a state the SQL lacked would
+// leave its lost messages unswept, one it had too many would send what
+// waits for nothing. The sweep walks the states due at once by
+// updated_at and the others by next_attempt_at; a message is due at once
+// (no deliver_after) in exactly the first (DispatchDue).
+func TestWaitingStatesOfSQLAreThoseOfGo(t *testing.T) {
+	t.Parallel()
+	pool := testdb.New(t)
+	in := func(list string, s ledger.Status) bool {
+		t.Helper()
+		var got bool
+		if err := pool.QueryRow(context.Background(), `SELECT $1::text IN (`+list+`)`, string(s)).Scan(&got); err != nil {
+			t.Fatalf("%s IN (%s): %v", s, list, err)
+		}
+		return got
+	}
+	next := time.Unix(1700000000, 0)
+	for _, s := range ledger.Statuses {
+		now, scheduled := in(ledger.WaitsNowSQL, s), in(ledger.WaitsScheduledSQL, s)
+		if got, want := now, ledger.WaitsIn(s, false); got != want {
+			t.Errorf("%s: in waitsNowSQL %v, waits unscheduled %v", s, got, want)
+		}
+		if got, want := now || scheduled, ledger.WaitsIn(s, true); got != want || s.AwaitsDispatch() != want {
+			t.Errorf("%s: in waitsNowSQL or waitsScheduledSQL %v, waits scheduled %v, awaits dispatch %v", s, got, want, s.AwaitsDispatch())
+		}
+		if now && scheduled {
+			t.Errorf("%s is in both lists", s)
+		}
+		due := ledger.DispatchDue(s, &next)
+		switch {
+		case now && !due.IsZero():
+			t.Errorf("%s: walked as due at once, but its message is due at %v", s, due)
+		case scheduled && !due.Equal(next):
+			t.Errorf("%s: walked by next_attempt_at, but its message is due at %v, not %v", s, due, next)
+		}
 	}
 }

@@ -11,6 +11,20 @@ import (
 // builder of those messages.
 const WaitsForMessage = waitsForMessage
 
+// WaitsNowSQL and WaitsScheduledSQL are the SQL lists of the states that
+// wait for a dispatch message, for the test that holds them to the Go
+// rule (WaitsIn, DispatchDue).
+const (
+	WaitsNowSQL       = waitsNowSQL
+	WaitsScheduledSQL = waitsScheduledSQL
+)
+
+// UnsentSQL is the SQL list of the states a hold of unsent work reads.
+const UnsentSQL = unsentSQL
+
+// WaitsIn is the Go rule of the states that wait for a dispatch message.
+func WaitsIn(s Status, scheduled bool) bool { return waitsIn(s, scheduled) }
+
 // OperationsPageSQL is the statement behind GET /v1/operations and the
 // console's Operations page, and OperationsPageArgs the parameters the
 // store gives it, for a test of its plan.

@@ -8,21 +8,33 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Operations that were never executed: nothing reached the provider, so
-// holding them is always safe. Locked so a dispatcher's claim waits.
+// unsentSQL lists the states of operations that were never executed and
+// that no worker holds, queued and retry_wait: nothing reached the
+// provider, so holding them is always safe. Every hold of unsent work
+// reads it. It is a literal, not a parameter: the partial indexes that
+// find these operations by approval and by token
+// (operations_unsent_approval_idx, operations_unsent_requested_by_idx)
+// list the same states, and Postgres uses a partial index only where it
+// can prove from the statement that its states are among the index's,
+// which a generic plan of a cached statement cannot do for a parameter.
+// TestUnsentStatesMayBeHeld holds each state to the transition table.
+const unsentSQL = `'queued', 'retry_wait'`
+
+// Operations that were never executed (unsentSQL), locked so a
+// dispatcher's claim waits.
 const (
 	operationsUnsentByApproval = `SELECT id, status, version FROM operations
-WHERE approval_id = $1 AND status IN ('queued', 'retry_wait') FOR UPDATE`
+WHERE approval_id = $1 AND status IN (` + unsentSQL + `) FOR UPDATE`
 
 	// operationsUnsentByToken includes the token's open proposals: a
 	// proposal from a token that is no longer trusted must not be approved.
 	operationsUnsentByToken = `SELECT id, status, version FROM operations
-WHERE requested_by = $1 AND status IN ('awaiting_approval', 'queued', 'retry_wait') FOR UPDATE`
+WHERE requested_by = $1 AND status IN ('awaiting_approval', ` + unsentSQL + `) FOR UPDATE`
 
 	// operationsUnsentByApprovals are the never-executed operations under
 	// any of the approvals $1.
 	operationsUnsentByApprovals = `SELECT id, status, version FROM operations
-WHERE approval_id = ANY ($1) AND status IN ('queued', 'retry_wait')
+WHERE approval_id = ANY ($1) AND status IN (` + unsentSQL + `)
 ORDER BY id
 FOR UPDATE`
 

@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // LookupAnswer is what a provider's lookup said, in the values of
 // provider.LookupStatus: the ledger does not import package provider, and
@@ -45,17 +48,50 @@ const (
 	LookupDuplicate LookupVerdict = "duplicate"
 )
 
-// Lookup is what a lookup's verdict rests on besides the answer.
+// Lookup is what a lookup's verdict rests on besides the answer. LookupOf
+// builds it.
 type Lookup struct {
 	// SentElsewhere are the accounts and environments, other than the one
-	// the lookup asks, that the operation's requests may have reached
-	// (Store.ForeignTargets).
+	// the lookup asks, that the operation's requests may have reached.
 	SentElsewhere []Target
-	// BelievableAt is when an answer of absence becomes believable: the
-	// provider's visibility lag after the latest moment a request may
-	// still have been in flight (provider.Config.LookupBelievableAt of
-	// Operation.LastSentAt). Zero when nothing was ever sent.
+	// BelievableAt is when an answer of absence becomes believable
+	// (AbsenceBelievableAt). Zero when nothing was ever sent.
 	BelievableAt time.Time
+}
+
+// LookupLag is what a lookup needs of its provider's contract: when an
+// answer of absence about a request last sent at lastSent becomes
+// believable, its visibility lag after the send. *provider.Config
+// satisfies it; it is defined here so the ledger never imports package
+// provider.
+type LookupLag interface {
+	LookupBelievableAt(lastSent time.Time) time.Time
+}
+
+// AbsenceBelievableAt is when an answer of absence about op becomes
+// believable under lag: the visibility lag after the latest moment a
+// request may still have been in flight (Operation.LastSentAt); zero when
+// nothing was ever sent. It is the one reading of that moment: a lookup's
+// verdict (LookupOf), the schedule of the next lookup and a review item's
+// lookup_reliable_after all use it.
+func AbsenceBelievableAt(op Operation, lag LookupLag) time.Time {
+	if op.LastSentAt == nil {
+		return time.Time{}
+	}
+	return lag.LookupBelievableAt(*op.LastSentAt)
+}
+
+// LookupOf is what a lookup of op asked in here rests on besides the
+// answer: the other targets op's requests may have reached, and when an
+// absence becomes believable under lag. The dispatcher's lookup and an
+// operator's replay both take it from here, so both judge an operation
+// on the same facts.
+func (s *Store) LookupOf(ctx context.Context, op Operation, here Target, lag LookupLag) (Lookup, error) {
+	elsewhere, err := s.foreignTargets(ctx, op.ID, here)
+	if err != nil {
+		return Lookup{}, err
+	}
+	return Lookup{SentElsewhere: elsewhere, BelievableAt: AbsenceBelievableAt(op, lag)}, nil
 }
 
 // JudgeLookup is the one rule for believing a lookup, which the

@@ -91,3 +91,19 @@ func TestLookupAnswersAreProviderLookupStatuses(t *testing.T) {
 		}
 	}
 }
+
+// TestAbsenceBelievableAtIsTheLagAfterTheLastSend reads when an absence
+// becomes believable the one way the dispatcher and a replay both use, on
+// a provider's own config: its visibility lag after the last send, and at
+// once (zero) for an operation nothing was sent for.
+func TestAbsenceBelievableAtIsTheLagAfterTheLastSend(t *testing.T) {
+	t.Parallel()
+	lastSent := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pc := &provider.Config{Lookup: &provider.Lookup{Path: "/o/{reference}", VisibilityLag: provider.Duration{Duration: 2 * time.Second}}}
+	if got, want := ledger.AbsenceBelievableAt(ledger.Operation{LastSentAt: &lastSent}, pc), lastSent.Add(2*time.Second); !got.Equal(want) {
+		t.Errorf("sent: believable at %v, want %v", got, want)
+	}
+	if got := ledger.AbsenceBelievableAt(ledger.Operation{}, pc); !got.IsZero() {
+		t.Errorf("never sent: believable at %v, want zero", got)
+	}
+}

@@ -15,8 +15,7 @@ import (
 type NotificationType string
 
 // The events a receiver may subscribe to (the providers file's
-// notifications: events). The SQL writers (transition_operations,
-// operationPropose, RecordUnmatched) spell the same words.
+// notifications: events). Which one a state causes is NotifiedType.
 const (
 	// NotifyApprovalRequested: a proposal waits for a person.
 	NotifyApprovalRequested NotificationType = "approval.requested"
@@ -32,7 +31,14 @@ const (
 var NotificationTypes = []NotificationType{NotifyApprovalRequested, NotifyReviewOpened, NotifyOperationSettled}
 
 // NotifiedType is the event an operation entering status causes, or ""
-// when it causes none. transition_operations applies the same rule in SQL.
+// when it causes none. It is the one rule: a new proposal's notification
+// (operationPropose) and unmatched evidence's (evidenceNotify) take their
+// type from it as a parameter. transition_operations, which writes the
+// notifications of every change, spells the rule in SQL: its arguments
+// are changed only by a numbered migration that drops the function, which
+// binaries still running the old call would then fail on.
+// TestNotificationsOfEveryStateAreNotifiedType holds the SQL to this rule,
+// state by state, through the store's own writes.
 func NotifiedType(status Status) NotificationType {
 	switch status {
 	case StatusReview:
@@ -96,13 +102,14 @@ SELECT created_at FROM notification_receivers WHERE name = $1 AND NOT EXISTS (SE
     FROM note n`
 
 	// evidenceNotify notifies unmatched evidence @id, a new review item of
-	// its tenant, when a receiver of the tenant takes review.opened.
+	// its tenant (@status, review), when a receiver of the tenant takes
+	// that state's event, @notify (review.opened).
 	evidenceNotify = `WITH note AS (
     INSERT INTO notifications (id, tenant_id, type, evidence_id, status, at)
-    SELECT gen_random_uuid(), u.tenant_id, 'review.opened', u.id, 'review', u.created_at
+    SELECT gen_random_uuid(), u.tenant_id, @notify::text, u.id, @status::text, u.created_at
     FROM unmatched_evidence u
     WHERE u.id = @id AND u.tenant_id IS NOT NULL
-      AND EXISTS (SELECT 1 FROM notification_receivers r WHERE r.tenant_id = u.tenant_id AND 'review.opened' = ANY (r.events))
+      AND EXISTS (SELECT 1 FROM notification_receivers r WHERE r.tenant_id = u.tenant_id AND @notify::text = ANY (r.events))
     RETURNING notifications.id, notifications.tenant_id, notifications.type
 )
 ` + notificationOutbox
@@ -348,7 +355,7 @@ func (s *Store) NotificationFailures(ctx context.Context, in Access) ([]Receiver
 // notifyEvidence writes the review.opened notification of unmatched
 // evidence id in tx, when a receiver of its tenant takes it.
 func (s *Store) notifyEvidence(ctx context.Context, tx *Tx, id int64) error {
-	tag, err := tx.tx.Exec(ctx, evidenceNotify, pgx.StrictNamedArgs{"id": id})
+	tag, err := tx.tx.Exec(ctx, evidenceNotify, pgx.StrictNamedArgs{"id": id, "status": StatusReview, "notify": NotifiedType(StatusReview)})
 	if err != nil {
 		return fmt.Errorf("notify evidence %d: %w", id, err)
 	}

@@ -78,7 +78,7 @@ LIMIT ` + maxPausesSQL
 	operationsReleasable = `SELECT o.id, o.version, o.provider, o.status, o.next_attempt_at, o.created_at, o.traceparent FROM operations o
 WHERE o.tenant_id = @tenant
   AND (@provider = '' OR o.provider = @provider) AND (@action = '' OR o.action = @action)
-  AND o.status IN ('queued', 'retry_wait', 'unknown')
+  AND o.status IN (` + waitsNowSQL + `, ` + waitsScheduledSQL + `)
   AND ` + waitsForMessage + `
   AND (@after_at::timestamptz IS NULL OR (o.created_at, o.id) > (@after_at, @after_id))
 ORDER BY o.created_at, o.id
@@ -125,10 +125,8 @@ const DefaultResumeBatch = 500
 // before next_attempt_at as early, and the operation would then wait for
 // the stuck sweeper.
 func (r Requeue) message(subject string, at time.Time) OutboxMessage {
-	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at, Traceparent: deref(r.Traceparent)}
-	if r.NextAttemptAt != nil {
-		m.DeliverAfter = *r.NextAttemptAt
-	}
+	m := DispatchMessage{Subject: subject, OperationID: r.ID, Version: r.Version, RepublishedAt: at, Traceparent: deref(r.Traceparent),
+		DeliverAfter: DispatchDue(r.Status, r.NextAttemptAt)}
 	return m.Outbox()
 }
 

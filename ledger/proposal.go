@@ -93,11 +93,12 @@ const (
 ), note AS (
     -- A proposal that waits for a person (@announce: no policy approves
     -- it in this transaction) is notified when a receiver of its tenant
-    -- takes approval.requested (ledger/notification.go).
+    -- takes its state's event, @notify (approval.requested; NotifiedType
+    -- in ledger/notification.go).
     INSERT INTO notifications (id, tenant_id, type, operation_id, status, at)
-    SELECT gen_random_uuid(), i.tenant_id, 'approval.requested', i.id, i.status, i.created_at FROM ins i
+    SELECT gen_random_uuid(), i.tenant_id, @notify::text, i.id, i.status, i.created_at FROM ins i
     WHERE @announce::boolean
-      AND EXISTS (SELECT 1 FROM notification_receivers r WHERE r.tenant_id = i.tenant_id AND 'approval.requested' = ANY (r.events))
+      AND EXISTS (SELECT 1 FROM notification_receivers r WHERE r.tenant_id = i.tenant_id AND @notify::text = ANY (r.events))
     RETURNING notifications.id, notifications.tenant_id, notifications.type
 ), note_out AS (
     ` + notificationOutbox + `
@@ -190,7 +191,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
 			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey), "scope": nullString(req.Scope),
 			"traceparent": nullString(tracing.Traceparent(ctx)),
-			"announce":    req.AutoApproval == nil,
+			"announce":    req.AutoApproval == nil, "notify": NotifiedType(StatusAwaitingApproval),
 		})
 		var err error
 		op, err = collectOperation(rows)

@@ -42,11 +42,11 @@ LIMIT $2`
     -- every waiting operation read them all (100,000 rows, 4.7 s, on a
     -- ledger of ten million with 100,000 waiting).
     (SELECT o.id, o.updated_at, o.redispatched_at, o.updated_at AS since FROM operations o
-     WHERE o.status = 'queued' AND o.updated_at < @cutoff AND ` + redispatchDue + `
+     WHERE o.status IN (` + waitsNowSQL + `) AND o.updated_at < @cutoff AND ` + redispatchDue + `
      ORDER BY o.updated_at LIMIT @limit)
     UNION ALL
     (SELECT o.id, o.updated_at, o.redispatched_at, o.next_attempt_at FROM operations o
-     WHERE o.status IN ('retry_wait', 'unknown') AND o.next_attempt_at < @cutoff AND ` + redispatchDue + `
+     WHERE o.status IN (` + waitsScheduledSQL + `) AND o.next_attempt_at < @cutoff AND ` + redispatchDue + `
      ORDER BY o.next_attempt_at LIMIT @limit)
 ), due AS (
     -- The oldest @limit of them, each read by its primary key and locked
@@ -126,6 +126,7 @@ func (s *Store) Redispatch(ctx context.Context, cutoff time.Time, base, maxBacko
 			if err != nil {
 				return err
 			}
+			// Due since before cutoff (DispatchDue): sent at once.
 			m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, RepublishedAt: now, Traceparent: deref(op.Traceparent)}
 			if err := s.insertOutbox(ctx, tx, m.Outbox()); err != nil {
 				return err

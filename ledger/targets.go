@@ -26,11 +26,11 @@ WHERE operation_id = $1 AND kind IN ('claimed', 'attempt') AND detail ? 'account
   AND (detail->>'account', coalesce(detail->>'environment', '')) IS DISTINCT FROM ($2::text, $3::text)
 ORDER BY 1, 2`
 
-// ForeignTargets returns the accounts and environments other than here that
-// operation id's requests may have reached. A lookup in here is trusted
-// only when there are none: asking one account whether an order exists
-// proves nothing about another.
-func (s *Store) ForeignTargets(ctx context.Context, id uuid.UUID, here Target) ([]Target, error) {
+// foreignTargets returns the accounts and environments other than here that
+// operation id's requests may have reached (Lookup.SentElsewhere). A lookup
+// in here is trusted only when there are none: asking one account whether
+// an order exists proves nothing about another.
+func (s *Store) foreignTargets(ctx context.Context, id uuid.UUID, here Target) ([]Target, error) {
 	rows, _ := s.pool.Query(ctx, operationForeignTargets, id, here.Account, here.Environment)
 	targets, err := pgx.CollectRows(rows, pgx.RowToStructByName[Target])
 	if err != nil {

@@ -168,29 +168,73 @@ func needsDispatch(c Change) bool { return waitsIn(c.To, !c.NextAttemptAt.IsZero
 func needsTx(c Change) bool { return needsDispatch(c) || c.CompensationReview != nil }
 
 // waitsIn reports whether status, with a next attempt scheduled or not,
-// waits for a dispatch message.
+// waits for a dispatch message. It is the one rule of which states wait:
+// waitsNow, waitsScheduled, AwaitsDispatch, waitsNowSQL and
+// waitsScheduledSQL follow it.
 func waitsIn(status Status, scheduled bool) bool {
-	switch status {
-	case StatusQueued:
-		return true
-	case StatusRetryWait, StatusUnknown:
-		return scheduled
+	return waitsNow(status) || (scheduled && waitsScheduled(status))
+}
+
+// AwaitsDispatch reports whether an operation in s is one a dispatch
+// message may be for: queued, or retry_wait and unknown, which wait for
+// one once their next attempt is scheduled (waitsIn). A dispatcher claims
+// from these states only, once the message is due (DispatchDue).
+func (s Status) AwaitsDispatch() bool { return waitsIn(s, true) }
+
+// waitsNow reports whether an operation in status waits for a dispatch
+// message that is due at once: a queued one, whose message its change
+// wrote.
+func waitsNow(status Status) bool { return status == StatusQueued }
+
+// waitsScheduled reports whether an operation in status waits for a
+// dispatch message once its next attempt (a retry, a lookup) is
+// scheduled, due then.
+func waitsScheduled(status Status) bool {
+	return status == StatusRetryWait || status == StatusUnknown
+}
+
+// waitsNowSQL and waitsScheduledSQL are waitsNow and waitsScheduled
+// written as SQL lists of states, for the statements that look for
+// operations waiting for their dispatch message (operationsRedispatch,
+// operationsReleasable). They are literals, not a parameter built from
+// the Go rule: the partial indexes those statements walk
+// (operations_waiting_idx, operations_due_idx, operations_unsent_list_idx)
+// list the same states, and Postgres uses a partial index only where it
+// can prove from the statement that its states are among the index's. A
+// generic plan of a cached statement cannot prove that of a parameter and
+// reads the whole table instead. TestWaitingStatesOfSQLAreThoseOfGo holds
+// both to the Go rule, state by state.
+const (
+	waitsNowSQL       = `'queued'`
+	waitsScheduledSQL = `'retry_wait', 'unknown'`
+)
+
+// DispatchDue is when the dispatch message of an operation in status,
+// whose next attempt is next, is due: a queued operation's at once (zero),
+// a scheduled retry's or lookup's at its next attempt. Every writer that
+// holds a dispatch message back (a change, dispatchAfter; a resume,
+// Requeue.message) holds it until then, and a dispatcher takes a message
+// that arrives well before it for early. The stuck sweep reads the same
+// times in SQL (updated_at of a queued operation, next_attempt_at of a
+// scheduled one) and takes only operations due since before its cutoff,
+// so its message is never held back.
+func DispatchDue(status Status, next *time.Time) time.Time {
+	if !waitsScheduled(status) || next == nil {
+		return time.Time{}
 	}
-	return false
+	return *next
 }
 
 // dispatchAfter writes the dispatch message of op, which a change in tx
-// has just left waiting for one (waitsForDispatch), held back until its
-// next attempt is due.
+// has just left waiting for one (waitsForDispatch), held back until it is
+// due (DispatchDue).
 func (s *Store) dispatchAfter(ctx context.Context, tx *Tx, op Operation) error {
 	subject, err := s.dispatchSubject(op.Provider)
 	if err != nil {
 		return err
 	}
-	m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, Traceparent: deref(op.Traceparent)}
-	if op.Status != StatusQueued && op.NextAttemptAt != nil {
-		m.DeliverAfter = *op.NextAttemptAt
-	}
+	m := DispatchMessage{Subject: subject, OperationID: op.ID, Version: op.Version, Traceparent: deref(op.Traceparent),
+		DeliverAfter: DispatchDue(op.Status, op.NextAttemptAt)}
 	if err := s.insertOutbox(ctx, tx, m.Outbox()); err != nil {
 		return fmt.Errorf("schedule dispatch of %s: %w", op.ID, err)
 	}

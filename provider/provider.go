@@ -145,3 +145,23 @@ type LookupResult struct {
 	// environment proves nothing.
 	Account, Environment string
 }
+
+// Evidence is what an event about the lookup keeps: enough for a person to judge it later, never
+// a whole body or a secret. Every writer of such an event (the dispatcher's lookup, an operator's
+// replay) keeps this, so one answer reads alike whoever asked.
+func (r LookupResult) Evidence() map[string]any {
+	e := map[string]any{"lookup": r.Status, "http_status": r.HTTPStatus, "at": r.At, "account": r.Account, "environment": r.Environment}
+	if r.ProviderReference != "" {
+		e["provider_reference"] = r.ProviderReference
+	}
+	if len(r.References) > 0 {
+		e["references"] = r.References
+	}
+	if r.Error != "" {
+		e["error"] = r.Error
+	}
+	if r.Body != "" {
+		e["body"] = r.Body
+	}
+	return e
+}

@@ -188,7 +188,7 @@ func (r *Reconciler) reviewItem(op ledger.Operation, events []ledger.Event, laps
 		RetryAllowed: retryAllowed(j, op, lapse),
 	}
 	if pc, ok := r.cfg.Registry.Provider(op.Provider); ok && pc.Lookup != nil && op.LastSentAt != nil {
-		at := pc.LookupBelievableAt(*op.LastSentAt).UTC()
+		at := ledger.AbsenceBelievableAt(op, pc).UTC()
 		item.LookupReliableAfter = &at
 	}
 	return item

@@ -219,16 +219,12 @@ func (r *Reconciler) replayOne(ctx context.Context, in ledger.Access, a ledger.R
 		item.Result = ReplayNoLookup
 		return item, nil
 	}
-	foreign, err := r.store.ForeignTargets(ctx, op.ID, ledger.Target{Account: pc.Account, Environment: pc.Environment})
+	lookup, err := r.store.LookupOf(ctx, op, ledger.Target{Account: pc.Account, Environment: pc.Environment}, pc)
 	if err != nil {
 		return item, err
 	}
-	var believable time.Time
-	if op.LastSentAt != nil {
-		believable = pc.LookupBelievableAt(*op.LastSentAt)
-	}
 	var lr provider.LookupResult
-	verdict, err := ledger.JudgeLookup(ledger.Lookup{SentElsewhere: foreign, BelievableAt: believable},
+	verdict, err := ledger.JudgeLookup(lookup,
 		func() (ledger.LookupAnswer, time.Time, error) {
 			// Absence is judged as of the asking, however late the
 			// answer comes back.
@@ -241,7 +237,8 @@ func (r *Reconciler) replayOne(ctx context.Context, in ledger.Access, a ledger.R
 	}
 	switch verdict {
 	case ledger.LookupUntrusted:
-		item.Result, item.Detail = ReplayLookupUntrusted, fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", foreign[0].Account, foreign[0].Environment)
+		elsewhere := lookup.SentElsewhere[0]
+		item.Result, item.Detail = ReplayLookupUntrusted, fmt.Sprintf("sent to account %q environment %q, which the provider's config no longer names", elsewhere.Account, elsewhere.Environment)
 		return item, nil
 	case ledger.LookupFound:
 		if dryRun {
@@ -271,9 +268,7 @@ func (r *Reconciler) replayOne(ctx context.Context, in ledger.Access, a ledger.R
 			return item, nil // already known: nothing new to record
 		}
 		item.Changed = true
-		return item, r.store.AppendEvent(ctx, op.ID, ledger.EventReplayLookupAbsent, "reconciler:replay", map[string]any{
-			"lookup": lr.Status, "http_status": lr.HTTPStatus, "at": lr.At, "account": lr.Account, "environment": lr.Environment,
-		})
+		return item, r.store.AppendEvent(ctx, op.ID, ledger.EventReplayLookupAbsent, "reconciler:replay", lr.Evidence())
 	default:
 		item.Result, item.Detail = ReplayLookupFailed, lr.Error
 		return item, nil
