@@ -3,7 +3,8 @@
 // supplier, and the process app.Build wires for `actledger serve` (the HTTP
 // API with webhooks and the operator endpoints, the relay, dispatchers, the
 // lease sweeper and the reconciler). Tests drive it through the real path
-// and count orders at the supplier.
+// and count orders at the supplier. The test signals of its notification
+// worker are armed, so a test waits for its sweeps instead of sleeping.
 package testpipeline
 
 import (
@@ -11,6 +12,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -40,6 +42,7 @@ import (
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/mocksupplier"
 	"github.com/actledger/actledger/notify"
@@ -163,8 +166,8 @@ type Pipeline struct {
 	Traceparents *HeaderLog
 	Registry     *provider.Registry
 	Reconciler   *reconciler.Reconciler
-	// Notifier is the notification worker; nil without
-	// Options.Notifications.
+	// Notifier is the notification worker, its test signals armed; nil
+	// without Options.Notifications.
 	Notifier *notify.Worker
 	// Tokens is the token store of the process serving the API, with
 	// its cache.
@@ -283,6 +286,11 @@ func (p *Pipeline) build() {
 		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
+	// Armed before anything runs: arming is not synchronised with the
+	// components' loops.
+	if p.Notifier != nil {
+		p.Notifier.TestSignals.Init(p.t)
+	}
 }
 
 // Retarget points providerName at another account and environment, as an
@@ -606,17 +614,26 @@ func (p *Pipeline) Get(op ledger.Operation) ledger.Operation {
 // does not get there in time.
 func (p *Pipeline) WaitStatus(op ledger.Operation, want ledger.Status, timeout time.Duration) ledger.Operation {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := p.Get(op)
-		if got.Status == want {
-			return got
+	var got ledger.Operation
+	testpoll.Until(p.t, timeout, func() error {
+		if got = p.Get(op); got.Status != want {
+			return statusError{p: p, op: got, want: want}
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("operation %s is %s after %s, want %s; history:\n%s", op.Key, got.Status, timeout, want, p.History(op))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
+}
+
+// statusError is an operation not (yet) in the status a test waits for;
+// its message, written only when the wait fails, holds the history.
+type statusError struct {
+	p    *Pipeline
+	op   ledger.Operation
+	want ledger.Status
+}
+
+func (e statusError) Error() string {
+	return fmt.Sprintf("operation %s is %s, want %s; history:\n%s", e.op.Key, e.op.Status, e.want, e.p.History(e.op))
 }
 
 // History renders op's events for failure messages.
@@ -662,13 +679,12 @@ func (p *Pipeline) Creates(op ledger.Operation) int {
 // Eventually polls cond until it holds or fails the test after timeout.
 func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() bool) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testpoll.Until(p.t, timeout, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Settled waits until everything the pipeline has been handed so far has
