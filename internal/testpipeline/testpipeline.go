@@ -3,8 +3,9 @@
 // supplier, and the process app.Build wires for `actledger serve` (the HTTP
 // API with webhooks and the operator endpoints, the relay, dispatchers, the
 // lease sweeper and the reconciler). Tests drive it through the real path
-// and count orders at the supplier. The test signals of its notification
-// worker are armed, so a test waits for its sweeps instead of sleeping.
+// and count orders at the supplier. The test signals of its sweeper,
+// notification worker and dispatchers are armed, so a test waits for
+// their moments (Sweeps, a circuit's change) instead of sleeping.
 package testpipeline
 
 import (
@@ -166,6 +167,8 @@ type Pipeline struct {
 	Traceparents *HeaderLog
 	Registry     *provider.Registry
 	Reconciler   *reconciler.Reconciler
+	// Sweeper is the process's lease sweeper, its test signals armed.
+	Sweeper *dispatcher.LeaseSweeper
 	// Notifier is the notification worker, its test signals armed; nil
 	// without Options.Notifications.
 	Notifier *notify.Worker
@@ -186,6 +189,11 @@ type Pipeline struct {
 	urls    map[string]string
 	targets map[string]ledger.Target
 }
+
+// StuckAfter is how long the pipeline's lease sweeper lets an operation
+// wait for a dispatch message before it publishes one again
+// (dispatcher.SweeperConfig.StuckAfter).
+const StuckAfter = 10 * time.Second
 
 // DefaultTarget is every provider's account and environment until
 // Retarget changes them.
@@ -263,7 +271,7 @@ func (p *Pipeline) build() {
 		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true, Notify: opts.Notifications != ""},
 		Notify:     opts.Notify,
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
-		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
+		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: StuckAfter},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
 		Auth:       auth.Config{CacheTTL: opts.TokenCacheTTL},
 		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
@@ -286,8 +294,10 @@ func (p *Pipeline) build() {
 		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
+	p.Sweeper = p.app.Sweeper
 	// Armed before anything runs: arming is not synchronised with the
 	// components' loops.
+	p.Sweeper.TestSignals.Init(p.t)
 	if p.Notifier != nil {
 		p.Notifier.TestSignals.Init(p.t)
 	}
@@ -437,7 +447,8 @@ func (p *Pipeline) CLITokens() *auth.Tokens {
 }
 
 // Start runs the relay, the lease sweeper, the reconciler and n fresh
-// dispatchers (with nothing in memory from an earlier Start).
+// dispatchers (with nothing in memory from an earlier Start), their test
+// signals armed.
 func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 	p.t.Helper()
 	p.start(p.app)
@@ -447,10 +458,24 @@ func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 		if err != nil {
 			p.t.Fatal(err)
 		}
+		d.TestSignals.Init(p.t)
 		ds = append(ds, d)
 		p.start(d)
 	}
 	return ds
+}
+
+// Sweeps waits for n sweeps of the lease sweeper that begin after the
+// call and end without error.
+func (p *Pipeline) Sweeps(n int) {
+	p.t.Helper()
+	swept := &p.Sweeper.TestSignals.Swept
+	swept.Clear()
+	// A sweep under way while Clear ran may end after it: it is not one
+	// of the n.
+	for range n + 1 {
+		swept.WaitOrTimeout()
+	}
 }
 
 func (p *Pipeline) start(s startstop.Service) {
@@ -670,6 +695,42 @@ func (p *Pipeline) Kinds(op ledger.Operation) []string {
 
 // Orders is the supplier's real order count for op.
 func (p *Pipeline) Orders(op ledger.Operation) int { return p.Supplier.Orders(op.ExternalKey) }
+
+// NothingMore asserts that nothing more happens to op, which should stay
+// as it is (in review, say): once the pipeline has Settled, it moves the
+// clock past StuckAfter and waits for three sweeps and for the pipeline to
+// settle again; op must then have the version and the events it had, and
+// no dispatch message may wait to send it, due or scheduled. A test waits
+// on this, not on a sleep, before it counts what the supplier got. It
+// returns op as it is.
+func (p *Pipeline) NothingMore(op ledger.Operation, timeout time.Duration) ledger.Operation {
+	p.t.Helper()
+	p.Settled(timeout)
+	before, history := p.Get(op), p.History(op)
+	p.Clock.Advance(StuckAfter)
+	p.Sweeps(3)
+	p.Settled(timeout)
+	after := p.Get(op)
+	if after.Version != before.Version || p.History(op) != history || p.Pending(op) != 0 {
+		p.t.Fatalf("operation %s moved on from %s at version %d to %s at version %d, %d messages waiting to send it; history before:\n%s\nafter:\n%s",
+			op.Key, before.Status, before.Version, after.Status, after.Version, p.Pending(op), history, p.History(op))
+	}
+	return after
+}
+
+// Pending counts op's dispatch messages still in the outbox, due now or
+// scheduled for later (a retry's backoff, a lookup after the supplier's
+// lag): a test asserting that nothing will send op again checks it is 0
+// once the pipeline Settled, which does not wait for scheduled ones.
+func (p *Pipeline) Pending(op ledger.Operation) int {
+	p.t.Helper()
+	var n int
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox
+WHERE published_at IS NULL AND msg_id LIKE 'dispatch.%' AND split_part(msg_id, '.', 2) = $1::text`, op.ID).Scan(&n); err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
 
 // Creates is how many create requests the supplier received for op.
 func (p *Pipeline) Creates(op ledger.Operation) int {
