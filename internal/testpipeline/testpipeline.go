@@ -3,9 +3,9 @@
 // supplier, and the process app.Build wires for `actledger serve` (the HTTP
 // API with webhooks and the operator endpoints, the relay, dispatchers, the
 // lease sweeper and the reconciler). Tests drive it through the real path
-// and count orders at the supplier. The test signals of its sweeper,
-// notification worker and dispatchers are armed, so a test waits for
-// their moments (Sweeps, a circuit's change) instead of sleeping.
+// and count orders at the supplier. The test signals of its relay,
+// sweeper, notification worker and dispatchers are armed, so a test waits
+// for their moments (Sweeps, a circuit's change) instead of sleeping.
 package testpipeline
 
 import (
@@ -167,7 +167,9 @@ type Pipeline struct {
 	Traceparents *HeaderLog
 	Registry     *provider.Registry
 	Reconciler   *reconciler.Reconciler
-	// Sweeper is the process's lease sweeper, its test signals armed.
+	// Relay and Sweeper are the process's outbox relay and lease sweeper,
+	// their test signals armed.
+	Relay   *relay.Relay
 	Sweeper *dispatcher.LeaseSweeper
 	// Notifier is the notification worker, its test signals armed; nil
 	// without Options.Notifications.
@@ -294,9 +296,10 @@ func (p *Pipeline) build() {
 		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
-	p.Sweeper = p.app.Sweeper
+	p.Relay, p.Sweeper = p.app.Relay, p.app.Sweeper
 	// Armed before anything runs: arming is not synchronised with the
 	// components' loops.
+	p.Relay.TestSignals.Init(p.t)
 	p.Sweeper.TestSignals.Init(p.t)
 	if p.Notifier != nil {
 		p.Notifier.TestSignals.Init(p.t)
