@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/internal/testpoll"
 )
 
 // settledAndOld creates an operation through the API, waits until it has
@@ -129,13 +131,12 @@ func TestServePrunesEveryRetentionInterval(t *testing.T) {
 	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-2"},"ttl_seconds":600,"policy_version":"p1"}`)
 	recent := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-new","params":{"sku":"A-2"},"approval_id":%q}`, approval["id"]))["id"].(string)
 	in.waitStatus(t, agent, recent, "succeeded")
-	deadline := time.Now().Add(20 * time.Second)
-	for in.statusOf(t, agent, old) != 404 {
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not prune the old operation")
+	testpoll.Until(t, 20*time.Second, func() error {
+		if status := in.statusOf(t, agent, old); status != http.StatusNotFound {
+			return fmt.Errorf("serve did not prune the old operation: it answers %d", status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if lines := archiveLines(t, dir); len(lines) != 1 || !strings.Contains(lines[0], old) {
 		t.Errorf("archive lines %q, want one naming %s", lines, old)
 	}
