@@ -171,6 +171,8 @@ type Pipeline struct {
 	// their test signals armed.
 	Relay   *relay.Relay
 	Sweeper *dispatcher.LeaseSweeper
+	// Watcher wakes the API's long polls.
+	Watcher *ledger.Watcher
 	// Notifier is the notification worker, its test signals armed; nil
 	// without Options.Notifications.
 	Notifier *notify.Worker
@@ -296,7 +298,7 @@ func (p *Pipeline) build() {
 		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
-	p.Relay, p.Sweeper = p.app.Relay, p.app.Sweeper
+	p.Relay, p.Sweeper, p.Watcher = p.app.Relay, p.app.Sweeper, p.app.Watcher
 	// Armed before anything runs: arming is not synchronised with the
 	// components' loops.
 	p.Relay.TestSignals.Init(p.t)
