@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testpoll"
 )
 
@@ -30,10 +32,7 @@ func (in *instance) settledAndOld(t *testing.T, approver, agent, key string) str
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(t.Context(), `UPDATE operations SET created_at = created_at - interval '100 days',
-    updated_at = updated_at - interval '100 days' WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	testfactory.Backdate(t, pool, 100*24*time.Hour, uuid.MustParse(id))
 	return id
 }
 

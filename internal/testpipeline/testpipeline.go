@@ -53,7 +53,7 @@ import (
 )
 
 // Action is the action every pipeline configures, on provider "acme".
-const Action = "supplier.create_order"
+const Action = testfactory.DefaultAction
 
 // OtherAction is the action of the second provider, "beta", that every
 // pipeline also configures, with its own supplier (Pipeline.Other).
@@ -184,7 +184,9 @@ type Pipeline struct {
 	TenantID uuid.UUID
 	// Tokens of the tenant, by role.
 	Agent, Approver, Operator string
-	approver                  auth.Principal
+	// FactoryTenant is the tenant with its tokens' principals, as
+	// testfactory.Operation takes it.
+	FactoryTenant testfactory.Tenant
 
 	app     *app.App
 	running []startstop.Service
@@ -201,7 +203,7 @@ const StuckAfter = 10 * time.Second
 
 // DefaultTarget is every provider's account and environment until
 // Retarget changes them.
-var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
+var DefaultTarget = testfactory.DefaultTarget
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -242,7 +244,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.build()
 	tenant := testfactory.NewTenant(t, p.Tokens, p.Tenant)
 	p.Agent, p.Approver, p.Operator = tenant.Agent.Secret, tenant.Approver.Secret, tenant.Operator.Secret
-	p.TenantID, p.approver = tenant.ID, tenant.Approver.Principal
+	p.TenantID, p.FactoryTenant = tenant.ID, tenant
 
 	// Every request a pipeline test makes of the API, and every answer,
 	// is checked against the OpenAPI document; the web console beside it
@@ -519,7 +521,7 @@ func (p *Pipeline) approve(action, params string, ttl time.Duration) ledger.Appr
 		p.t.Fatalf("action %s is not configured", action)
 	}
 	a, err := p.Store.CreateApproval(context.Background(), ledger.NewApproval{
-		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: action,
+		TenantID: p.TenantID, ApproverTokenID: p.FactoryTenant.Approver.TokenID, Action: action,
 		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(ttl),
 		Target: &ledger.Target{Account: pc.Account, Environment: pc.Environment},
 	})
