@@ -708,8 +708,9 @@ func (p *Pipeline) Orders(op ledger.Operation) int { return p.Supplier.Orders(op
 // clock past StuckAfter and waits for three sweeps and for the pipeline to
 // settle again; op must then have the version and the events it had, and
 // no dispatch message may wait to send it, due or scheduled. A test waits
-// on this, not on a sleep, before it counts what the supplier got. It
-// returns op as it is.
+// on this, not on a sleep, before it counts what the supplier got. The
+// clock's move expires the leases of operations in flight too: call it
+// when none is. It returns op as it is.
 func (p *Pipeline) NothingMore(op ledger.Operation, timeout time.Duration) ledger.Operation {
 	p.t.Helper()
 	p.Settled(timeout)

@@ -44,8 +44,9 @@ func (s *Signal[T]) Init(tb TB) {
 }
 
 // Signal reports v to the armed test, and does nothing when s is unarmed.
-// It never blocks: when Capacity values already wait, v is dropped, which
-// only the values of a loop that nobody waits for ever are.
+// It never blocks: when Capacity values already wait, v is dropped. Only
+// a loop's values that no test waits for fill a signal, and a test that
+// waits for a later moment Clears them first.
 func (s *Signal[T]) Signal(v T) {
 	if s.ch == nil {
 		return
