@@ -723,9 +723,10 @@ func approveWhilePolling(t *testing.T, p *testpipeline.Pipeline, op ledger.Opera
 		a.code, a.etag, a.status, a.took = pollProposal(t, p, op.ID, wait)
 		answered <- a
 	}()
-	// Give the poll time to start waiting; if it has not, it reads the
-	// approved operation at once, which the checks accept too.
-	time.Sleep(200 * time.Millisecond)
+	// Approve once the poll waits on the watcher. A poll that has begun
+	// to wait but not yet read the operation again reads the approved
+	// operation at once, which the checks accept too.
+	p.Eventually(10*time.Second, "the poll to wait", func() bool { return p.Watcher.Waiting() > 0 })
 	if status, out := approve(p, p.Approver, op.ID, op.ParamsFingerprint); status != http.StatusOK {
 		t.Fatalf("approve = %d %v", status, out)
 	}

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/internal/testdb"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -74,13 +76,12 @@ func (f *waitFixture) getWaiting(t *testing.T, id, wait, ifNoneMatch string) res
 // untilWaiting polls (bounded) until n readers wait on the watcher.
 func (f *waitFixture) untilWaiting(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for f.watcher.Waiting() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d readers waiting after %s, want %d", f.watcher.Waiting(), timeout, n)
+	testpoll.Until(t, timeout, func() error {
+		if got := f.watcher.Waiting(); got < n {
+			return fmt.Errorf("%d readers waiting, want %d", got, n)
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // TestEveryOperationViewCarriesItsVersionAsETag: the create answer, its

@@ -17,6 +17,8 @@ type tokenHash [32]byte
 type tokenCache struct {
 	ttl  time.Duration
 	size int
+	// now is the clock entries expire by: time.Now, or a test's.
+	now func() time.Time
 
 	mu      sync.Mutex
 	entries map[tokenHash]cached
@@ -42,13 +44,13 @@ type insertion struct {
 }
 
 func newTokenCache(ttl time.Duration, size int) *tokenCache {
-	return &tokenCache{ttl: ttl, size: size, entries: make(map[tokenHash]cached)}
+	return &tokenCache{ttl: ttl, size: size, now: time.Now, entries: make(map[tokenHash]cached)}
 }
 
 // get returns the principal cached for key while its entry lasts, and the
 // generation a lookup that misses must hand to put.
 func (c *tokenCache) get(key tokenHash) (Principal, bool, uint64) {
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[key]
@@ -61,7 +63,7 @@ func (c *tokenCache) get(key tokenHash) (Principal, bool, uint64) {
 // put caches p under key for the ttl, unless an eviction happened since
 // the lookup that found p began (generation).
 func (c *tokenCache) put(key tokenHash, p Principal, generation uint64) {
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if generation != c.generation {

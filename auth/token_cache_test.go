@@ -12,6 +12,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -34,13 +35,12 @@ func listening(t *testing.T, tokens *auth.Tokens) {
 // pipeline's other services) is connected.
 func waitListening(t *testing.T, tokens *auth.Tokens) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !tokens.Listening() {
-		if time.Now().After(deadline) {
-			t.Fatal("the token revocation listener did not connect")
+	testpoll.Until(t, 5*time.Second, func() error {
+		if !tokens.Listening() {
+			return errors.New("the token revocation listener did not connect")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Only an agent's lookup is kept, and only for the TTL: with the token's
@@ -92,20 +92,16 @@ func TestOnlyAgentLookupsAreServedFromTheCacheAndOnlyForTheTTL(t *testing.T) {
 			if err != nil || p.TokenID != c.ID || p.Role != tt.role {
 				t.Fatalf("next call within the TTL: %+v, %v; want the cached principal", p, err)
 			}
-			deadline := cachedAt.Add(auth.DefaultCacheTTL + 500*time.Millisecond)
-			for {
+			testpoll.Until(t, time.Until(cachedAt.Add(auth.DefaultCacheTTL+500*time.Millisecond)), func() error {
 				_, err := tokens.Authenticate(ctx, c.Secret)
-				if errors.Is(err, auth.ErrUnauthenticated) {
-					break
-				}
-				if err != nil {
+				switch {
+				case errors.Is(err, auth.ErrUnauthenticated):
+					return nil
+				case err != nil:
 					t.Fatal(err)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("still authenticated %s after it was cached, TTL %s", time.Since(cachedAt), auth.DefaultCacheTTL)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+				return fmt.Errorf("still authenticated %s after it was cached, TTL %s", time.Since(cachedAt), auth.DefaultCacheTTL)
+			})
 		})
 	}
 }

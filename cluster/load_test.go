@@ -20,6 +20,7 @@ import (
 	"github.com/actledger/actledger/internal/testcluster"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -149,13 +150,12 @@ func (l *load) start(t *testing.T, perSecond int) (wait func()) {
 // waitAccepted waits until n requests were accepted.
 func (l *load) waitAccepted(t *testing.T, n int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for l.accepted.Load() < int64(n) {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d requests accepted after %s, want %d", l.accepted.Load(), timeout, n)
+	testpoll.Until(t, timeout, func() error {
+		if got := l.accepted.Load(); got < int64(n) {
+			return fmt.Errorf("only %d requests accepted, want %d", got, n)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // statusCounts counts the database's operations by status.
@@ -185,18 +185,27 @@ func statusCounts(t *testing.T, pool *pgxpool.Pool) map[ledger.Status]int {
 // timeout.
 func waitAllSucceeded(t *testing.T, pool *pgxpool.Pool, want int, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	testpoll.Until(t, timeout, func() error {
 		counts := statusCounts(t, pool)
 		if counts[ledger.StatusSucceeded] == want && len(counts) == 1 {
-			return
+			return nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: operations by status %v, want %d succeeded; the first of the others:\n%s",
-				timeout, counts, want, unfinished(t, pool))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return unsucceeded{pool: pool, t: t, counts: counts, want: want}
+	})
+}
+
+// unsucceeded is a database whose operations are not all succeeded yet;
+// its message, written only when the wait fails, shows the first of the
+// others.
+type unsucceeded struct {
+	t      *testing.T
+	pool   *pgxpool.Pool
+	counts map[ledger.Status]int
+	want   int
+}
+
+func (e unsucceeded) Error() string {
+	return fmt.Sprintf("operations by status %v, want %d succeeded; the first of the others:\n%s", e.counts, e.want, unfinished(e.t, e.pool))
 }
 
 // externalKeys lists every operation's external key.

@@ -22,6 +22,7 @@ import (
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -154,14 +155,14 @@ func startServe(t *testing.T, bin, name, dbURL, natsURLs, prefix, supplierURL, t
 			t.Logf("%s log:\n%s", name, b)
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	testpoll.Until(t, 60*time.Second, func() error {
 		res, err := http.Get(sp.url + "/readyz")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
-				return sp
+				return nil
 			}
+			err = fmt.Errorf("/readyz answers %d", res.StatusCode)
 		}
 		select {
 		case <-sp.done:
@@ -169,11 +170,9 @@ func startServe(t *testing.T, bin, name, dbURL, natsURLs, prefix, supplierURL, t
 			t.Fatalf("%s exited at start:\n%s", name, b)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready after 60s (last: %v)", name, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return fmt.Errorf("%s not ready (last: %v)", name, err)
+	})
+	return sp
 }
 
 func (sp *serveProcess) kill() {
@@ -233,13 +232,12 @@ func TestActledgerKilledMidCallOtherSettles(t *testing.T) {
 
 	wait := l.start(t, 100)
 	// A has calls in flight whose orders exist: kill it there.
-	deadline := time.Now().Add(time.Minute)
-	for len(gateA.heldKeys()) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("process A made %d calls in a minute, want 2 in flight", len(gateA.heldKeys()))
+	testpoll.Until(t, time.Minute, func() error {
+		if n := len(gateA.heldKeys()); n < 2 {
+			return fmt.Errorf("process A has %d calls in flight, want 2", n)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	gateA.freeze()
 	a.kill()
 	held := gateA.heldKeys()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 )
@@ -18,17 +19,13 @@ import (
 func TestPagesShowTheClientKeyBesideTheBusinessKey(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{ActionContract: `key: '"po-" + string(params.purchase_order)'`})
-	status, out := p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"tool-call-7","params":{"purchase_order":37,"sku":"A-1"},"request_approval":true}`)
-	if status != http.StatusAccepted {
-		t.Fatalf("propose: %d %v", status, out)
-	}
-	proposal := p.Operation(out)
 	// The API refuses invisible characters in a key; a client key stored
 	// before that rule (or written past the API) is still shown escaped.
-	if _, err := p.Pool.Exec(context.Background(), `UPDATE operations SET client_key = $1 WHERE id = $2`, "tool-call-\u202e7", proposal.ID); err != nil {
-		t.Fatal(err)
-	}
-	status, out = p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"tool-call-8","params":{"purchase_order":38,"sku":"A-1"},"approval_id":"`+
+	proposal := testfactory.Operation(t, p.Store, testfactory.OperationOpts{
+		Tenant: p.FactoryTenant, Key: "po-37", ClientKey: "tool-call-\u202e7", Params: `{"purchase_order":37,"sku":"A-1"}`,
+		Status: ledger.StatusAwaitingApproval,
+	})
+	status, out := p.Do("POST", "/v1/operations", p.Agent, `{"action":"`+testpipeline.Action+`","key":"tool-call-8","params":{"purchase_order":38,"sku":"A-1"},"approval_id":"`+
 		p.Approve(`{"purchase_order":38,"sku":"A-1"}`, time.Hour).ID.String()+`"}`)
 	if status != http.StatusCreated {
 		t.Fatalf("enqueue: %d %v", status, out)

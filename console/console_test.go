@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 )
@@ -120,15 +121,10 @@ func propose(t *testing.T, p *testpipeline.Pipeline, key, params string) ledger.
 // claim the operation first.
 func inReview(t *testing.T, p *testpipeline.Pipeline, key string, reason ledger.ReviewReason, owner string) ledger.Operation {
 	t.Helper()
-	op := p.Enqueue(key, `{"sku":"A-1","qty":1}`)
-	op, err := p.Store.Transition(context.Background(), ledger.Change{
-		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test_review", Actor: "test",
-		Review: &ledger.Review{Reason: reason, Owner: owner, Deadline: time.Now().Add(time.Hour)},
+	return testfactory.Operation(t, p.Store, testfactory.OperationOpts{
+		Tenant: p.FactoryTenant, Key: key, Params: `{"sku":"A-1","qty":1}`,
+		Status: ledger.StatusReview, Review: ledger.Review{Reason: reason, Owner: owner},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return op
 }
 
 func principal(t *testing.T, p *testpipeline.Pipeline, token string) auth.Principal {

@@ -25,16 +25,17 @@ const breakerRefresh = 500 * time.Millisecond
 // after the cooldown, gets an answer. Settling unknown outcomes (a resend
 // under the key, a lookup) is never held back by it.
 type breakers struct {
-	store *ledger.Store
-	log   *slog.Logger
+	store   *ledger.Store
+	log     *slog.Logger
+	signals *TestSignals
 
 	mu       sync.Mutex
 	read     time.Time // when circuits was read, on the local clock
 	circuits map[string]ledger.Circuit
 }
 
-func newBreakers(store *ledger.Store, log *slog.Logger) *breakers {
-	return &breakers{store: store, log: log}
+func newBreakers(store *ledger.Store, log *slog.Logger, signals *TestSignals) *breakers {
+	return &breakers{store: store, log: log, signals: signals}
 }
 
 // circuitOpenError says a claim waits for an open circuit: the message
@@ -105,6 +106,7 @@ func (b *breakers) gate(ctx context.Context, pc *provider.Config) (probe bool, e
 		return false, &circuitOpenError{provider: pc.Name, wait: *c.Cooldown}
 	}
 	b.log.InfoContext(ctx, "circuit open; sending a probe", "provider", pc.Name, "failures", c.Failures)
+	b.signals.ProbeSent.Signal(c)
 	return true, nil
 }
 
@@ -139,9 +141,11 @@ func (b *breakers) record(ctx context.Context, pc *provider.Config, res provider
 		switch {
 		case probe:
 			b.log.WarnContext(ctx, "circuit probe failed; it stays open", "provider", pc.Name, "next_probe_at", c.ProbeAt)
+			b.signals.ProbeFailed.Signal(c)
 		case c.Open() && c.Failures == pc.Breaker.Failures:
 			b.log.WarnContext(ctx, "circuit opened: new attempts wait for a probe", "provider", pc.Name,
 				"failures", c.Failures, "next_probe_at", c.ProbeAt)
+			b.signals.CircuitOpened.Signal(c)
 		}
 		return
 	}
@@ -155,6 +159,7 @@ func (b *breakers) record(ctx context.Context, pc *provider.Config, res provider
 	b.forget(pc.Name, false)
 	if probe {
 		b.log.InfoContext(ctx, "circuit closed: the probe was answered", "provider", pc.Name)
+		b.signals.CircuitClosed.Signal(pc.Name)
 	}
 }
 

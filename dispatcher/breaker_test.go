@@ -36,9 +36,10 @@ func (s *switchable) Lookup(ctx context.Context, key string) provider.LookupResu
 
 // An outage at one provider does not spread: 100 approved operations at
 // an address that refuses connections make a few attempts (the breaker's
-// failures, those already in flight, and one probe per cooldown), none
-// goes to review for it, and once the supplier is back the probe closes
-// the circuit and every operation succeeds, one order each.
+// failures, those already in flight, and one probe per cooldown, the
+// cooldown doubling after each failed probe), none goes to review for it,
+// and once the supplier is back the probe closes the circuit and every
+// operation succeeds, one order each.
 func TestOutageOpensTheCircuitInsteadOfSpendingEveryOperationsRetries(t *testing.T) {
 	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,10 +65,27 @@ func TestOutageOpensTheCircuitInsteadOfSpendingEveryOperationsRetries(t *testing
 	for i := range ops {
 		ops[i] = p.Enqueue("po-"+string(rune('a'+i/26))+string(rune('a'+i%26)), `{"sku":"A-1"}`)
 	}
-	p.Start(1)
-	time.Sleep(15 * time.Second)
+	signals := &p.Start(1)[0].TestSignals
+	opened := signals.CircuitOpened.WaitOrTimeout()
+	if opened.Provider != "acme" || opened.Failures != 5 {
+		t.Errorf("circuit opened %+v, want acme's after 5 failures", opened)
+	}
+	// The outage lasts three probes: the first a cooldown after the
+	// opening, each next one twice the last cooldown after it.
+	cooldown := *opened.Cooldown
+	const probes = 3
+	for i := range probes {
+		sent := signals.ProbeSent.WaitOrTimeout()
+		failed := signals.ProbeFailed.WaitOrTimeout()
+		if *sent.Cooldown != cooldown || *failed.Cooldown != 2*cooldown {
+			t.Errorf("probe %d sent under a cooldown of %s, failed to one of %s; want %s and %s",
+				i+1, *sent.Cooldown, *failed.Cooldown, cooldown, 2*cooldown)
+		}
+		signals.ProbeSent.RequireEmpty() // one probe per cooldown
+		cooldown = *failed.Cooldown
+	}
 	if n := sw.creates.Load(); n > 25 {
-		t.Errorf("%d connection attempts in 15s at a refusing address, want at most 25", n)
+		t.Errorf("%d connection attempts at a refusing address over its opening and %d probes, want at most 25", n, probes)
 	}
 	var open bool
 	circuits, err := p.Store.Circuits(context.Background())
@@ -112,6 +130,9 @@ func TestOutageOpensTheCircuitInsteadOfSpendingEveryOperationsRetries(t *testing
 	}
 	attempts := sw.creates.Load()
 	sw.current.Store(live)
+	if closed := signals.CircuitClosed.WaitOrTimeout(); closed != "acme" {
+		t.Errorf("circuit of %s closed, want acme's", closed)
+	}
 	for _, op := range ops {
 		p.WaitStatus(op, ledger.StatusSucceeded, 60*time.Second)
 		if n := p.Orders(op); n != 1 {
@@ -121,5 +142,5 @@ func TestOutageOpensTheCircuitInsteadOfSpendingEveryOperationsRetries(t *testing
 	if circuits, _ := p.Store.Circuits(context.Background()); len(circuits) != 0 {
 		t.Errorf("circuits after the recovery: %+v, want none", circuits)
 	}
-	t.Logf("attempts during the 15s outage: %d; after it: %d", attempts, sw.creates.Load()-attempts)
+	t.Logf("attempts during the outage (its opening and %d probes): %d; after it: %d", probes, attempts, sw.creates.Load()-attempts)
 }

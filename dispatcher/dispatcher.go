@@ -19,6 +19,7 @@ import (
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/internal/testsignal"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/tracing"
@@ -134,6 +135,35 @@ type Dispatcher struct {
 
 	svc      startstop.Loop
 	handlers sync.WaitGroup
+
+	// TestSignals are armed by tests (TestSignals.Init) before Start;
+	// unarmed, as in production, they do nothing.
+	TestSignals TestSignals
+}
+
+// TestSignals are the moments of a running dispatcher a test waits for:
+// the changes of a provider's circuit this process makes. A circuit's
+// value is as the ledger holds it right after the change.
+type TestSignals struct {
+	// CircuitOpened: this process's failure opened the circuit.
+	CircuitOpened testsignal.Signal[ledger.Circuit]
+	// ProbeSent: a claim of this process is the open circuit's probe; the
+	// circuit as read before the probe was taken.
+	ProbeSent testsignal.Signal[ledger.Circuit]
+	// ProbeFailed: the probe got no answer; the circuit stays open, with
+	// its cooldown doubled.
+	ProbeFailed testsignal.Signal[ledger.Circuit]
+	// CircuitClosed: the probe was answered, and the circuit of the
+	// provider named is closed.
+	CircuitClosed testsignal.Signal[string]
+}
+
+// Init arms every signal for tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.CircuitOpened.Init(tb)
+	ts.ProbeSent.Init(tb)
+	ts.ProbeFailed.Init(tb)
+	ts.CircuitClosed.Init(tb)
 }
 
 // New returns a dispatcher; Start runs it.
@@ -150,7 +180,7 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Dispatcher, error)
 		configs:   make(map[string]*provider.Config),
 		calls:     make(map[string]chan struct{}),
 	}
-	d.breakers = newBreakers(store, d.log)
+	d.breakers = newBreakers(store, d.log, &d.TestSignals)
 	for _, pc := range cfg.Registry.Providers() {
 		// A call must end within its lease: an explicit timeout that does
 		// not is refused, a default one is min(10s, lease/2). The worker

@@ -10,6 +10,7 @@ import (
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/internal/testsignal"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/tracing"
@@ -64,7 +65,22 @@ type LeaseSweeper struct {
 	log    *slog.Logger
 
 	svc startstop.Loop
+
+	// TestSignals are armed by tests (SweeperTestSignals.Init) before
+	// Start; unarmed, as in production, they do nothing.
+	TestSignals SweeperTestSignals
 }
+
+// SweeperTestSignals are the moments of a running sweeper a test waits
+// for, instead of sleeping through sweeps it hopes happened.
+type SweeperTestSignals struct {
+	// Swept: a sweep of the loop ended without error (expired leases,
+	// stuck operations and expired requests all looked at).
+	Swept testsignal.Signal[struct{}]
+}
+
+// Init arms every signal for tb.
+func (ts *SweeperTestSignals) Init(tb testsignal.TB) { ts.Swept.Init(tb) }
 
 // NewLeaseSweeper returns a sweeper; several may run at once (their
 // changes are conditional, so each finding is acted on once).
@@ -108,7 +124,7 @@ func (cfg SweeperConfig) validate() error {
 // Start runs sweeps in the background until Stop. It returns at once.
 func (s *LeaseSweeper) Start(ctx context.Context) error {
 	return s.svc.Start(ctx, func(ctx context.Context) {
-		startstop.Every(ctx, s.cfg.Interval, s.Sweep, func(ctx context.Context, err error) {
+		startstop.Every(ctx, s.cfg.Interval, s.sweepAndSignal, func(ctx context.Context, err error) {
 			s.log.WarnContext(ctx, "sweep failed; next one will retry", "err", err)
 		})
 	})
@@ -117,6 +133,15 @@ func (s *LeaseSweeper) Start(ctx context.Context) error {
 // Stop stops sweeping and waits for the sweep in progress. Safe to call
 // more than once.
 func (s *LeaseSweeper) Stop() { s.svc.Stop() }
+
+// sweepAndSignal is one sweep of the loop, signalled when it ended well.
+func (s *LeaseSweeper) sweepAndSignal(ctx context.Context) error {
+	if err := s.Sweep(ctx); err != nil {
+		return err
+	}
+	s.TestSignals.Swept.Signal(struct{}{})
+	return nil
+}
 
 // Sweep runs one pass: expired leases first, then lost messages, then
 // proposals past their request_ttl.

@@ -59,14 +59,22 @@ func TestNATSOutageMidDispatchLosesNothingAndCausesNoSecondCall(t *testing.T) {
 	// Work accepted during the outage waits in the outbox.
 	second := p.Enqueue("po-2", `{"sku":"B-2"}`)
 	p.WaitStatus(first, ledger.StatusSucceeded, 10*time.Second)
-	time.Sleep(time.Second)
-	if got := p.Creates(second); got != 0 {
-		t.Fatalf("second operation sent during the NATS outage: %d create requests", got)
+	// The relay has tried to publish it, and its row is still there.
+	if err := p.Relay.TestSignals.BatchFailed.WaitOrTimeout(); err == nil {
+		t.Fatal("the relay signalled a failed batch without its error")
+	}
+	var waiting int
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox WHERE msg_id = $1`,
+		ledger.DispatchMsgID(second.ID, second.Version)).Scan(&waiting); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Creates(second); got != 0 || waiting != 1 {
+		t.Fatalf("during the NATS outage the second operation had %d create requests and %d outbox rows, want 0 and 1", got, waiting)
 	}
 	proxy.Restore()
 
 	p.WaitStatus(second, ledger.StatusSucceeded, 30*time.Second)
-	time.Sleep(500 * time.Millisecond)
+	p.Settled(settle) // every copy of the messages handled
 	for _, op := range []ledger.Operation{first, second} {
 		if got, creates := p.Orders(op), p.Creates(op); got != 1 || creates != 1 {
 			t.Errorf("%s: orders %d, create requests %d; want 1 and 1", op.Key, got, creates)

@@ -75,9 +75,8 @@ func TestSuccessWhoseReferenceCannotBeReadIsNeverResent(t *testing.T) {
 		Create: `method: POST, path: /v1/orders, reference: response.order.id`})
 	op := p.Enqueue("po-1", `{"sku":"A-1"}`)
 	p.Start(1)
-	done := p.WaitStatus(op, ledger.StatusReview, settle)
-	// Give a wrongly scheduled resend the time to happen.
-	time.Sleep(500 * time.Millisecond)
+	p.WaitStatus(op, ledger.StatusReview, settle)
+	done := p.NothingMore(op, settle)
 	if *done.ReviewReason != ledger.ReasonReferenceMissing || p.Orders(op) != 1 || p.Creates(op) != 1 || done.ProviderReference != nil {
 		t.Errorf("reason %s, orders %d, creates %d, reference %v; want reference_missing, 1, 1, none; history:\n%s",
 			*done.ReviewReason, p.Orders(op), p.Creates(op), done.ProviderReference, p.History(op))

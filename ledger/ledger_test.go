@@ -32,6 +32,8 @@ type fixture struct {
 	tenant   uuid.UUID
 	agent    auth.Principal
 	approver auth.Principal
+	// acme is the tenant with its tokens, for testfactory.Operation.
+	acme testfactory.Tenant
 }
 
 func setup(t *testing.T) *fixture {
@@ -48,7 +50,7 @@ func setupOn(t *testing.T, pool *pgxpool.Pool) *fixture {
 		t.Fatal(err)
 	}
 	acme := testfactory.NewTenant(t, tokens, "acme-corp")
-	return &fixture{pool: pool, store: store, tokens: tokens, tenant: acme.ID, agent: acme.Agent.Principal, approver: acme.Approver.Principal}
+	return &fixture{pool: pool, store: store, tokens: tokens, tenant: acme.ID, agent: acme.Agent.Principal, approver: acme.Approver.Principal, acme: acme}
 }
 
 func (f *fixture) approve(t *testing.T, params string, maxUses int) ledger.Approval {

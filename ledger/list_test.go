@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/actledger/actledger/broker"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -154,19 +155,16 @@ func TestOperationsPageFilteredBeyondItsWindowGoesOnFromWhereItRead(t *testing.T
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
+	// The oldest of five has the client key.
 	var ops []ledger.Operation
 	for i := range 5 {
-		params := fmt.Sprintf(`{"n":%d}`, i)
-		op, _, err := f.enqueue(fmt.Sprintf("k%d", i), params, f.approve(t, params, 1).ID)
-		if err != nil {
-			t.Fatal(err)
+		opts := testfactory.OperationOpts{Tenant: f.acme, Key: fmt.Sprintf("k%d", i), Params: fmt.Sprintf(`{"n":%d}`, i)}
+		if i == 0 {
+			opts.ClientKey = "call-7"
 		}
-		ops = append(ops, op)
+		ops = append(ops, testfactory.Operation(t, f.store, opts))
 	}
 	oldest := ops[0]
-	if _, err := f.pool.Exec(ctx, `UPDATE operations SET client_key = 'call-7' WHERE id = $1`, oldest.ID); err != nil {
-		t.Fatal(err)
-	}
 	in := ledger.WholeTenant(f.tenant)
 	filter := ledger.OperationsFilter{ClientKey: "call-7", Window: 3}
 

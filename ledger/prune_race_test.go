@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -47,18 +48,17 @@ func TestEventOfAPrunedOperationIsNeverWritten(t *testing.T) {
 		appended <- f.store.AppendEvent(ctx, op.ID, ledger.EventStaleResult, "worker:late", map[string]any{"late": true})
 	}()
 	// The append must wait for the prune's lock, not slip past it.
-	deadline := time.Now().Add(10 * time.Second)
-	for f.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid) == 0 {
+	testpoll.Until(t, 10*time.Second, func() error {
 		select {
 		case err := <-appended:
 			t.Fatalf("the event was appended (%v) while the prune held its operation", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the append never waited for the prune")
+		if f.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid) == 0 {
+			return errors.New("the append never waited for the prune")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	if err := prune.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

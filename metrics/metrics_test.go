@@ -15,6 +15,7 @@ import (
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testfactory"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -320,13 +321,12 @@ func TestAScrapeWritesNothingAndTheFolderFoldsOnItsTimer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer folder.Stop()
-	deadline := time.Now().Add(10 * time.Second)
-	for d, _ := rows(); d != 0; d, _ = rows() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the folder left %d deltas", d)
+	testpoll.Until(t, 10*time.Second, func() error {
+		if d, _ := rows(); d != 0 {
+			return fmt.Errorf("the folder left %d deltas", d)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 	if got := gauge(t, r); got["awaiting_approval"] != 3 {
 		t.Errorf("gauge after the fold = %v, want 3 awaiting_approval", got)
 	}

@@ -49,6 +49,24 @@ func (b *logBuffer) lines(containing string) []string {
 	return out
 }
 
+// sweepsPastTheStall moves the pipeline's clock by cfg's stall threshold
+// and its longest re-publish backoff, past the moment any unfinished event
+// would be taken for stalled, waits for n sweeps of stalled notifications
+// that begin after the move, and then for the notifications to settle: a
+// wrong re-publish, and what it would send, has happened by then.
+func sweepsPastTheStall(t *testing.T, p *testpipeline.Pipeline, cfg notify.Config, n int) {
+	t.Helper()
+	p.Clock.Advance(cfg.StallAfter + cfg.RepublishMaxBackoff)
+	swept := &p.Notifier.TestSignals.Swept
+	swept.Clear()
+	// A sweep under way while Clear ran may have read the clock before
+	// the move: it is not one of the n.
+	for range n + 1 {
+		swept.WaitOrTimeout()
+	}
+	notificationsSettled(t, p)
+}
+
 // eventState is what the ledger says of one event: its re-publishes and
 // whether it is settled.
 func eventState(t *testing.T, p *testpipeline.Pipeline, id string) (republishes int, settled bool) {
@@ -120,8 +138,7 @@ func TestApprovalRequestedLostFromTheStreamIsRepublishedAndDeliveredOnce(t *test
 	p.Eventually(5*time.Second, "the event to settle", func() bool { _, settled := eventState(t, p, eventID); return settled })
 	// Past the stall threshold and several sweeps: a settled event is
 	// not published again.
-	time.Sleep(2 * stallFast.StallAfter)
-	notificationsSettled(t, p)
+	sweepsPastTheStall(t, p, stallFast, 3)
 
 	got := rc.Deliveries()
 	if len(got) != 1 {
@@ -175,8 +192,7 @@ func TestDeliveredEventIsSettledAndNeverRepublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.Eventually(10*time.Second, "the sweep to settle the event", func() bool { _, settled := eventState(t, p, eventID); return settled })
-	time.Sleep(2 * stallFast.StallAfter)
-	notificationsSettled(t, p)
+	sweepsPastTheStall(t, p, stallFast, 3)
 
 	if n := len(rc.Deliveries()); n != 1 {
 		t.Errorf("receiver got %d requests, want exactly 1", n)
@@ -218,8 +234,7 @@ WHERE notification_id = $1::uuid AND receiver = 'down'`, eventID).Scan(&givenUp)
 		_, settled := eventState(t, p, eventID)
 		return err == nil && givenUp && settled
 	})
-	time.Sleep(2 * cfg.StallAfter)
-	notificationsSettled(t, p)
+	sweepsPastTheStall(t, p, cfg, 3)
 
 	if republishes, _ := eventState(t, p, eventID); republishes != 0 {
 		t.Errorf("an event retried within the stall threshold was re-published %d times", republishes)
@@ -228,7 +243,7 @@ WHERE notification_id = $1::uuid AND receiver = 'down'`, eventID).Scan(&givenUp)
 	if sent < 3 {
 		t.Errorf("receiver got %d attempts in the retry window, want several", sent)
 	}
-	time.Sleep(2 * cfg.StallAfter)
+	sweepsPastTheStall(t, p, cfg, 3)
 	if n := len(rc.Deliveries()); n != sent {
 		t.Errorf("a given-up event was sent again: %d attempts, then %d", sent, n)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/internal/testsignal"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 )
@@ -142,7 +143,22 @@ type Worker struct {
 	svc    startstop.Loop
 	// handlers are the deliveries in flight; Stop waits for them.
 	handlers sync.WaitGroup
+
+	// TestSignals are armed by tests (TestSignals.Init) before Start;
+	// unarmed, as in production, they do nothing.
+	TestSignals TestSignals
 }
+
+// TestSignals are the moments of a running worker a test waits for,
+// instead of sleeping through sweeps it hopes happened.
+type TestSignals struct {
+	// Swept: a sweep of stalled notifications ended without error (those
+	// stalled published again, those finished settled).
+	Swept testsignal.Signal[struct{}]
+}
+
+// Init arms every signal for tb.
+func (ts *TestSignals) Init(tb testsignal.TB) { ts.Swept.Init(tb) }
 
 // New returns a worker over store and broker; nothing runs until Start.
 func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Worker, error) {
@@ -328,6 +344,7 @@ func (w *Worker) republishStalled(ctx context.Context) error {
 			"event_id", e.ID, "type", e.Type, "tenant", e.Tenant, "receivers", e.Receivers,
 			"republishes", e.Republishes, "stall_after", w.cfg.StallAfter)
 	}
+	w.TestSignals.Swept.Signal(struct{}{})
 	return nil
 }
 

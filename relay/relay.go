@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/internal/testsignal"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/tracing"
 )
@@ -97,6 +98,30 @@ type Relay struct {
 
 	published  atomic.Uint64
 	duplicates atomic.Uint64
+
+	// TestSignals are armed by tests (TestSignals.Init) before Start;
+	// unarmed, as in production, they do nothing.
+	TestSignals TestSignals
+}
+
+// TestSignals are the moments of a running relay a test waits for,
+// instead of sleeping until it has probably looked.
+type TestSignals struct {
+	// Idle: the relay found nothing more to publish and waits for a
+	// wake-up or its poll, with no scheduled row or recheck due before
+	// the poll. The value counts the wake-ups it has taken since Start:
+	// the first, unless a writer woke it sooner, is its listener's, sent
+	// once LISTEN holds.
+	Idle testsignal.Signal[int]
+	// BatchFailed: a batch was not published (the error says why); its
+	// rows stay in the outbox for the next one.
+	BatchFailed testsignal.Signal[error]
+}
+
+// Init arms every signal for tb.
+func (ts *TestSignals) Init(tb testsignal.TB) {
+	ts.Idle.Init(tb)
+	ts.BatchFailed.Init(tb)
 }
 
 // Stats counts what one relay did since it was created.
@@ -234,6 +259,7 @@ func (r *Relay) run(ctx context.Context) {
 	var (
 		due        <-chan time.Time // fires when the earliest scheduled row is due
 		dueChecked time.Time
+		wakes      int // wake-ups taken, for TestSignals.Idle
 	)
 	for {
 		n, err := r.PublishBatch(ctx)
@@ -244,6 +270,7 @@ func (r *Relay) run(ctx context.Context) {
 			failures++
 			wait := min(time.Duration(failures)*r.cfg.PollInterval/4+50*time.Millisecond, 5*time.Second)
 			r.log.WarnContext(ctx, "outbox batch failed; will retry", "err", err, "retry_in", wait)
+			r.TestSignals.BatchFailed.Signal(err)
 			startstop.Sleep(ctx, wait)
 			continue
 		case n == r.cfg.BatchSize:
@@ -257,10 +284,14 @@ func (r *Relay) run(ctx context.Context) {
 		} else {
 			recheck = time.After(dueRecheck - since)
 		}
+		if due == nil && recheck == nil {
+			r.TestSignals.Idle.Signal(wakes)
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-r.wake:
+			wakes++
 		case <-ticker.C:
 		case <-recheck:
 		case <-due:

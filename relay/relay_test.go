@@ -16,6 +16,7 @@ import (
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testoutbox"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/outbox"
 	"github.com/actledger/actledger/relay"
@@ -36,10 +37,12 @@ func newRelay(t *testing.T, pool *pgxpool.Pool, b *broker.Broker, cfg relay.Conf
 	return r
 }
 
-// startRelay is newRelay, started, and stopped when the test ends.
+// startRelay is newRelay, its test signals armed, started, and stopped
+// when the test ends.
 func startRelay(t *testing.T, pool *pgxpool.Pool, b *broker.Broker, cfg relay.Config) *relay.Relay {
 	t.Helper()
 	r := newRelay(t, pool, b, cfg)
+	r.TestSignals.Init(t)
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -85,12 +88,23 @@ func unpublished(t *testing.T, pool *pgxpool.Pool) int {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testpoll.Until(t, timeout, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	})
+}
+
+// waitIdle waits until the started relay rl has taken its listener's
+// first wake-up (sent once LISTEN holds), and then found nothing to
+// publish and nothing scheduled: a row written after it goes out only on a
+// new wake-up or the poll, not on the relay's first looks.
+func waitIdle(t *testing.T, rl *relay.Relay) {
+	t.Helper()
+	// An idle relay that has taken no wake-up yet is at its first look,
+	// from before LISTEN held.
+	for rl.TestSignals.Idle.WaitOrTimeout() == 0 {
 	}
 }
 
@@ -189,15 +203,15 @@ func TestTwoRelaysPublishTenThousandRowsExactlyOnce(t *testing.T) {
 func TestRelayWakesOnNotifyWithoutWaitingForThePoll(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
-	startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
+	rl := startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	notifier := outbox.NewNotifier(pool, quiet())
 	if err := notifier.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	defer notifier.Stop()
-	// Let the listener start, then insert in a transaction, as the API
-	// does, and signal after the commit.
-	time.Sleep(200 * time.Millisecond)
+	// Once the listener holds and the relay has looked, insert in a
+	// transaction, as the API does, and signal after the commit.
+	waitIdle(t, rl)
 	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
 		return testoutbox.InsertErr(context.Background(), tx, ledger.OutboxMessage{Subject: b.DispatchSubject("acme"), MsgID: "wake-1", Payload: []byte("{}")})
 	})
@@ -290,7 +304,7 @@ func TestLocalWakePublishesWithoutANotification(t *testing.T) {
 	rl := startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
 	notifier := outbox.NewNotifier(pool, quiet())
 	notifier.Local(rl.Wake)
-	time.Sleep(200 * time.Millisecond) // past the relay's first look
+	waitIdle(t, rl) // past the relay's first looks
 	err := testoutbox.InsertErr(context.Background(), pool, ledger.OutboxMessage{Subject: b.DispatchSubject("acme"), MsgID: "local-1", Payload: []byte("{}")})
 	if err != nil {
 		t.Fatal(err)
@@ -306,7 +320,7 @@ func TestScheduledRowWrittenDuringABurstIsPublishedWhenDue(t *testing.T) {
 	t.Parallel()
 	pool, b := setup(t)
 	rl := startRelay(t, pool, b, relay.Config{PollInterval: time.Hour, Logger: quiet()})
-	time.Sleep(200 * time.Millisecond)
+	waitIdle(t, rl)
 	due := time.Now().Add(400 * time.Millisecond)
 	for i := range 10 {
 		if i == 5 {
@@ -318,7 +332,7 @@ func TestScheduledRowWrittenDuringABurstIsPublishedWhenDue(t *testing.T) {
 			}
 		}
 		rl.Wake()
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the burst: writers committing apart
 	}
 	waitFor(t, 5*time.Second, "the scheduled row to be published", func() bool { return unpublished(t, pool) == 0 })
 	if now := time.Now(); now.Before(due) {

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/internal/mocksupplier"
+	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/retention"
@@ -29,10 +30,7 @@ const retentionPeriod = 90 * 24 * time.Hour
 // history is append-only, and the pruner judges the operation's times).
 func backdate(t *testing.T, p *testpipeline.Pipeline, ids ...uuid.UUID) {
 	t.Helper()
-	if _, err := p.Pool.Exec(context.Background(), `UPDATE operations
-SET created_at = created_at - interval '100 days', updated_at = updated_at - interval '100 days' WHERE id = ANY ($1)`, ids); err != nil {
-		t.Fatal(err)
-	}
+	testfactory.Backdate(t, p.Pool, 100*24*time.Hour, ids...)
 }
 
 // pruner is a Pruner of p's ledger archiving to dir.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/tracing"
 )
@@ -46,9 +47,9 @@ type spanTree map[trace.SpanID]tracetest.SpanStub
 // trace id, and returns the trace.
 func waitTrace(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, names ...string) spanTree {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		tree := spanTree{}
+	var tree spanTree
+	testpoll.Until(t, 15*time.Second, func() error {
+		tree = spanTree{}
 		have := map[string]bool{}
 		for _, s := range exp.GetSpans() {
 			if s.SpanContext.TraceID() == id {
@@ -62,14 +63,12 @@ func waitTrace(t *testing.T, exp *tracetest.InMemoryExporter, id trace.TraceID, 
 				missing = append(missing, n)
 			}
 		}
-		if len(missing) == 0 {
-			return tree
+		if len(missing) > 0 {
+			return fmt.Errorf("trace %s has no span %v; it has:\n%s", id, missing, tree)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("trace %s has no span %v; it has:\n%s", id, missing, tree)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return tree
 }
 
 // one is the only span named name; it fails the test when there is not
@@ -492,15 +491,14 @@ func TestARetryStaysInTheOperationsTrace(t *testing.T) {
 	op = p.WaitStatus(op, ledger.StatusSucceeded, 15*time.Second)
 	id := traceIDOf(t, p, op)
 	publish := "publish " + p.Broker.DispatchSubject("acme")
-	deadline := time.Now().Add(15 * time.Second)
 	var tr spanTree
-	for {
+	testpoll.Until(t, 15*time.Second, func() error {
 		tr = waitTrace(t, exp, id, "enqueue", publish, "dispatch acme", "provider create")
-		if tr.count("dispatch acme") == 2 && tr.count("provider create") == 2 || time.Now().After(deadline) {
-			break
+		if dispatches, creates := tr.count("dispatch acme"), tr.count("provider create"); dispatches != 2 || creates != 2 {
+			return fmt.Errorf("%d dispatch spans and %d provider creates, want 2 and 2:\n%s", dispatches, creates, tr)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	t.Logf("span tree of a retried operation:\n%s", tr)
 	attempts := map[string]string{}
 	for _, s := range tr {

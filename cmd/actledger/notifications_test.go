@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/internal/testreceiver"
 )
 
@@ -67,13 +68,12 @@ func TestKilledProcessBetweenCommitAndDeliveryLosesNoNotification(t *testing.T) 
 	}
 
 	log2 := startServeProcess(t, in, "", vars...).out
-	deadline := time.Now().Add(30 * time.Second)
-	for !delivered() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the event was not delivered after the restart; receiver got %d requests; serve's log:\n%s", len(rc.Deliveries()), log2.String())
+	testpoll.Until(t, 30*time.Second, func() error {
+		if !delivered() {
+			return fmt.Errorf("the event was not delivered after the restart; receiver got %d requests; serve's log:\n%s", len(rc.Deliveries()), log2.String())
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	got := rc.Deliveries()
 	ids := map[string]bool{}
 	for _, n := range got {

@@ -11,7 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/internal/testfactory"
+	"github.com/actledger/actledger/internal/testpoll"
 )
 
 // settledAndOld creates an operation through the API, waits until it has
@@ -28,10 +32,7 @@ func (in *instance) settledAndOld(t *testing.T, approver, agent, key string) str
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	if _, err := pool.Exec(t.Context(), `UPDATE operations SET created_at = created_at - interval '100 days',
-    updated_at = updated_at - interval '100 days' WHERE id = $1`, id); err != nil {
-		t.Fatal(err)
-	}
+	testfactory.Backdate(t, pool, 100*24*time.Hour, uuid.MustParse(id))
 	return id
 }
 
@@ -129,13 +130,12 @@ func TestServePrunesEveryRetentionInterval(t *testing.T) {
 	approval := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"A-2"},"ttl_seconds":600,"policy_version":"p1"}`)
 	recent := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","key":"po-new","params":{"sku":"A-2"},"approval_id":%q}`, approval["id"]))["id"].(string)
 	in.waitStatus(t, agent, recent, "succeeded")
-	deadline := time.Now().Add(20 * time.Second)
-	for in.statusOf(t, agent, old) != 404 {
-		if time.Now().After(deadline) {
-			t.Fatal("serve did not prune the old operation")
+	testpoll.Until(t, 20*time.Second, func() error {
+		if status := in.statusOf(t, agent, old); status != http.StatusNotFound {
+			return fmt.Errorf("serve did not prune the old operation: it answers %d", status)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	if lines := archiveLines(t, dir); len(lines) != 1 || !strings.Contains(lines[0], old) {
 		t.Errorf("archive lines %q, want one naming %s", lines, old)
 	}

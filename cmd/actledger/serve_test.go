@@ -24,6 +24,7 @@ import (
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -188,17 +189,64 @@ func (in *instance) refuseRetryBudget() {
 
 func (in *instance) waitStatus(t *testing.T, token, id, want string) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		op := get(t, in.base+"/v1/operations/"+id, token)
-		if op["status"] == want {
-			return op
+	var op map[string]any
+	testpoll.Until(t, 20*time.Second, func() error {
+		if op = get(t, in.base+"/v1/operations/"+id, token); op["status"] != want {
+			return fmt.Errorf("operation is %v, want %s", op["status"], want)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("operation is %v, want %s", op["status"], want)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	})
+	return op
+}
+
+// connectBroker connects to the instance's streams, until the test ends.
+func (in *instance) connectBroker(t *testing.T) *broker.Broker {
+	t.Helper()
+	b, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: in.prefix})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+// dispatchHandled waits until the stream holds a dispatch message of
+// operation id and every dispatch consumer has delivered and had
+// acknowledged all it holds: the dispatcher has taken the operation's
+// message and done all it will with it.
+func (in *instance) dispatchHandled(t *testing.T, id string) {
+	t.Helper()
+	ctx := context.Background()
+	b := in.connectBroker(t)
+	stream, err := b.JetStream().Stream(ctx, b.OpsStream())
+	if err != nil {
+		t.Fatal(err)
+	}
+	handled := func() error {
+		msg, err := stream.GetLastMsgForSubject(ctx, b.DispatchSubject("acme"))
+		if err != nil {
+			return fmt.Errorf("no dispatch message in the stream: %w", err)
+		}
+		var d ledger.Dispatch
+		if err := json.Unmarshal(msg.Data, &d); err != nil || d.OperationID.String() != id {
+			return fmt.Errorf("the last dispatch message %s does not name operation %s", msg.Data, id)
+		}
+		consumers := stream.ListConsumers(ctx)
+		for c := range consumers.Info() {
+			if c.NumPending > 0 || c.NumAckPending > 0 {
+				return fmt.Errorf("consumer %s has %d messages to deliver and %d unacknowledged", c.Name, c.NumPending, c.NumAckPending)
+			}
+		}
+		return consumers.Err()
+	}
+	// Twice in a row: a worker between its claim and its ack would
+	// otherwise pass the first look.
+	testpoll.Until(t, 15*time.Second, func() error {
+		if err := handled(); err != nil {
+			return err
+		}
+		return handled()
+	})
 }
 
 // TestApprovedOperationReachesTheStream drives the real path of `serve`:
@@ -216,24 +264,16 @@ func TestApprovedOperationReachesTheStream(t *testing.T) {
 		t.Fatalf("operation: %v", op)
 	}
 
-	b, err := broker.Connect(context.Background(), broker.Config{URL: testnats.URL(), Prefix: in.prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := in.connectBroker(t)
 	stream, err := b.JetStream().Stream(context.Background(), b.OpsStream())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var msg *jetstream.RawStreamMsg
-	deadline := time.Now().Add(15 * time.Second)
-	for msg == nil {
-		msg, _ = stream.GetLastMsgForSubject(context.Background(), b.DispatchSubject("acme"))
-		if msg == nil && time.Now().After(deadline) {
-			t.Fatal("no dispatch message reached the stream")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testpoll.Until(t, 15*time.Second, func() (err error) {
+		msg, err = stream.GetLastMsgForSubject(context.Background(), b.DispatchSubject("acme"))
+		return err
+	})
 	var d ledger.Dispatch
 	if err := json.Unmarshal(msg.Data, &d); err != nil || d.OperationID.String() != op["id"] {
 		t.Errorf("message %s does not name operation %v", msg.Data, op["id"])
@@ -270,7 +310,7 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	}
 	approval2 := post(t, in.base+"/v1/approvals", approver, `{"action":"supplier.create_order","params":{"sku":"B-2"},"ttl_seconds":600,"policy_version":"p1"}`)
 	op2 := post(t, in.base+"/v1/operations", agent, fmt.Sprintf(`{"action":"supplier.create_order","params":{"sku":"B-2"},"approval_id":%q}`, approval2["id"]))
-	time.Sleep(time.Second)
+	in.dispatchHandled(t, op2["id"].(string))
 	if got := get(t, in.base+"/v1/operations/"+op2["id"].(string), agent); got["status"] != "queued" || in.supplier.Orders(op2["external_key"].(string)) != 0 {
 		t.Fatalf("while paused: %v, orders %d", got["status"], in.supplier.Orders(op2["external_key"].(string)))
 	}
@@ -312,7 +352,7 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 	}
 	scrape, _ := http.NewRequest(http.MethodGet, in.base+"/metrics", nil)
 	scrape.Header.Set("Authorization", "Bearer "+in.token(t, "metrics"))
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+	testpoll.Until(t, 10*time.Second, func() error {
 		res, err = http.DefaultClient.Do(scrape)
 		if err != nil {
 			t.Fatal(err)
@@ -325,13 +365,11 @@ func TestOperationOverHTTPCreatesOneOrderAtTheSupplier(t *testing.T) {
 				missing = append(missing, want)
 			}
 		}
-		if len(missing) == 0 || time.Now().After(deadline) {
-			break
+		if len(missing) > 0 {
+			return fmt.Errorf("/metrics lacks %s:\n%s", strings.Join(missing, ", "), metrics)
 		}
-	}
-	if len(missing) > 0 {
-		t.Errorf("/metrics lacks %s:\n%s", strings.Join(missing, ", "), metrics)
-	}
+		return nil
+	})
 	in.stop()
 }
 
@@ -388,25 +426,22 @@ func freeAddr(t *testing.T) string {
 
 func waitReady(t *testing.T, base string, served <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testpoll.Until(t, 30*time.Second, func() error {
 		select {
 		case err := <-served:
 			t.Fatalf("serve exited early: %v", err)
 		default:
 		}
 		res, err := http.Get(base + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return fmt.Errorf("serve never became ready: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("serve never became ready")
+		res.Body.Close()
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("serve never became ready: /readyz answers %d", res.StatusCode)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func get(t *testing.T, url, token string) map[string]any {

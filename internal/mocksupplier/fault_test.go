@@ -1,6 +1,8 @@
 package mocksupplier_test
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -8,6 +10,7 @@ import (
 
 	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/mocksupplier/internal/faketest"
+	"github.com/actledger/actledger/internal/testpoll"
 )
 
 func TestDropAfterCommitLosesResponseButKeepsOrder(t *testing.T) {
@@ -281,13 +284,12 @@ func TestCommitLateCreatesTheOrderAfterTheClientGaveUp(t *testing.T) {
 	if got := f.sup.Orders("po-1"); got != 0 {
 		t.Fatalf("Orders(po-1) = %d right after the timeout, want 0 (not committed yet)", got)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for f.sup.Orders("po-1") != 1 {
-		if time.Now().After(deadline) {
-			t.Fatal("the late order never appeared")
+	testpoll.Until(t, 5*time.Second, func() error {
+		if got := f.sup.Orders("po-1"); got != 1 {
+			return fmt.Errorf("the late order never appeared: Orders(po-1) = %d, want 1", got)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 func TestStallBeforeCommitCreatesNothing(t *testing.T) {
@@ -336,13 +338,12 @@ func TestSlowLookupAnswersWithTheOrdersOfWhenItArrived(t *testing.T) {
 		r, err := f.do(f.client, http.MethodGet, "/v1/orders?client_reference=po-1", "", "")
 		done <- answer{r, err}
 	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for len(f.sup.LookupRequests("po-1")) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("lookup never arrived")
+	testpoll.Until(t, 5*time.Second, func() error {
+		if len(f.sup.LookupRequests("po-1")) == 0 {
+			return errors.New("lookup never arrived")
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	f.create(t, "key-1", `{"client_reference":"po-1"}`)
 
 	a := <-done

@@ -1,7 +1,9 @@
 // Package testfactory makes the objects many tests start from, ready to
-// use: a test names what it needs in one line, and the lines that issue
-// and check them are written once, here, instead of in every package's
-// fixture.
+// use: a tenant with its tokens, an operation in the state a test needs
+// (made through the ledger's own functions; Backdate, which moves
+// operations into the past, is the one write of their rows). A test names
+// what it needs in one line, and the lines that issue and check them are
+// written once, here, instead of in every package's fixture.
 //
 // It is for tests and the harnesses that run the system outside a test
 // (cmd/actchaos); production code never imports it.

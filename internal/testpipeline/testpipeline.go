@@ -3,7 +3,9 @@
 // supplier, and the process app.Build wires for `actledger serve` (the HTTP
 // API with webhooks and the operator endpoints, the relay, dispatchers, the
 // lease sweeper and the reconciler). Tests drive it through the real path
-// and count orders at the supplier.
+// and count orders at the supplier. The test signals of its relay,
+// sweeper, notification worker and dispatchers are armed, so a test waits
+// for their moments (Sweeps, a circuit's change) instead of sleeping.
 package testpipeline
 
 import (
@@ -11,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,6 +44,7 @@ import (
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/provider"
@@ -49,7 +53,7 @@ import (
 )
 
 // Action is the action every pipeline configures, on provider "acme".
-const Action = "supplier.create_order"
+const Action = testfactory.DefaultAction
 
 // OtherAction is the action of the second provider, "beta", that every
 // pipeline also configures, with its own supplier (Pipeline.Other).
@@ -163,8 +167,14 @@ type Pipeline struct {
 	Traceparents *HeaderLog
 	Registry     *provider.Registry
 	Reconciler   *reconciler.Reconciler
-	// Notifier is the notification worker; nil without
-	// Options.Notifications.
+	// Relay and Sweeper are the process's outbox relay and lease sweeper,
+	// their test signals armed.
+	Relay   *relay.Relay
+	Sweeper *dispatcher.LeaseSweeper
+	// Watcher wakes the API's long polls.
+	Watcher *ledger.Watcher
+	// Notifier is the notification worker, its test signals armed; nil
+	// without Options.Notifications.
 	Notifier *notify.Worker
 	// Tokens is the token store of the process serving the API, with
 	// its cache.
@@ -174,7 +184,9 @@ type Pipeline struct {
 	TenantID uuid.UUID
 	// Tokens of the tenant, by role.
 	Agent, Approver, Operator string
-	approver                  auth.Principal
+	// FactoryTenant is the tenant with its tokens' principals, as
+	// testfactory.Operation takes it.
+	FactoryTenant testfactory.Tenant
 
 	app     *app.App
 	running []startstop.Service
@@ -184,9 +196,14 @@ type Pipeline struct {
 	targets map[string]ledger.Target
 }
 
+// StuckAfter is how long the pipeline's lease sweeper lets an operation
+// wait for a dispatch message before it publishes one again
+// (dispatcher.SweeperConfig.StuckAfter).
+const StuckAfter = 10 * time.Second
+
 // DefaultTarget is every provider's account and environment until
 // Retarget changes them.
-var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
+var DefaultTarget = testfactory.DefaultTarget
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
 
@@ -227,7 +244,7 @@ func New(t *testing.T, opts Options) *Pipeline {
 	p.build()
 	tenant := testfactory.NewTenant(t, p.Tokens, p.Tenant)
 	p.Agent, p.Approver, p.Operator = tenant.Agent.Secret, tenant.Approver.Secret, tenant.Operator.Secret
-	p.TenantID, p.approver = tenant.ID, tenant.Approver.Principal
+	p.TenantID, p.FactoryTenant = tenant.ID, tenant
 
 	// Every request a pipeline test makes of the API, and every answer,
 	// is checked against the OpenAPI document; the web console beside it
@@ -260,7 +277,7 @@ func (p *Pipeline) build() {
 		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true, Notify: opts.Notifications != ""},
 		Notify:     opts.Notify,
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
-		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: 10 * time.Second},
+		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: StuckAfter},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
 		Auth:       auth.Config{CacheTTL: opts.TokenCacheTTL},
 		API: api.Config{WebhookSecrets: func(name string) ([][]byte, bool) {
@@ -283,6 +300,14 @@ func (p *Pipeline) build() {
 		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
+	p.Relay, p.Sweeper, p.Watcher = p.app.Relay, p.app.Sweeper, p.app.Watcher
+	// Armed before anything runs: arming is not synchronised with the
+	// components' loops.
+	p.Relay.TestSignals.Init(p.t)
+	p.Sweeper.TestSignals.Init(p.t)
+	if p.Notifier != nil {
+		p.Notifier.TestSignals.Init(p.t)
+	}
 }
 
 // Retarget points providerName at another account and environment, as an
@@ -429,7 +454,8 @@ func (p *Pipeline) CLITokens() *auth.Tokens {
 }
 
 // Start runs the relay, the lease sweeper, the reconciler and n fresh
-// dispatchers (with nothing in memory from an earlier Start).
+// dispatchers (with nothing in memory from an earlier Start), their test
+// signals armed.
 func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 	p.t.Helper()
 	p.start(p.app)
@@ -439,10 +465,24 @@ func (p *Pipeline) Start(dispatchers int) []*dispatcher.Dispatcher {
 		if err != nil {
 			p.t.Fatal(err)
 		}
+		d.TestSignals.Init(p.t)
 		ds = append(ds, d)
 		p.start(d)
 	}
 	return ds
+}
+
+// Sweeps waits for n sweeps of the lease sweeper that begin after the
+// call and end without error.
+func (p *Pipeline) Sweeps(n int) {
+	p.t.Helper()
+	swept := &p.Sweeper.TestSignals.Swept
+	swept.Clear()
+	// A sweep under way while Clear ran may end after it: it is not one
+	// of the n.
+	for range n + 1 {
+		swept.WaitOrTimeout()
+	}
 }
 
 func (p *Pipeline) start(s startstop.Service) {
@@ -481,7 +521,7 @@ func (p *Pipeline) approve(action, params string, ttl time.Duration) ledger.Appr
 		p.t.Fatalf("action %s is not configured", action)
 	}
 	a, err := p.Store.CreateApproval(context.Background(), ledger.NewApproval{
-		TenantID: p.TenantID, ApproverTokenID: p.approver.TokenID, Action: action,
+		TenantID: p.TenantID, ApproverTokenID: p.FactoryTenant.Approver.TokenID, Action: action,
 		Params: []byte(params), PolicyVersion: "p1", ExpiresAt: p.Clock.Now().Add(ttl),
 		Target: &ledger.Target{Account: pc.Account, Environment: pc.Environment},
 	})
@@ -606,17 +646,26 @@ func (p *Pipeline) Get(op ledger.Operation) ledger.Operation {
 // does not get there in time.
 func (p *Pipeline) WaitStatus(op ledger.Operation, want ledger.Status, timeout time.Duration) ledger.Operation {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		got := p.Get(op)
-		if got.Status == want {
-			return got
+	var got ledger.Operation
+	testpoll.Until(p.t, timeout, func() error {
+		if got = p.Get(op); got.Status != want {
+			return statusError{p: p, op: got, want: want}
 		}
-		if time.Now().After(deadline) {
-			p.t.Fatalf("operation %s is %s after %s, want %s; history:\n%s", op.Key, got.Status, timeout, want, p.History(op))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
+	return got
+}
+
+// statusError is an operation not (yet) in the status a test waits for;
+// its message, written only when the wait fails, holds the history.
+type statusError struct {
+	p    *Pipeline
+	op   ledger.Operation
+	want ledger.Status
+}
+
+func (e statusError) Error() string {
+	return fmt.Sprintf("operation %s is %s, want %s; history:\n%s", e.op.Key, e.op.Status, e.want, e.p.History(e.op))
 }
 
 // History renders op's events for failure messages.
@@ -654,6 +703,43 @@ func (p *Pipeline) Kinds(op ledger.Operation) []string {
 // Orders is the supplier's real order count for op.
 func (p *Pipeline) Orders(op ledger.Operation) int { return p.Supplier.Orders(op.ExternalKey) }
 
+// NothingMore asserts that nothing more happens to op, which should stay
+// as it is (in review, say): once the pipeline has Settled, it moves the
+// clock past StuckAfter and waits for three sweeps and for the pipeline to
+// settle again; op must then have the version and the events it had, and
+// no dispatch message may wait to send it, due or scheduled. A test waits
+// on this, not on a sleep, before it counts what the supplier got. The
+// clock's move expires the leases of operations in flight too: call it
+// when none is. It returns op as it is.
+func (p *Pipeline) NothingMore(op ledger.Operation, timeout time.Duration) ledger.Operation {
+	p.t.Helper()
+	p.Settled(timeout)
+	before, history := p.Get(op), p.History(op)
+	p.Clock.Advance(StuckAfter)
+	p.Sweeps(3)
+	p.Settled(timeout)
+	after := p.Get(op)
+	if after.Version != before.Version || p.History(op) != history || p.Pending(op) != 0 {
+		p.t.Fatalf("operation %s moved on from %s at version %d to %s at version %d, %d messages waiting to send it; history before:\n%s\nafter:\n%s",
+			op.Key, before.Status, before.Version, after.Status, after.Version, p.Pending(op), history, p.History(op))
+	}
+	return after
+}
+
+// Pending counts op's dispatch messages still in the outbox, due now or
+// scheduled for later (a retry's backoff, a lookup after the supplier's
+// lag): a test asserting that nothing will send op again checks it is 0
+// once the pipeline Settled, which does not wait for scheduled ones.
+func (p *Pipeline) Pending(op ledger.Operation) int {
+	p.t.Helper()
+	var n int
+	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox
+WHERE published_at IS NULL AND msg_id LIKE 'dispatch.%' AND split_part(msg_id, '.', 2) = $1::text`, op.ID).Scan(&n); err != nil {
+		p.t.Fatal(err)
+	}
+	return n
+}
+
 // Creates is how many create requests the supplier received for op.
 func (p *Pipeline) Creates(op ledger.Operation) int {
 	return len(p.Supplier.CreateRequests(op.ExternalKey))
@@ -662,13 +748,12 @@ func (p *Pipeline) Creates(op ledger.Operation) int {
 // Eventually polls cond until it holds or fails the test after timeout.
 func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() bool) {
 	p.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	testpoll.Until(p.t, timeout, func() error {
+		if !cond() {
+			return errors.New("still waiting for " + what)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Settled waits until everything the pipeline has been handed so far has

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/actledger/actledger/internal/testpoll"
 )
 
 // echo serves TCP on a loopback port, writing back every line it reads,
@@ -160,17 +162,13 @@ func TestAClosedConnectionIsForgotten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testpoll.Until(t, 5*time.Second, func() error {
 		p.mu.Lock()
 		n := len(p.conns)
 		p.mu.Unlock()
-		if n == 0 {
-			return
+		if n != 0 {
+			return fmt.Errorf("%d connections held after every client closed, want 0", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d connections held after every client closed, want 0", n)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }

@@ -1,0 +1,141 @@
+package testfactory
+
+import (
+	"cmp"
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/actledger/actledger/action"
+	"github.com/actledger/actledger/ledger"
+)
+
+// DefaultAction and DefaultProvider are what an operation Operation makes
+// is for unless its OperationOpts say otherwise: the action every test
+// pipeline configures, on its provider acme.
+const (
+	DefaultAction   = "supplier.create_order"
+	DefaultProvider = "acme"
+)
+
+// DefaultTarget is the account and environment an approval Operation
+// grants is bound to unless its OperationOpts say otherwise: those of the
+// test pipeline's providers.
+var DefaultTarget = ledger.Target{Account: "acct_test", Environment: "test"}
+
+// OperationOpts say which operation Operation makes. Zero values mean the
+// documented defaults.
+type OperationOpts struct {
+	// Tenant's agent asks for the operation and its approver approves
+	// it. Required.
+	Tenant Tenant
+	// Action and Provider default to DefaultAction and DefaultProvider.
+	Action, Provider string
+	// Key is the operation's key; default a fresh one.
+	Key string
+	// ClientKey is the caller's key kept beside a business key. The
+	// ledger keeps any: one written past the API, or before the API
+	// refused some (invisible characters), is shown as it is.
+	ClientKey string
+	// Params is the operation's params, a JSON object; default {}.
+	Params string
+	// Target is what the approval is bound to; default DefaultTarget.
+	Target *ledger.Target
+	// Status is the state the operation is left in:
+	// StatusAwaitingApproval (a proposal nobody decided),
+	// StatusQueued (approved and enqueued; the default) or StatusReview
+	// (enqueued, then handed to a person with Review).
+	Status ledger.Status
+	// Review is a StatusReview operation's review; its zero fields
+	// default to ReasonOutcomeUnknown, owner "ops" and a deadline an
+	// hour from the store's now.
+	Review ledger.Review
+}
+
+// Operation makes one operation of opts.Tenant in opts.Status with the
+// ledger's own functions (an approval and an enqueue, or a proposal, then
+// a transition), as the API and the workers call them, and returns it as
+// the ledger then holds it. A failure ends t. It goes past the API, so a
+// test states the operation it starts from in one line, in any state the
+// API would not let it make directly; its events are those the ledger
+// writes, by the tenant's agent and approver, and "test" for a
+// transition.
+func Operation(t TB, store *ledger.Store, opts OperationOpts) ledger.Operation {
+	t.Helper()
+	ctx := context.Background()
+	name, providerName := cmp.Or(opts.Action, DefaultAction), cmp.Or(opts.Provider, DefaultProvider)
+	key := cmp.Or(opts.Key, "op-"+uuid.NewString())
+	params := []byte(cmp.Or(opts.Params, "{}"))
+	agent := opts.Tenant.Agent.Principal
+	if opts.Status == ledger.StatusAwaitingApproval {
+		op, _, err := store.Propose(ctx, ledger.ProposeRequest{
+			TenantID: agent.TenantID, TokenID: agent.TokenID, Actor: agent.Actor(), Action: name, Key: key,
+			ClientKey: opts.ClientKey, Provider: providerName, Params: params, RequestTTL: action.DefaultRequestTTL,
+		})
+		if err != nil {
+			t.Fatalf("testfactory: propose %s: %v", key, err)
+		}
+		return op
+	}
+	target := opts.Target
+	if target == nil {
+		target = &DefaultTarget
+	}
+	approver := opts.Tenant.Approver.Principal
+	a, err := store.CreateApproval(ctx, ledger.NewApproval{
+		TenantID: approver.TenantID, ApproverTokenID: approver.TokenID, Action: name, Params: params,
+		PolicyVersion: "p1", ExpiresAt: store.Now().Add(time.Hour), Target: target,
+	})
+	if err != nil {
+		t.Fatalf("testfactory: approve %s: %v", key, err)
+	}
+	op, _, err := store.Enqueue(ctx, ledger.EnqueueRequest{
+		TenantID: agent.TenantID, TokenID: agent.TokenID, Actor: agent.Actor(), Action: name, Key: key,
+		ClientKey: opts.ClientKey, Provider: providerName, Params: params, ApprovalID: a.ID,
+	})
+	if err != nil {
+		t.Fatalf("testfactory: enqueue %s: %v", key, err)
+	}
+	switch opts.Status {
+	case "", ledger.StatusQueued:
+		return op
+	case ledger.StatusReview:
+		review := opts.Review
+		review.Reason = cmp.Or(review.Reason, ledger.ReasonOutcomeUnknown)
+		review.Owner = cmp.Or(review.Owner, "ops")
+		if review.Deadline.IsZero() {
+			review.Deadline = store.Now().Add(time.Hour)
+		}
+		op, err = store.Transition(ctx, ledger.Change{
+			ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusReview, Kind: "test_review", Actor: "test",
+			Review: &review,
+		})
+		if err != nil {
+			t.Fatalf("testfactory: move %s to review: %v", key, err)
+		}
+		return op
+	}
+	t.Fatalf("testfactory: no way yet to an operation in status %s", opts.Status)
+	return ledger.Operation{}
+}
+
+// operationsBackdate moves operations @ids @age_us microseconds into the
+// past, both when they were created and when they last changed. Their
+// events keep their own times: the history is append-only.
+const operationsBackdate = `UPDATE operations
+SET created_at = created_at - @age_us::bigint * interval '1 microsecond',
+    updated_at = updated_at - @age_us::bigint * interval '1 microsecond'
+WHERE id = ANY (@ids)`
+
+// Backdate moves operations ids age into the past, as if they had been
+// created and had settled then: what a retention test needs of operations
+// run to their end through the real path. The pruner judges an
+// operation's own times, not its events'. A failure ends t.
+func Backdate(t TB, db ledger.DBTX, age time.Duration, ids ...uuid.UUID) {
+	t.Helper()
+	if _, err := db.Exec(context.Background(), operationsBackdate, pgx.StrictNamedArgs{"ids": ids, "age_us": age.Microseconds()}); err != nil {
+		t.Fatalf("testfactory: backdate %d operations: %v", len(ids), err)
+	}
+}
