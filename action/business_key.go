@@ -17,6 +17,7 @@ import (
 
 	"github.com/actledger/actledger/internal/celexpr"
 	"github.com/actledger/actledger/internal/display"
+	"github.com/actledger/actledger/internal/request"
 )
 
 // HasBusinessKey reports whether the action declares a business key, so
@@ -48,7 +49,7 @@ func (c *Contract) OperationKey(ctx context.Context, params []byte, tenant, call
 // are read as values, as the params fingerprint reads them: 37 and 37.0
 // give the same key. Params that give no key (a field the expression reads
 // is missing or of another type, the result is not a string, is empty or
-// longer than MaxKeyLength, the cost limit) come back as a *ParamsError
+// longer than request.MaxKeyLength, the cost limit) come back as a *ParamsError
 // naming, where it can tell, the param the expression could not read.
 func (c *Contract) BusinessKey(ctx context.Context, params []byte, tenant string) (key string, ok bool, err error) {
 	if !c.HasBusinessKey() {
@@ -84,8 +85,8 @@ func (c *Contract) BusinessKey(ctx context.Context, params []byte, tenant string
 		return refuse(c.key.onlyPath(), "the action's business key must be a string; these params make it %s %v", out.Type().TypeName(), out.Value())
 	case s == "":
 		return refuse(c.key.onlyPath(), "the action's business key must not be empty; these params make it empty")
-	case utf8.RuneCountInString(s) > MaxKeyLength:
-		return refuse(c.key.onlyPath(), "the action's business key must be at most %d characters; these params make it %d", MaxKeyLength, utf8.RuneCountInString(s))
+	case utf8.RuneCountInString(s) > request.MaxKeyLength:
+		return refuse(c.key.onlyPath(), "the action's business key must be at most %d characters; these params make it %d", request.MaxKeyLength, utf8.RuneCountInString(s))
 	case strings.ContainsRune(s, 0):
 		return refuse(c.key.onlyPath(), "the action's business key must not contain U+0000")
 	}

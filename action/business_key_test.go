@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/actledger/actledger/internal/request"
 )
 
 // keyedAction is a providers file whose action declares the business key
@@ -52,7 +54,7 @@ func TestBusinessKeyIsTheSameForTheSameIntention(t *testing.T) {
 
 func TestBusinessKeyRefusesParamsThatGiveNoKeyNamingTheParam(t *testing.T) {
 	t.Parallel()
-	long := strings.Repeat("x", MaxKeyLength+1)
+	long := strings.Repeat("x", request.MaxKeyLength+1)
 	for _, tc := range []struct {
 		name, key, params, path, says string
 	}{

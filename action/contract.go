@@ -32,9 +32,6 @@ const (
 	// policy over large params can never stall a request; an evaluation
 	// that runs over is an error, and an error never approves.
 	PolicyCostLimit = 10_000
-	// MaxKeyLength bounds an operation's key, in characters: a caller's
-	// key and a business key alike, since either becomes the key.
-	MaxKeyLength = 256
 )
 
 // Contract is an action's contract (yaml "actions.<name>"): which provider

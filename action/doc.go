@@ -16,6 +16,6 @@
 //     make and whether the policy approves; the API records the decision;
 //   - approve on doubt: an auto_approve that fails, runs over [PolicyCostLimit] or gives anything
 //     but true leaves the proposal to a person;
-//   - give a key that is not one: a business key is visible text of at most [MaxKeyLength]
+//   - give a key that is not one: a business key is visible text of at most [request.MaxKeyLength]
 //     characters, or the params are refused naming the param it is made from.
 package action

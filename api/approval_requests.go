@@ -12,6 +12,7 @@ import (
 
 	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/metrics"
 )
@@ -48,7 +49,7 @@ func (s *Server) decided(outcome metrics.ApprovalOutcome) {
 //
 // key is the proposal's key (the caller's, or the action's business key)
 // and clientKey the caller's when the key is the business key.
-func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.Principal, req createOperationRequest, providerName string,
+func (s *Server) createProposal(w http.ResponseWriter, r *http.Request, p auth.Principal, req request.Operation, providerName string,
 	contract *action.Contract, key, clientKey string) {
 	ctx := r.Context()
 	var auto *ledger.Decision
@@ -220,23 +221,23 @@ func (s *Server) approveOperation(w http.ResponseWriter, r *http.Request, p auth
 // changes then.
 func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.UUID, req Approve) (ledger.Operation, error) {
 	if req.ParamsFingerprint == "" {
-		return ledger.Operation{}, fieldError("params_fingerprint", "is required: echo the fingerprint of the params you approve")
+		return ledger.Operation{}, request.FieldError("params_fingerprint", "is required: echo the fingerprint of the params you approve")
 	}
-	if err := checkText("params_fingerprint", req.ParamsFingerprint, maxNameLength); err != nil {
+	if err := request.CheckText("params_fingerprint", req.ParamsFingerprint, request.MaxNameLength); err != nil {
 		return ledger.Operation{}, err
 	}
 	note := ""
 	if req.Note != nil {
-		if err := checkText("note", *req.Note, maxNoteLength); err != nil {
+		if err := request.CheckText("note", *req.Note, request.MaxNoteLength); err != nil {
 			return ledger.Operation{}, err
 		}
 		note = *req.Note
 	}
 	if req.TTLSeconds != nil && (*req.TTLSeconds < 1 || *req.TTLSeconds > int64(MaxApprovalTTL/time.Second)) {
-		return ledger.Operation{}, fieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second)))
+		return ledger.Operation{}, request.FieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second)))
 	}
 	if req.PolicyVersion != nil {
-		if err := checkText("policy_version", *req.PolicyVersion, maxNameLength); err != nil {
+		if err := request.CheckText("policy_version", *req.PolicyVersion, request.MaxNameLength); err != nil {
 			return ledger.Operation{}, err
 		}
 	}
@@ -323,9 +324,9 @@ func (s *Server) denyOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 // nothing was sent.
 func (s *Server) DenyProposal(ctx context.Context, p auth.Principal, id uuid.UUID, reason string) (ledger.Operation, error) {
 	if reason == "" {
-		return ledger.Operation{}, fieldError("reason", "is required: the agent and its user are told why")
+		return ledger.Operation{}, request.FieldError("reason", "is required: the agent and its user are told why")
 	}
-	if err := checkText("reason", reason, maxNoteLength); err != nil {
+	if err := request.CheckText("reason", reason, request.MaxNoteLength); err != nil {
 		return ledger.Operation{}, err
 	}
 	op, err := s.cfg.Ledger.Deny(ctx, p.Access(), id, p.Actor(), reason)

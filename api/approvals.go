@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -80,33 +81,33 @@ func (s *Server) actionTarget(action string) (ledger.Target, bool) {
 
 func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
 	if req.Action == "" {
-		return time.Time{}, fieldError("action", "is required")
+		return time.Time{}, request.FieldError("action", "is required")
 	}
-	if err := checkParams("params", req.Params); err != nil {
+	if err := request.CheckParams("params", req.Params); err != nil {
 		return time.Time{}, err
 	}
 	if req.PolicyVersion == "" {
-		return time.Time{}, fieldError("policy_version", "is required")
+		return time.Time{}, request.FieldError("policy_version", "is required")
 	}
-	if err := checkText("policy_version", req.PolicyVersion, maxNameLength); err != nil {
+	if err := request.CheckText("policy_version", req.PolicyVersion, request.MaxNameLength); err != nil {
 		return time.Time{}, err
 	}
 	// The ledger stores max_uses as a Postgres integer: a larger count
 	// would fail the insert (a 500) instead of naming the field.
 	if req.MaxUses != nil && (*req.MaxUses < 1 || *req.MaxUses > math.MaxInt32) {
-		return time.Time{}, fieldError("max_uses", fmt.Sprintf("must be 1 to %d", math.MaxInt32))
+		return time.Time{}, request.FieldError("max_uses", fmt.Sprintf("must be 1 to %d", math.MaxInt32))
 	}
 	var expires time.Time
 	switch {
 	case req.ExpiresAt != nil && req.TTLSeconds != nil:
-		return time.Time{}, fieldError("expires_at", "give expires_at or ttl_seconds, not both")
+		return time.Time{}, request.FieldError("expires_at", "give expires_at or ttl_seconds, not both")
 	case req.ExpiresAt != nil:
 		t, err := time.Parse(time.RFC3339, *req.ExpiresAt)
 		if err != nil {
-			return time.Time{}, fieldError("expires_at", "must be an RFC 3339 time")
+			return time.Time{}, request.FieldError("expires_at", "must be an RFC 3339 time")
 		}
 		if t.After(now.Add(MaxApprovalTTL)) {
-			return time.Time{}, fieldError("expires_at", "must be at most one year from now")
+			return time.Time{}, request.FieldError("expires_at", "must be at most one year from now")
 		}
 		expires = t
 	case req.TTLSeconds != nil:
@@ -114,14 +115,14 @@ func (req createApprovalRequest) validate(now time.Time) (time.Time, error) {
 		// time.Second overflows int64 and can wrap to a short, valid-looking
 		// expiry.
 		if *req.TTLSeconds < 1 || *req.TTLSeconds > int64(MaxApprovalTTL/time.Second) {
-			return time.Time{}, fieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second)))
+			return time.Time{}, request.FieldError("ttl_seconds", fmt.Sprintf("must be 1 to %d (one year)", int64(MaxApprovalTTL/time.Second)))
 		}
 		expires = now.Add(time.Duration(*req.TTLSeconds) * time.Second)
 	default:
-		return time.Time{}, fieldError("expires_at", "expires_at or ttl_seconds is required")
+		return time.Time{}, request.FieldError("expires_at", "expires_at or ttl_seconds is required")
 	}
 	if !expires.After(now) {
-		return time.Time{}, fieldError("expires_at", "must be in the future")
+		return time.Time{}, request.FieldError("expires_at", "must be in the future")
 	}
 	return expires.UTC(), nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
 )
@@ -75,6 +76,7 @@ func toAPIError(err error) *Error {
 	var maxBytes *http.MaxBytesError
 	var paramsErr *action.ParamsError
 	var conflict *ledger.KeyConflictError
+	var refusal *request.Error
 	switch {
 	case errors.As(err, &paramsErr):
 		return errorf(http.StatusUnprocessableEntity, "invalid_params", paramsErr.Error())
@@ -85,6 +87,8 @@ func toAPIError(err error) *Error {
 			"params_fingerprint is not the proposal's: what was shown is not what would be approved; nothing changed")
 	case errors.As(err, &apiErr):
 		return apiErr
+	case errors.As(err, &refusal):
+		return errorf(http.StatusBadRequest, refusal.Code, refusal.Message)
 	case errors.As(err, &approvalErr):
 		return errorf(http.StatusForbidden, string(approvalErr.Code), approvalErr.Reason)
 	case errors.As(err, &maxBytes):

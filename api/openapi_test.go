@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 )
@@ -149,8 +150,8 @@ var httpStatuses = map[string]int{
 }
 
 // answeredCodes lists every "status code" pair the API answers with: each
-// errorf call in the package's source, and the approval codes the ledger
-// gives (403, mapped in errors.go).
+// errorf call in the package's source, the approval codes the ledger
+// gives (403, mapped in errors.go) and the request body refusals (400).
 func answeredCodes(t *testing.T) map[string]bool {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
@@ -160,6 +161,9 @@ func answeredCodes(t *testing.T) map[string]bool {
 	codes := map[string]bool{}
 	for _, c := range []ledger.ApprovalCode{ledger.ApprovalExpired, ledger.ApprovalRevoked, ledger.ApprovalUsed, ledger.ApprovalMismatch} {
 		codes["403 "+string(c)] = true
+	}
+	for _, c := range request.Codes {
+		codes["400 "+c] = true
 	}
 	fset := token.NewFileSet()
 	for _, name := range files {
@@ -180,6 +184,9 @@ func answeredCodes(t *testing.T) map[string]bool {
 			}
 			if conv, ok := call.Args[1].(*ast.CallExpr); ok && fmt.Sprint(conv.Fun) == "string" {
 				return true // string(approvalErr.Code): the ledger's approval codes, above
+			}
+			if sel, ok := call.Args[1].(*ast.SelectorExpr); ok && fmt.Sprint(sel.X) == "refusal" {
+				return true // refusal.Code: request.Codes, above
 			}
 			sel, ok := call.Args[0].(*ast.SelectorExpr)
 			lit, ok2 := call.Args[1].(*ast.BasicLit)

@@ -2,34 +2,16 @@ package api
 
 import (
 	"cmp"
-	"encoding/json"
 	"errors"
 	"net/http"
 
 	"github.com/google/uuid"
 
-	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/view"
 )
-
-// maxKeyLength bounds a caller's key, in characters (as the OpenAPI
-// document's maxLength counts): the same bound as a business key's, since
-// either becomes the operation's key.
-const maxKeyLength = action.MaxKeyLength
-
-type createOperationRequest struct {
-	Action     string          `json:"action"`
-	Key        *string         `json:"key"`
-	Params     json.RawMessage `json:"params"`
-	ApprovalID string          `json:"approval_id"`
-	// RequestApproval makes the request a proposal: no approval yet, a
-	// person or the action's policy decides (see createProposal).
-	RequestApproval bool `json:"request_approval"`
-	// Reason is the proposal's one sentence for the approver.
-	Reason *string `json:"reason"`
-}
 
 // createOperation is POST /v1/operations. Checks after auth run in the
 // contract's order: size (413), JSON (400), action known (422), the other
@@ -42,13 +24,13 @@ type createOperationRequest struct {
 // the caller sent (kept as the client key), so the same intention under a
 // new key is a replay or a conflict, never a second operation.
 func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.Principal) {
-	var req createOperationRequest
+	var req request.Operation
 	if err := s.readJSON(w, r, &req, false); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	if req.Action == "" {
-		s.writeError(w, r, fieldError("action", "is required"))
+		s.writeError(w, r, request.FieldError("action", "is required"))
 		return
 	}
 	providerName, ok := s.actions[req.Action]
@@ -57,7 +39,7 @@ func (s *Server) createOperation(w http.ResponseWriter, r *http.Request, p auth.
 		return
 	}
 	contract := s.contract(req.Action)
-	approvalID, err := req.validate(contract.HasBusinessKey())
+	approvalID, err := req.Validate(contract.HasBusinessKey())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -129,43 +111,6 @@ func (s *Server) keyTaken(r *http.Request, p auth.Principal, action, key string,
 		return false, nil
 	}
 	return s.cfg.Ledger.KeyTaken(r.Context(), p.TenantID, action, key)
-}
-
-// validate checks the fields other than action (the handler checks that
-// first) and returns the approval id; uuid.Nil when none was given. A
-// proposal needs a key, unless the action derives it (businessKey).
-func (req createOperationRequest) validate(businessKey bool) (uuid.UUID, error) {
-	if req.RequestApproval {
-		switch {
-		case req.ApprovalID != "":
-			return uuid.Nil, fieldError("approval_id", "give approval_id or request_approval, not both")
-		case req.Key == nil && !businessKey:
-			return uuid.Nil, fieldError("key", "is required with request_approval: it is the proposal's identity")
-		}
-		if req.Reason != nil {
-			if err := checkText("reason", *req.Reason, maxNameLength); err != nil {
-				return uuid.Nil, err
-			}
-		}
-	} else if req.Reason != nil {
-		return uuid.Nil, fieldError("reason", "is only for a proposal (request_approval: true)")
-	}
-	if req.Key != nil {
-		if err := checkKey("key", *req.Key); err != nil {
-			return uuid.Nil, err
-		}
-	}
-	if err := checkParams("params", req.Params); err != nil {
-		return uuid.Nil, err
-	}
-	// A missing or unknown approval is the approval check's to refuse
-	// (403 approval_mismatch), after a replay of an existing key had its
-	// chance: uuid.Nil names no approval.
-	id, err := uuid.Parse(req.ApprovalID)
-	if err != nil {
-		return uuid.Nil, nil
-	}
-	return id, nil
 }
 
 // findOperation is GET /v1/operations?action=A&key=K, or without action

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/auth"
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/view"
@@ -83,25 +84,25 @@ func (s *Server) ResolveOperation(ctx context.Context, p auth.Principal, id uuid
 // validateResolution checks the free text of a resolution and its
 // compensation; the reconciler judges the decision itself.
 func validateResolution(res reconciler.Resolution) error {
-	if err := checkText("outcome", res.Outcome, maxNameLength); err != nil {
+	if err := request.CheckText("outcome", res.Outcome, request.MaxNameLength); err != nil {
 		return err
 	}
-	if err := checkText("provider_reference", res.ProviderReference, maxReferenceLength); err != nil {
+	if err := request.CheckText("provider_reference", res.ProviderReference, request.MaxReferenceLength); err != nil {
 		return err
 	}
-	if err := checkText("note", res.Note, maxNoteLength); err != nil {
+	if err := request.CheckText("note", res.Note, request.MaxNoteLength); err != nil {
 		return err
 	}
 	if c := res.Compensation; c != nil {
-		if err := checkText("compensation.action", c.Action, maxNameLength); err != nil {
+		if err := request.CheckText("compensation.action", c.Action, request.MaxNameLength); err != nil {
 			return err
 		}
 		if c.Key != "" {
-			if err := checkKey("compensation.key", c.Key); err != nil {
+			if err := request.CheckKey("compensation.key", c.Key); err != nil {
 				return err
 			}
 		}
-		if err := checkParams("compensation.params", c.Params); err != nil {
+		if err := request.CheckParams("compensation.params", c.Params); err != nil {
 			return err
 		}
 	}
@@ -143,7 +144,7 @@ func (s *Server) ResolveEvidence(ctx context.Context, p auth.Principal, id int64
 	if s.cfg.Reconciler == nil {
 		return errNotFound
 	}
-	if err := checkText("note", note, maxNoteLength); err != nil {
+	if err := request.CheckText("note", note, request.MaxNoteLength); err != nil {
 		return err
 	}
 	return s.cfg.Reconciler.ResolveEvidence(ctx, p.Access(), p.Actor(), id, note)
@@ -177,7 +178,7 @@ func (s *Server) RetryOperation(ctx context.Context, p auth.Principal, id uuid.U
 	if s.cfg.Reconciler == nil {
 		return ledger.Operation{}, errNotFound
 	}
-	if err := checkText("note", note, maxNoteLength); err != nil {
+	if err := request.CheckText("note", note, request.MaxNoteLength); err != nil {
 		return ledger.Operation{}, err
 	}
 	return s.cfg.Reconciler.Retry(ctx, p.Access(), p.Actor(), id, note)
@@ -200,7 +201,7 @@ func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Pri
 		s.writeError(w, r, err)
 		return
 	}
-	if err := checkText("reason", req.Reason, maxNameLength); err != nil {
+	if err := request.CheckText("reason", req.Reason, request.MaxNameLength); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -211,7 +212,7 @@ func (s *Server) replayReview(w http.ResponseWriter, r *http.Request, p auth.Pri
 		} else if d, err := time.ParseDuration(req.Since); err == nil && d > 0 {
 			opts.Since = s.cfg.Ledger.Now().Add(-d)
 		} else {
-			s.writeError(w, r, fieldError("since", "must be an RFC 3339 time or a duration such as 24h"))
+			s.writeError(w, r, request.FieldError("since", "must be an RFC 3339 time or a duration such as 24h"))
 			return
 		}
 	}

@@ -1,14 +1,12 @@
 package api
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strings"
 
+	"github.com/actledger/actledger/internal/request"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/webhook"
@@ -94,18 +92,18 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		}
 		req = webhookRequest{EventID: ev.EventID, Type: ev.Type, Reference: ev.Reference, ProviderReference: ev.ProviderReference,
 			Status: evidenceStatus(ev.Outcome)}
-	} else if err := decodeWebhookJSON(body, &req); err != nil {
+	} else if err := request.DecodeIgnoringUnknown(body, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	} else if req.Status == ledger.EvidenceIgnored {
-		s.writeError(w, r, fieldError("status", `must be "succeeded" or "failed"`))
+		s.writeError(w, r, request.FieldError("status", `must be "succeeded" or "failed"`))
 		return
 	}
 	if err := req.validate(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	if problem := jsonbProblem(body); problem != "" {
+	if problem := request.JSONBProblem(body); problem != "" {
 		// Well signed, but not storable: a 400 says so, where the insert
 		// would fail with a 500 on every redelivery.
 		s.writeError(w, r, errorf(http.StatusBadRequest, "invalid_body", "the body "+problem))
@@ -170,50 +168,33 @@ func signatureFailure(err error) string {
 	}
 }
 
-// decodeWebhookJSON is decodeJSON without DisallowUnknownFields: a supplier
-// adding a field must not have its webhooks refused. It still requires
-// exactly one JSON object with the known fields of the right type.
-func decodeWebhookJSON(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errorf(http.StatusBadRequest, "malformed_json", "the body must hold exactly one JSON object")
-	}
-	if len(body) > 0 && bytes.TrimSpace(body)[0] != '{' {
-		return errorf(http.StatusBadRequest, "malformed_json", "the body must be a JSON object")
-	}
-	return nil
-}
-
 func (req webhookRequest) validate() error {
 	switch {
 	case req.EventID == "":
-		return fieldError("event_id", "is required")
+		return request.FieldError("event_id", "is required")
 	case len(req.EventID) > maxEventIDLength || strings.ContainsRune(req.EventID, 0):
-		return fieldError("event_id", "must be 1 to 1024 bytes of text")
+		return request.FieldError("event_id", "must be 1 to 1024 bytes of text")
 	case req.Reference == "" && req.Status != ledger.EvidenceIgnored:
-		return fieldError("reference", "is required")
+		return request.FieldError("reference", "is required")
 	}
 	for _, f := range []struct {
 		name, value string
 		max         int
 	}{
-		{"type", req.Type, maxNameLength},
-		{"reference", req.Reference, maxReferenceLength},
-		{"provider_reference", req.ProviderReference, maxReferenceLength},
+		{"type", req.Type, request.MaxNameLength},
+		{"reference", req.Reference, request.MaxReferenceLength},
+		{"provider_reference", req.ProviderReference, request.MaxReferenceLength},
 	} {
-		if err := checkText(f.name, f.value, f.max); err != nil {
+		if err := request.CheckText(f.name, f.value, f.max); err != nil {
 			return err
 		}
 	}
 	switch {
 	case req.Status == ledger.EvidenceIgnored:
 	case req.Status != ledger.EvidenceSucceeded && req.Status != ledger.EvidenceFailed:
-		return fieldError("status", `must be "succeeded" or "failed"`)
+		return request.FieldError("status", `must be "succeeded" or "failed"`)
 	case req.Status == ledger.EvidenceSucceeded && req.ProviderReference == "":
-		return fieldError("provider_reference", "is required when status is succeeded")
+		return request.FieldError("provider_reference", "is required when status is succeeded")
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"syscall"
@@ -26,18 +27,40 @@ import (
 	"github.com/actledger/actledger/ledger"
 )
 
-// buildActledger builds cmd/actledger into a temporary directory.
+// buildActledger builds cmd/actledger into a temporary directory, with
+// the race detector when this test binary has it: the packages are then
+// the ones this test's own compile left in the build cache (a build
+// without -race would compile the whole product a second time), and the
+// served processes are checked for races too.
 func buildActledger(t *testing.T) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file))
 	bin := filepath.Join(t.TempDir(), "actledger")
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/actledger")
+	args := []string{"build", "-o", bin}
+	if raceBuild() {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/actledger")...)
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build ./cmd/actledger: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// raceBuild reports whether this test binary was built with -race.
+func raceBuild() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" {
+			return s.Value == "true"
+		}
+	}
+	return false
 }
 
 // holdingGate sits between one actledger process and the shared supplier.

@@ -1,15 +1,16 @@
-package api
+package request
 
 import (
 	"errors"
-	"net/http"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // FuzzDecodeOperationRequest feeds arbitrary bodies to the operation
-// request decoder: it must never panic, and every refusal must be a 400
-// with a code and a message (never a 500).
+// request decoder: it must never panic, and every refusal must be an
+// *Error with a message and one of Codes, which the api answers as a 400
+// (never a 500: api.TestBadInputIsRefusedAndWritesNothing).
 func FuzzDecodeOperationRequest(f *testing.F) {
 	for _, seed := range []string{
 		`{"action":"supplier.create_order","key":"po-1","params":{"sku":"A-1"},"approval_id":"0193a7a0-0000-7000-8000-000000000000"}`,
@@ -29,22 +30,22 @@ func FuzzDecodeOperationRequest(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		var req createOperationRequest
-		err := decodeJSON(body, &req)
+		var req Operation
+		err := Decode(body, &req)
 		for _, businessKey := range []bool{false, true} {
 			if err == nil {
-				_, err = req.validate(businessKey)
+				_, err = req.Validate(businessKey)
 			}
 		}
 		if err == nil {
 			return
 		}
-		var apiErr *Error
-		if !errors.As(err, &apiErr) {
-			t.Fatalf("error %v is not an API error", err)
+		var refusal *Error
+		if !errors.As(err, &refusal) {
+			t.Fatalf("error %v is not a request refusal", err)
 		}
-		if apiErr.Status != http.StatusBadRequest || apiErr.Code == "" || apiErr.Message == "" {
-			t.Fatalf("refusal %+v is not a 400 with code and message", apiErr)
+		if !slices.Contains(Codes, refusal.Code) || refusal.Message == "" {
+			t.Fatalf("refusal %+v has no message or a code not in Codes", refusal)
 		}
 	})
 }

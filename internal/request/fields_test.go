@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"strings"
@@ -26,9 +26,9 @@ func TestJSONBProblemNamesWhatPostgresWouldRefuse(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			got := jsonbProblem([]byte(tt.body))
+			got := JSONBProblem([]byte(tt.body))
 			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
-				t.Errorf("jsonbProblem(%s) = %q, want one naming %q", tt.body, got, tt.want)
+				t.Errorf("JSONBProblem(%s) = %q, want one naming %q", tt.body, got, tt.want)
 			}
 		})
 	}
