@@ -21,6 +21,7 @@ import (
 	"github.com/actledger/actledger/metrics"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/statement"
 	"github.com/actledger/actledger/tracing"
 )
 
@@ -52,6 +53,9 @@ type Config struct {
 	// OnWebhookRejected, when set, is told of every webhook whose
 	// signature failed (for metrics); reason is a fixed word.
 	OnWebhookRejected func(provider, reason string)
+	// Statements runs providers' statements for POST /v1/reconciliations;
+	// nil answers it 404.
+	Statements *statement.Runner
 	// Reconciler serves the operator's review endpoints; nil answers them
 	// 404.
 	Reconciler *reconciler.Reconciler
@@ -266,6 +270,8 @@ func (s *Server) routeTable() []route {
 		{pattern: "POST /v1/dispatch/pause", roles: operators, authed: s.pauseDispatch},
 		{pattern: "POST /v1/dispatch/resume", roles: operators, authed: s.resumeDispatch},
 		{pattern: "GET /v1/dispatch", roles: operators, authed: s.dispatchStatus},
+		{pattern: "GET /v1/reconciliations", roles: operators, authed: s.listReconciliations},
+		{pattern: "POST /v1/reconciliations", roles: operators, authed: s.runReconciliation, off: s.cfg.Statements == nil},
 		{pattern: "POST /v1/webhooks/{provider}", plain: http.HandlerFunc(s.webhook)},
 		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, before: s.mcpOrigin, off: s.cfg.MCP == nil},
 		{pattern: "GET /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},

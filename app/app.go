@@ -41,6 +41,7 @@ import (
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/relay"
 	"github.com/actledger/actledger/retention"
+	"github.com/actledger/actledger/statement"
 )
 
 // DefaultDispatchers is Config.Dispatchers' default: one dispatcher per
@@ -155,7 +156,10 @@ type Config struct {
 	// at a time prunes, by advisory lock). Its Store, Pool and Logger are
 	// the app's. Zero: the ledger keeps everything.
 	Retention retention.Config
-	Logger    *slog.Logger
+	// StatementCheck is how often the reconciler role looks for a
+	// provider whose statement is due (statement.DefaultCheckInterval).
+	StatementCheck time.Duration
+	Logger         *slog.Logger
 	// TracerProvider, when set, traces each operation through the roles
 	// of this process (tracing.Setup builds it from OTEL_*): the API's
 	// request spans, the enqueue, the relay's publish, the claims,
@@ -221,6 +225,11 @@ type App struct {
 	Watcher *ledger.Watcher
 	// Pruner is nil without Config.Retention.
 	Pruner *retention.Pruner
+	// Statements runs providers' statements (POST /v1/reconciliations);
+	// StatementSchedule runs them every reconcile.every, with
+	// Roles.Reconciler.
+	Statements        *statement.Runner
+	StatementSchedule *statement.Scheduler
 
 	cfg         Config
 	services    []startstop.Service
@@ -305,8 +314,14 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 		}
 		a.services = append(a.services, a.Sweeper)
 	}
+	if a.Statements, err = statement.New(statement.Config{Store: a.Store, Registry: cfg.Registry,
+		Reconciler: a.Reconciler, Logger: cfg.Logger}); err != nil {
+		return nil, err
+	}
 	if cfg.Roles.Reconciler {
 		a.services = append(a.services, a.Reconciler)
+		a.StatementSchedule = statement.NewScheduler(a.Statements, cfg.StatementCheck)
+		a.services = append(a.services, a.StatementSchedule)
 	}
 	// Writers wake the relays after a commit that may have notified.
 	a.Store.SetNotifying(len(cfg.Registry.Notifications()) > 0)
@@ -358,6 +373,7 @@ func (a *App) NewDispatcher(workerID string) (*dispatcher.Dispatcher, error) {
 func (a *App) newHandler() (http.Handler, error) {
 	ac := a.cfg.API
 	ac.Ledger, ac.Tokens, ac.Reconciler, ac.Logger = a.Store, a.Tokens, a.Reconciler, a.cfg.Logger
+	ac.Statements = a.Statements
 	ac.Registry = a.cfg.Registry
 	ac.Watcher = a.Watcher
 	ac.TracerProvider = a.cfg.TracerProvider

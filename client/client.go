@@ -128,7 +128,13 @@ type answer struct {
 // do sends one request and decodes a 2xx JSON answer into out (nil: the
 // body is dropped). A 304 is a success with nothing to decode.
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, header http.Header, body, out any) (answer, error) {
-	res, err := c.send(ctx, c.http, method, path, query, header, body)
+	return c.doOn(ctx, c.http, method, path, query, header, body, out)
+}
+
+// doOn is do with the HTTP client hc: c.streaming for a request the
+// server may take longer than DefaultTimeout to answer.
+func (c *Client) doOn(ctx context.Context, hc *http.Client, method, path string, query url.Values, header http.Header, body, out any) (answer, error) {
+	res, err := c.send(ctx, hc, method, path, query, header, body)
 	if err != nil {
 		return answer{}, err
 	}

@@ -125,5 +125,16 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
 		bounded.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
 	)
+	// A statement run reads a page's operations by key, the successes of
+	// a day that its records do not name, a page at a time, and the list
+	// and last runs of GET /v1/reconciliations, the console and /metrics.
+	run := uuid.New()
+	queries = append(queries,
+		bounded.Query{Name: "statement: a page's operations (operationsOfStatement)", SQL: operationsOfStatement, Args: []any{[]uuid.UUID{f.Settled}, "mock"}},
+		bounded.Query{Name: "statement: unlisted successes (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, nil, uuid.Nil, 500}},
+		bounded.Query{Name: "statement: unlisted successes, next page (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, day.Add(time.Hour), uuid.Nil, 500}},
+		bounded.Query{Name: "statement runs (statementRunsPage)", SQL: statementRunsPage, Args: []any{tenant, whole, nil, uuid.Nil, 100}},
+		bounded.Query{Name: "statement: last runs (statementRunsLast)", SQL: statementRunsLast, Args: []any{nil}},
+	)
 	return queries
 }

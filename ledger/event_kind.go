@@ -17,6 +17,10 @@ const (
 	// EventEvidence: a webhook, a lookup applied by the reconciler, or an
 	// operator's word; its detail's "status" is an EvidenceStatus.
 	EventEvidence EventKind = "evidence"
+	// EventReconciled: a record of the supplier's statement, applied as
+	// evidence; its detail's "status" is an EvidenceStatus, as an
+	// EventEvidence's.
+	EventReconciled EventKind = "reconciled"
 	// EventStaleResult: a success a fenced worker saw after it lost its
 	// claim.
 	EventStaleResult EventKind = "stale_result"

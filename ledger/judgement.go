@@ -55,7 +55,7 @@ func Judge(events []Event) Judgement {
 				j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
 				j.EffectConfirmed = j.EffectConfirmed || c == classSucceeded
 			}
-		case EventEvidence:
+		case EventEvidence, EventReconciled:
 			if detail["status"] == string(EvidenceSucceeded) {
 				j.MayHaveHadEffect, j.EffectConfirmed, j.AbsenceConfirmed = true, true, false
 			}

@@ -8,7 +8,8 @@ package ledger
 type ReviewReason string
 
 // The review reasons. The dispatcher gives the first six, the reconciler
-// the next three; unmatched evidence has its own.
+// the next three, a statement run the two after; unmatched evidence has
+// its own.
 const (
 	// ReasonRetriesExhausted: the provider's retry budget (max_attempts,
 	// max_elapsed) ran out without a success, or a believable lookup found
@@ -57,6 +58,14 @@ const (
 	// contradict each other.
 	ReasonConflictingEvidence ReviewReason = "conflicting_evidence"
 
+	// ReasonEffectMismatch: the supplier's statement lists the effect, and
+	// its record disagrees with what was approved (the provider's
+	// reconcile.match is false).
+	ReasonEffectMismatch ReviewReason = "effect_mismatch"
+	// ReasonEffectMissing: the operation succeeded inside a window the
+	// supplier's statement was read for in full, and no record names it.
+	ReasonEffectMissing ReviewReason = "effect_missing"
+
 	// ReasonUnmatchedEvidence: evidence of a provider effect that no
 	// operation explains.
 	ReasonUnmatchedEvidence ReviewReason = "unmatched_evidence"
@@ -68,5 +77,6 @@ var ReviewReasons = []ReviewReason{
 	ReasonLookupUntrusted, ReasonRejectedAfterUnknown,
 	ReasonProviderConfigError, ReasonProviderOutcome, ReasonReferenceMissing, ReasonCompensationFailed,
 	ReasonDuplicateEffect, ReasonEvidenceMismatch, ReasonConflictingEvidence,
+	ReasonEffectMismatch, ReasonEffectMissing,
 	ReasonUnmatchedEvidence,
 }

@@ -331,6 +331,15 @@ type Evidence struct {
 	// Data is what the provider says about the effect (amounts,
 	// quantities), compared with the approved params.
 	Data json.RawMessage
+	// Agrees, when set, is the judgement of the effect against the
+	// approved params made by its source (a statement record's
+	// reconcile.match), in place of comparing Data: false sends the
+	// operation to review effect_mismatch.
+	Agrees *bool
+	// Kind is the event the evidence becomes in the operation's history:
+	// ledger.EventEvidence when empty, ledger.EventReconciled for a
+	// statement's record.
+	Kind ledger.EventKind
 }
 
 // Apply applies ev to the ledger. Each applied piece of evidence becomes an
@@ -401,25 +410,30 @@ func (r *Reconciler) applyTo(ctx context.Context, ev Evidence, op ledger.Operati
 	if len(ev.Data) > 0 && len(ev.Data) <= 4096 {
 		detail["data"] = ev.Data
 	}
-	change := ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, Kind: ledger.EventEvidence, Actor: "reconciler:" + ev.Source, Detail: detail}
+	kind := cmp.Or(ev.Kind, ledger.EventEvidence)
+	change := ledger.Change{ID: op.ID, From: op.Status, Version: op.Version, Kind: kind, Actor: "reconciler:" + ev.Source, Detail: detail}
 	review := func(reason ledger.ReviewReason) (ledger.EvidenceOutcome, error) {
 		change.To = ledger.StatusReview
 		change.Review = &ledger.Review{Reason: reason, Owner: pc.Review.Owner, Deadline: r.store.Now().Add(pc.Review.Deadline.Duration)}
 		if op.Status == ledger.StatusReview && op.ReviewReason != nil && *op.ReviewReason == reason {
-			return ledger.OutcomeNoChange, r.store.AppendEvent(ctx, op.ID, ledger.EventEvidence, change.Actor, detail)
+			return ledger.OutcomeNoChange, r.store.AppendEvent(ctx, op.ID, kind, change.Actor, detail)
 		}
 		if !op.Status.CanMoveTo(ledger.StatusReview) {
-			return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, op.ID, ledger.EventEvidence, change.Actor, detail)
+			return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, op.ID, kind, change.Actor, detail)
 		}
 		_, err := r.store.Transition(ctx, change)
 		return ledger.OutcomeReview, err
 	}
 	record := func() (ledger.EvidenceOutcome, error) {
-		return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, op.ID, ledger.EventEvidence, change.Actor, detail)
+		return ledger.OutcomeRecorded, r.store.AppendEvent(ctx, op.ID, kind, change.Actor, detail)
 	}
 
 	if ev.Status == ledger.EvidenceSucceeded {
-		if diff := mismatch(op.Params, ev.Data, pc.ReferenceParam); len(diff) > 0 {
+		if ev.Agrees != nil && !*ev.Agrees {
+			detail["mismatched"] = "reconcile.match"
+			return review(ledger.ReasonEffectMismatch)
+		}
+		if diff := mismatch(op.Params, ev.Data, pc.ReferenceParam); ev.Agrees == nil && len(diff) > 0 {
 			detail["mismatched"] = diff
 			return review(ledger.ReasonEvidenceMismatch)
 		}
@@ -494,7 +508,8 @@ func contested(op ledger.Operation) bool {
 		return false
 	}
 	switch *op.ReviewReason {
-	case ledger.ReasonDuplicateEffect, ledger.ReasonEvidenceMismatch, ledger.ReasonConflictingEvidence:
+	case ledger.ReasonDuplicateEffect, ledger.ReasonEvidenceMismatch, ledger.ReasonConflictingEvidence,
+		ledger.ReasonEffectMismatch, ledger.ReasonEffectMissing:
 		return true
 	}
 	return false

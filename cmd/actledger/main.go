@@ -36,6 +36,9 @@ Usage:
   actledger ops pause|resume [--provider P] [--action A]
                                           resume lifts every pause within the scope
   actledger ops dispatch                  pauses and calls in flight
+  actledger reconcile PROVIDER [--since D] [--until T] [--dry-run]
+                                          compare the ledger with the supplier's records now (operator token);
+                                          exit 1 when the run failed or stopped early
   actledger approvals list                proposals waiting for a decision, params in full
   actledger approvals approve ID [--fingerprint F] [--ttl D] [--policy-version V] [--note N]
                                           without --fingerprint: shows the params, asks on a terminal
@@ -107,7 +110,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	env, err := loadEnv(getenv)
-	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" && args[0] != "providers" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN, or PROVIDERS_FILE
+	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" && args[0] != "providers" && args[0] != "reconcile" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN, or PROVIDERS_FILE
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
@@ -133,6 +136,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serveMCP(ctx, getenv, args[1:], os.Stdin, stdout, logger)
 	case "providers":
 		return providersCmd(ctx, getenv, args[1:], stdout)
+	case "reconcile":
+		return showErrors(reconcileCmd(ctx, getenv, args[1:], stdout))
 	case "notifications":
 		return notificationsCmd(ctx, env, args[1:], stdout)
 	default:
