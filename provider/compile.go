@@ -135,8 +135,13 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 			*f.into = compile(f.field, f.src, e.webhook, f.what, f.kinds)
 		}
 	}
-	if (c.Lookup != nil || c.Webhook != nil || c.WebhookSecretEnv != "") && !c.carriesReference() {
-		bad("create.body", errors.New("must carry reference (in the body, the path or a header): the provider has a lookup or webhooks, and nothing could ever find the effect without it"))
+	if s := c.Reconcile; s != nil {
+		for _, p := range s.compile(e) {
+			bad(p.field, p.err)
+		}
+	}
+	if (c.Lookup != nil || c.Webhook != nil || c.WebhookSecretEnv != "" || c.Reconcile != nil) && !c.carriesReference() {
+		bad("create.body", errors.New("must carry reference (in the body, the path or a header): the provider has a lookup, webhooks or reconcile, and nothing could ever find the effect without it"))
 	}
 	if c.usesV3() {
 		if u, err := url.Parse(c.BaseURL); err == nil && u.Scheme == "http" && !isLoopback(u.Hostname()) {
@@ -164,7 +169,7 @@ func (c *Config) carriesReference() bool {
 // them).
 func (c *Config) usesV3() bool {
 	return c.Auth != nil || len(c.Headers) > 0 || len(c.Evidence.Keep) > 0 || c.Create.Encoding != "" || c.Create.Body != "" ||
-		c.Create.Reference != "" || len(c.Outcomes) > 0 || c.Webhook != nil ||
+		c.Create.Reference != "" || len(c.Outcomes) > 0 || c.Webhook != nil || c.Reconcile != nil ||
 		(c.Lookup != nil && (c.Lookup.Matches != "" || c.Lookup.Reference != ""))
 }
 

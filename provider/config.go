@@ -153,6 +153,9 @@ type Config struct {
 	// (yaml "breaker"): an outage there stops new attempts instead of
 	// spending every operation's retries and filling the review queue.
 	Breaker BreakerPolicy
+	// Reconcile is how the supplier's own records are listed and compared
+	// with the ledger (yaml "reconcile"); nil when the provider has none.
+	Reconcile *Statement
 
 	// compiled holds the file's expressions, compiled when the registry
 	// is built; credential is the resolved Auth. A Config built in code
@@ -397,6 +400,9 @@ func (c Config) withDefaults() Config {
 		w.Signature = cmp.Or(w.Signature, DefaultSignature)
 		c.Webhook = &w
 	}
+	if c.Reconcile != nil {
+		c.Reconcile = c.Reconcile.withDefaults()
+	}
 	c.Headers = maps.Clone(c.Headers)
 	c.Evidence.Keep = slices.Clone(c.Evidence.Keep)
 	c.Outcomes = slices.Clone(c.Outcomes)
@@ -502,6 +508,9 @@ func (c *Config) validate() []*FieldError {
 		if d.value.Duration < 0 {
 			bad(d.field, "must not be negative")
 		}
+	}
+	if c.Reconcile != nil {
+		errs = append(errs, c.Reconcile.validate(c)...)
 	}
 	if c.Retry.Initial.Duration > c.Retry.Max.Duration {
 		bad("retry.initial", "(%s) must not exceed retry.max (%s)", c.Retry.Initial, c.Retry.Max)

@@ -40,6 +40,13 @@ type exprEnvs struct {
 	match *cel.Env
 	// webhook: webhook.*, over a webhook's parsed body and its headers.
 	webhook *cel.Env
+	// record: reconcile.list.reference, provider_reference and created,
+	// over one listed record. (reconcile.list.records and next read an
+	// answer, as answer does.)
+	record *cel.Env
+	// compare: reconcile.match, over one listed record and the params of
+	// the operation it names.
+	compare *cel.Env
 }
 
 var envs = sync.OnceValue(func() exprEnvs {
@@ -55,6 +62,8 @@ var envs = sync.OnceValue(func() exprEnvs {
 		answer:  celexpr.NewEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers),
 		match:   celexpr.NewEnv(cel.Variable("match", cel.DynType)),
 		webhook: celexpr.NewEnv(cel.Variable("body", cel.DynType), headers),
+		record:  celexpr.NewEnv(cel.Variable("record", cel.DynType)),
+		compare: celexpr.NewEnv(cel.Variable("record", cel.DynType), params),
 	}
 })
 

@@ -34,6 +34,7 @@ type providerYAML struct {
 	Retry            retryYAML         `yaml:"retry"`
 	Review           reviewYAML        `yaml:"review"`
 	Breaker          breakerYAML       `yaml:"breaker"`
+	Reconcile        *reconcileYAML    `yaml:"reconcile"`
 }
 
 type endpointYAML struct {
@@ -153,6 +154,7 @@ func (p providerYAML) config(name string) (Config, []*FieldError) {
 	cfg.Retry.MaxAttempts = c.count("retry.max_attempts", p.Retry.MaxAttempts)
 	cfg.Idempotency = p.Idempotency.idempotency(c)
 	cfg.Lookup = p.Lookup.lookup(c)
+	cfg.Reconcile = p.Reconcile.statement(c)
 	return cfg, c.errs
 }
 

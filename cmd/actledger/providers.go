@@ -143,6 +143,9 @@ func describe(pc *provider.Config, getenv func(string) string) []string {
 			lines = append(lines, fmt.Sprintf("warning: %s is not set here: every webhook would be refused (401)", env))
 		}
 	}
+	if pc.Reconcile != nil {
+		lines = append(lines, "reconcile: "+pc.Reconcile.Describe())
+	}
 	for i, r := range pc.Outcomes {
 		lines = append(lines, fmt.Sprintf("outcomes[%d]: when %s → %s (%s)", i, strings.Join(strings.Fields(r.When), " "), r.Outcome, r.Reason))
 	}

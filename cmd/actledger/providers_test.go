@@ -107,6 +107,41 @@ func TestProvidersCheckListsTheNotificationReceivers(t *testing.T) {
 	}
 }
 
+func TestProvidersCheckSaysWhatAReconcileRunCompares(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "providers.yaml")
+	file := `providers:
+  orders:
+    base_url: https://orders.example
+    tenant: acme-corp
+    create: {path: /v1/orders}
+    reconcile:
+      list:
+        path: "/v1/orders?from={since}&to={until}"
+        records: response.orders
+        next: 'has(response.next) ? {"cursor": response.next} : {}'
+        reference: record.reference
+        provider_reference: record.id
+        created: record.created_at
+      match: record.quantity == params.quantity
+      every: 30m
+actions:
+  supply.order: {provider: orders}
+`
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	status := exitStatus(run(t.Context(), []string{"providers", "check", path}, func(string) string { return "" }, &out, &errOut), &errOut)
+	if status != 0 {
+		t.Fatalf("status %d, stderr %s", status, errOut.String())
+	}
+	want := "  reconcile: every 30m, reads the supplier's records created in the 24h up to 15m ago (GET /v1/orders?from={since}&to={until}, at most 100 pages)"
+	if !strings.Contains(out.String(), want) {
+		t.Errorf("output lacks %q:\n%s", want, out.String())
+	}
+}
+
 func TestProvidersCheckRenderShowsTheRequestWithTheCredentialMasked(t *testing.T) {
 	t.Parallel()
 	status, out, stderr := checkProviders(t, map[string]string{"HELPDESK_TOKEN": checkedToken},
