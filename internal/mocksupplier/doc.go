@@ -23,6 +23,11 @@
 //     503 or 429 with Retry-After before commit, 422 before commit, a delay after commit, a
 //     commit that lands late whether or not the client still waits, a stall that creates
 //     nothing, or a 401 before the Idempotency-Key is looked at (rotated credentials).
+//   - GET /v1/statement?created_gte=&created_lt=&limit=&after= lists the orders created in a
+//     window, oldest first, {"orders":[...],"next":cursor|null}, for reconciliation (statement.go);
+//     its pages take faults of their own (SetStatementFaults: not JSON, 401, 429, 500, a loop, a
+//     slow page), seeding helpers place what actledger did not make (seed.go), and SetGenerated
+//     serves a large computed window for the benchmark.
 //   - Slow lookups (SetLookupDelay) answer with the orders visible when the request arrived.
 //   - Signed webhooks (Webhook-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>),
 //     sent late and retried on non-2xx answers.

@@ -80,6 +80,7 @@ type Server struct {
 	lookups  map[string][]time.Time
 	// lookupDelay holds every answer to a lookup by reference.
 	lookupDelay time.Duration
+	statement   statementState
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -140,6 +141,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/orders", s.handleCreate)
 	s.mux.HandleFunc("GET /v1/orders", s.handleList)
 	s.mux.HandleFunc("GET /v1/orders/{id}", s.handleGet)
+	s.mux.HandleFunc("GET /v1/statement", s.handleStatement)
 	s.mux.HandleFunc("GET /admin/config", s.handleGetConfig)
 	s.mux.HandleFunc("POST /admin/config", s.handleSetConfig)
 	s.mux.HandleFunc("POST /admin/faults", s.handleSetFaults)
@@ -266,6 +268,7 @@ func (s *Server) resetLocked() {
 	s.requests = make(map[string][]time.Time)
 	s.lookups = make(map[string][]time.Time)
 	s.lookupDelay = 0
+	s.statement = statementState{}
 }
 
 // Close stops pending webhook deliveries, waits for their goroutines to end, and closes the data
