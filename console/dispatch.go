@@ -25,10 +25,36 @@ type pauseRow struct {
 }
 
 type dispatchData struct {
-	Circuits           []ledger.Circuit
+	Circuits []ledger.Circuit
+	// Statements are each provider's last statement run (none for a
+	// scoped operator: a run covers every scope).
+	Statements         []statementRow
 	Pauses             []pauseRow
 	InFlight           []inFlightRow
 	Actions, Providers []string
+}
+
+// statementRow is a provider's last statement run, its counts in the
+// contract's order.
+type statementRow struct {
+	ledger.StatementRun
+	Counts []findingCount
+}
+
+type findingCount struct {
+	Finding ledger.Finding
+	N       int64
+	// Review: the finding's items wait in the review queue.
+	Review bool
+}
+
+func newStatementRow(run ledger.StatementRun) statementRow {
+	row := statementRow{StatementRun: run}
+	for _, f := range ledger.Findings {
+		review := f == ledger.FindingMismatch || f == ledger.FindingDuplicate || f == ledger.FindingMissing || f == ledger.FindingUnexplained
+		row.Counts = append(row.Counts, findingCount{Finding: f, N: run.Findings[f], Review: review})
+	}
+	return row
 }
 
 // dispatch shows the tenant's pauses (who, when) and its calls in flight
@@ -72,7 +98,16 @@ func (c *Console) showDispatch(w http.ResponseWriter, r *http.Request, p auth.Pr
 		return
 	}
 	now := c.cfg.Ledger.Now()
+	in := p.Access()
+	runs, err := c.cfg.Ledger.LastStatementRuns(r.Context(), &in)
+	if err != nil {
+		c.fail(w, r, &p, err)
+		return
+	}
 	d := dispatchData{Circuits: circuits}
+	for _, run := range runs {
+		d.Statements = append(d.Statements, newStatementRow(run))
+	}
 	d.Actions, d.Providers = c.cfg.API.Scopes()
 	for _, pz := range pauses {
 		d.Pauses = append(d.Pauses, pauseRow{Pause: pz, Age: now.Sub(pz.PausedAt)})

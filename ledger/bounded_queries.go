@@ -134,7 +134,7 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "statement: unlisted successes (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, nil, uuid.Nil, 500}},
 		bounded.Query{Name: "statement: unlisted successes, next page (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, day.Add(time.Hour), uuid.Nil, 500}},
 		bounded.Query{Name: "statement runs (statementRunsPage)", SQL: statementRunsPage, Args: []any{tenant, whole, nil, uuid.Nil, 100}},
-		bounded.Query{Name: "statement: last runs (statementRunsLast)", SQL: statementRunsLast, Args: []any{nil}},
+		bounded.Query{Name: "statement: last runs (statementRunsLast)", SQL: statementRunsLast, Args: []any{nil, nil}},
 	)
 	return queries
 }

@@ -146,6 +146,9 @@ FROM statement_records WHERE run_id = $1 GROUP BY finding`
 	// statementRecordsDeleteSettled drops the rows that need nobody.
 	statementRecordsDeleteSettled = `DELETE FROM statement_records WHERE run_id = $1 AND finding IN ('matched', 'foreign')`
 
+	statementTotalsAdd = `INSERT INTO statement_totals (provider, finding, n) VALUES ($1, $2, $3)
+ON CONFLICT (provider, finding) DO UPDATE SET n = statement_totals.n + EXCLUDED.n`
+
 	// statementRunFinish ends a running run and frees its lease.
 	statementRunFinish = mustNamed(`WITH freed AS (
     DELETE FROM statement_leases WHERE provider = @provider AND run_id = @id
@@ -204,7 +207,9 @@ func (s *Store) RenewStatementLease(ctx context.Context, run StatementRun, lease
 // operation that had two are counted duplicates (counted once per
 // operation), the counts per finding are taken from what the run stored,
 // and the rows of records that need nobody (matched, foreign) are deleted.
-func (s *Store) FinishStatementRun(ctx context.Context, run StatementRun, status RunStatus, pages int, errText string) (StatementRun, error) {
+// A run that counts (not a dry run) adds its findings to the provider's
+// totals (StatementTotals).
+func (s *Store) FinishStatementRun(ctx context.Context, run StatementRun, status RunStatus, pages int, errText string, counts bool) (StatementRun, error) {
 	var done StatementRun
 	err := s.InTx(ctx, func(tx *Tx) error {
 		if _, err := tx.tx.Exec(ctx, statementRecordsDuplicates, run.ID); err != nil {
@@ -220,13 +225,20 @@ func (s *Store) FinishStatementRun(ctx context.Context, run StatementRun, status
 		if _, err := tx.tx.Exec(ctx, statementRecordsDeleteSettled, run.ID); err != nil {
 			return fmt.Errorf("delete settled records: %w", err)
 		}
-		counts, err := json.Marshal(findings)
+		if counts {
+			for f, n := range findings {
+				if _, err := tx.tx.Exec(ctx, statementTotalsAdd, run.Provider, f, n); err != nil {
+					return fmt.Errorf("add to the totals: %w", err)
+				}
+			}
+		}
+		found, err := json.Marshal(findings)
 		if err != nil {
 			return fmt.Errorf("encode findings: %w", err)
 		}
 		args, err := statementRunFinish.args(pgx.StrictNamedArgs{
 			"id": run.ID, "provider": run.Provider, "status": status, "pages": pages,
-			"error": nullString(errText), "findings": counts, "now": s.nowArg(),
+			"error": nullString(errText), "findings": found, "now": s.nowArg(),
 		})
 		if err != nil {
 			return err
@@ -329,10 +341,11 @@ WHERE tenant_id = $1 AND scope_admits($2, NULL)
 ORDER BY started_at DESC, id DESC
 LIMIT $5`
 
-	// statementRunsLast is each provider's latest run; $1 NULL: of every
-	// tenant (/metrics).
+	// statementRunsLast is each provider's latest run of tenant $1 that
+	// a caller of scope $2 may see; $1 NULL: of every tenant (/metrics,
+	// the schedule).
 	statementRunsLast = `SELECT DISTINCT ON (provider) ` + statementRunColumns + ` FROM statement_runs
-WHERE $1::uuid IS NULL OR tenant_id = $1
+WHERE $1::uuid IS NULL OR (tenant_id = $1 AND scope_admits($2, NULL))
 ORDER BY provider, started_at DESC`
 )
 
@@ -348,10 +361,15 @@ func (s *Store) StatementRuns(ctx context.Context, in Access, after *Position, l
 	return runs, nil
 }
 
-// LastStatementRuns returns each provider's latest run, of tenant (nil:
-// of every tenant), by provider name.
-func (s *Store) LastStatementRuns(ctx context.Context, tenant *uuid.UUID) ([]StatementRun, error) {
-	rows, _ := s.pool.Query(ctx, statementRunsLast, tenant)
+// LastStatementRuns returns each provider's latest run that in may see
+// (nil: of every tenant, for the process's own loops), by provider name.
+func (s *Store) LastStatementRuns(ctx context.Context, in *Access) ([]StatementRun, error) {
+	var tenant *uuid.UUID
+	var scope *string
+	if in != nil {
+		tenant, scope = &in.Tenant, in.scope()
+	}
+	rows, _ := s.pool.Query(ctx, statementRunsLast, tenant, scope)
 	runs, err := pgx.CollectRows(rows, pgx.RowToStructByName[StatementRun])
 	if err != nil {
 		return nil, fmt.Errorf("list last statement runs: %w", err)

@@ -56,7 +56,7 @@ func TestSecondStatementRunOfAProviderYields(t *testing.T) {
 	if other := f.startRun(t, "globex", time.Minute); other.Status != ledger.RunRunning {
 		t.Fatalf("another provider's run is %s, want running", other.Status)
 	}
-	if _, err := f.store.FinishStatementRun(ctx, first, ledger.RunComplete, 1, ""); err != nil {
+	if _, err := f.store.FinishStatementRun(ctx, first, ledger.RunComplete, 1, "", true); err != nil {
 		t.Fatal(err)
 	}
 	if third := f.startRun(t, "acme", time.Minute); third.Status != ledger.RunRunning {
@@ -90,7 +90,7 @@ func TestExpiredStatementLeaseIsTakenOverAndTheDeadRunFailed(t *testing.T) {
 	if err := f.store.RenewStatementLease(ctx, dead, time.Minute); !errors.Is(err, ledger.ErrLeaseLost) {
 		t.Fatalf("the dead run renews: %v, want ErrLeaseLost", err)
 	}
-	if _, err := f.store.FinishStatementRun(ctx, dead, ledger.RunComplete, 3, ""); !errors.Is(err, ledger.ErrLeaseLost) {
+	if _, err := f.store.FinishStatementRun(ctx, dead, ledger.RunComplete, 3, "", true); !errors.Is(err, ledger.ErrLeaseLost) {
 		t.Fatalf("the dead run finishes: %v, want ErrLeaseLost", err)
 	}
 	runs, err := f.store.StatementRuns(ctx, ledger.WholeTenant(f.tenant), nil, 10)
@@ -123,7 +123,7 @@ func TestStatementRunCountsDuplicatesOncePerOperation(t *testing.T) {
 	if err := f.store.AddStatementRecords(ctx, run.ID, recs); err != nil {
 		t.Fatal(err)
 	}
-	done, err := f.store.FinishStatementRun(ctx, run, ledger.RunComplete, 2, "")
+	done, err := f.store.FinishStatementRun(ctx, run, ledger.RunComplete, 2, "", true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,8 @@ package metrics
 import "github.com/actledger/actledger/internal/bounded"
 
 // BoundedQueries are what a scrape of /metrics reads (the counts by state,
-// the open review items and approval requests) and the fold on its timer:
+// the open review items and approval requests, the statement runs' totals
+// and last runs) and the fold on its timer:
 // statements that must read operations only through an index condition or
 // a partial index of open items, never the history. The test on a large
 // ledger checks their plans and the benchmark's large stage times them
@@ -14,5 +15,7 @@ func BoundedQueries() []bounded.Query {
 		{Name: "fold (operationCountsFold)", SQL: operationCountsFold},
 		{Name: "approval requests gauge (approvalRequestsOpen)", SQL: approvalRequestsOpen},
 		{Name: "review gauge (reviewOpen)", SQL: reviewOpen},
+		{Name: "statement totals (statementTotals)", SQL: statementTotals},
+		{Name: "last statement runs (statementLastRuns)", SQL: statementLastRuns},
 	}
 }

@@ -41,6 +41,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger) *Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(&ledgerCollector{pool: pool, log: logger}, &circuitCollector{pool: pool, log: logger},
+		&statementCollector{pool: pool, log: logger},
 		&notificationCollector{pool: pool, log: logger})
 	r := &Registry{
 		reg: reg,

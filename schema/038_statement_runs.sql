@@ -68,3 +68,14 @@ CREATE INDEX statement_records_operation_idx ON statement_records (run_id, opera
 -- span is a range of this partial index; its entry is written once per
 -- operation, as it succeeds.
 CREATE INDEX operations_succeeded_idx ON operations (provider, updated_at) WHERE status = 'succeeded';
+
+-- statement_totals: the findings of every run that was not a dry run,
+-- summed per provider, for /metrics' actledger_reconcile_findings_total:
+-- a counter that every process reports alike, written in the transaction
+-- that ends the run, and whose read does not grow with the runs' history.
+CREATE TABLE statement_totals (
+    provider text NOT NULL,
+    finding  text NOT NULL,
+    n        bigint NOT NULL,
+    PRIMARY KEY (provider, finding)
+);

@@ -170,7 +170,7 @@ func (r *Runner) Run(ctx context.Context, name string, o Options) (Report, error
 	// with what it read.
 	endCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	done, err := r.cfg.Store.FinishStatementRun(endCtx, run, status, pages, errText)
+	done, err := r.cfg.Store.FinishStatementRun(endCtx, run, status, pages, errText, !o.DryRun)
 	if err != nil {
 		return Report{}, err
 	}

@@ -66,10 +66,10 @@ func pointInTime(flag, v string, now time.Time) (*time.Time, error) {
 		return nil, nil
 	}
 	if d, err := time.ParseDuration(v); err == nil {
-		if d <= 0 {
-			return nil, fmt.Errorf("%s %s: a duration back from now must be positive: %w", flag, v, errUsage)
+		if d < 0 {
+			return nil, fmt.Errorf("%s %s: a duration back from now must not be negative: %w", flag, v, errUsage)
 		}
-		t := now.Add(-d).Truncate(time.Second)
+		t := now.Add(-d)
 		return &t, nil
 	}
 	t, err := time.Parse(time.RFC3339, v)

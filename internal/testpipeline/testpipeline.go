@@ -50,6 +50,7 @@ import (
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/relay"
+	"github.com/actledger/actledger/statement"
 )
 
 // Action is the action every pipeline configures, on provider "acme".
@@ -167,6 +168,10 @@ type Pipeline struct {
 	Traceparents *HeaderLog
 	Registry     *provider.Registry
 	Reconciler   *reconciler.Reconciler
+	// Statements runs providers' statements; StatementSchedule runs them
+	// every reconcile.every (checked every 100 ms), its Ran signal armed.
+	Statements        *statement.Runner
+	StatementSchedule *statement.Scheduler
 	// Relay and Sweeper are the process's outbox relay and lease sweeper,
 	// their test signals armed.
 	Relay   *relay.Relay
@@ -295,16 +300,19 @@ func (p *Pipeline) build() {
 		Logger:         cmp.Or(opts.Logger, quiet()),
 		Metrics:        opts.Metrics,
 		TracerProvider: opts.TracerProvider,
+		StatementCheck: 100 * time.Millisecond,
 	})
 	if err != nil {
 		p.t.Fatal(err)
 	}
 	p.Store, p.Reconciler, p.Tokens, p.Notifier = p.app.Store, p.app.Reconciler, p.app.Tokens, p.app.Notifier
 	p.Relay, p.Sweeper, p.Watcher = p.app.Relay, p.app.Sweeper, p.app.Watcher
+	p.Statements, p.StatementSchedule = p.app.Statements, p.app.StatementSchedule
 	// Armed before anything runs: arming is not synchronised with the
 	// components' loops.
 	p.Relay.TestSignals.Init(p.t)
 	p.Sweeper.TestSignals.Init(p.t)
+	p.StatementSchedule.TestSignals.Ran.Init(p.t)
 	if p.Notifier != nil {
 		p.Notifier.TestSignals.Init(p.t)
 	}
