@@ -100,6 +100,16 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 		if schemeErr != nil {
 			bad("webhook.signature", schemeErr)
 		}
+		switch {
+		case scheme == webhook.SchemeHMAC && w.HMAC == nil:
+			bad("webhook.hmac", errors.New("is required with signature: hmac: it names the header, the encoding and what is signed"))
+		case scheme != webhook.SchemeHMAC && w.HMAC != nil:
+			bad("webhook.hmac", fmt.Errorf("is only read with signature: hmac, and the signature is %q", scheme))
+		case w.HMAC != nil:
+			for _, p := range w.HMAC.Problems() {
+				bad("webhook.hmac."+p.Field, p.Err)
+			}
+		}
 		switch secrets := c.WebhookSecretsFrom(getenv); {
 		case w.SecretEnv == "":
 			bad("webhook.secret_env", errors.New("is required: a webhook scheme needs a secret to verify its signature"))
