@@ -67,6 +67,11 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 	if _, err := pathParams(c.Create.Path); err != nil {
 		bad("create.path", err)
 	}
+	if c.Lookup != nil {
+		if _, err := pathParams(c.Lookup.Path); err != nil {
+			bad("lookup.path", err)
+		}
+	}
 	p := &c.compiled
 	p.body = compile("create.body", c.Create.Body, e.body, "a map", kindsMap)
 	p.reference = compile("create.reference", c.Create.Reference, e.answer, "a string or an integer", kindsID)
