@@ -57,11 +57,18 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 	}
 	pc, _ := s.cfg.Registry.Provider(name)
 	scheme := webhook.SchemeActledger
+	verify := func() error {
+		return webhook.VerifyRequest(scheme, r.Header, body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance)
+	}
+	headerNames := scheme.Headers()
 	if pc != nil {
-		scheme = pc.SignatureScheme()
+		scheme, headerNames = pc.SignatureScheme(), pc.SignatureHeaders()
+		verify = func() error {
+			return pc.VerifyWebhook(r.Header, body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance)
+		}
 	}
 	// Nothing in the body is looked at before the signature holds.
-	if err := webhook.VerifyRequest(scheme, r.Header, body, secrets, s.cfg.Ledger.Now(), webhook.DefaultTolerance); err != nil {
+	if err := verify(); err != nil {
 		// The reason is a fixed word: the error text may quote part of
 		// the header, and neither the signature nor the body is logged.
 		reason := signatureFailure(err)
@@ -69,7 +76,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 		if s.cfg.OnWebhookRejected != nil {
 			s.cfg.OnWebhookRejected(name, reason)
 		}
-		headers := signatureHeaders(scheme)
+		headers := signatureHeaders(headerNames)
 		if errors.Is(err, webhook.ErrStale) {
 			s.writeError(w, r, errorf(http.StatusUnauthorized, "stale_signature",
 				"the "+headers+" timestamp is too far from now; nothing was stored"))
@@ -128,8 +135,7 @@ func (s *Server) webhook(w http.ResponseWriter, r *http.Request) {
 
 // signatureHeaders names the headers of scheme for an error: "the X
 // header is" or "the X, Y and Z headers are".
-func signatureHeaders(scheme webhook.Scheme) string {
-	names := scheme.Headers()
+func signatureHeaders(names []string) string {
 	switch len(names) {
 	case 0:
 		return "signature is"

@@ -30,7 +30,7 @@ func (s *switchable) Create(ctx context.Context, req provider.CreateRequest) pro
 	return s.current.Load().Create(ctx, req)
 }
 
-func (s *switchable) Lookup(ctx context.Context, key string) provider.LookupResult {
+func (s *switchable) Lookup(ctx context.Context, key provider.LookupRequest) provider.LookupResult {
 	return s.current.Load().Lookup(ctx, key)
 }
 

@@ -315,7 +315,7 @@ func TestSlowProviderDoesNotHoldUpAnother(t *testing.T) {
 // lookupsDown is a provider whose lookups always fail.
 type lookupsDown struct{ provider.Provider }
 
-func (lookupsDown) Lookup(context.Context, string) provider.LookupResult {
+func (lookupsDown) Lookup(context.Context, provider.LookupRequest) provider.LookupResult {
 	return provider.LookupResult{Status: provider.LookupError, HTTPStatus: 503, Error: "lookup API down", At: time.Now()}
 }
 

@@ -32,7 +32,7 @@ func (w *work) lookup(ctx context.Context) error {
 				return "", time.Time{}, err
 			}
 			now = slot.confirmed
-			lr = w.p.Lookup(ctx, w.op.ExternalKey)
+			lr = w.p.Lookup(ctx, provider.LookupRequest{ExternalKey: w.op.ExternalKey, Params: w.op.Params})
 			return ledger.LookupAnswer(lr.Status), now, nil
 		})
 	if w.superseded(ctx, err, "lookup") {

@@ -67,6 +67,11 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 	if _, err := pathParams(c.Create.Path); err != nil {
 		bad("create.path", err)
 	}
+	if c.Lookup != nil {
+		if _, err := pathParams(c.Lookup.Path); err != nil {
+			bad("lookup.path", err)
+		}
+	}
 	p := &c.compiled
 	p.body = compile("create.body", c.Create.Body, e.body, "a map", kindsMap)
 	p.reference = compile("create.reference", c.Create.Reference, e.answer, "a string or an integer", kindsID)
@@ -99,6 +104,16 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 		scheme, schemeErr := webhook.ParseScheme(string(c.SignatureScheme()))
 		if schemeErr != nil {
 			bad("webhook.signature", schemeErr)
+		}
+		switch {
+		case scheme == webhook.SchemeHMAC && w.HMAC == nil:
+			bad("webhook.hmac", errors.New("is required with signature: hmac: it names the header, the encoding and what is signed"))
+		case scheme != webhook.SchemeHMAC && w.HMAC != nil:
+			bad("webhook.hmac", fmt.Errorf("is only read with signature: hmac, and the signature is %q", scheme))
+		case w.HMAC != nil:
+			for _, p := range w.HMAC.Problems() {
+				bad("webhook.hmac."+p.Field, p.Err)
+			}
 		}
 		switch secrets := c.WebhookSecretsFrom(getenv); {
 		case w.SecretEnv == "":

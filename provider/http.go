@@ -250,9 +250,9 @@ func (c *Config) createReference(ctx context.Context, resp *http.Response, raw [
 // two or more are a duplicate effect, never "found". Anything else is an error. By v1's rule a
 // record that carries reference_param naming a different key makes the lookup an error: a
 // supplier that ignored the filter must not make someone else's effect count as ours.
-func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
+func (p *HTTP) Lookup(ctx context.Context, req LookupRequest) LookupResult {
 	ctx, span := p.startCall(ctx, "provider lookup", http.MethodGet)
-	res := p.lookup(ctx, externalKey)
+	res := p.lookup(ctx, req)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("actledger.lookup", string(res.Status)))
 		endCall(span, res.HTTPStatus, res.Error)
@@ -262,7 +262,8 @@ func (p *HTTP) Lookup(ctx context.Context, externalKey string) LookupResult {
 }
 
 // lookup is Lookup's call, in the span Lookup started.
-func (p *HTTP) lookup(ctx context.Context, externalKey string) LookupResult {
+func (p *HTTP) lookup(ctx context.Context, req LookupRequest) LookupResult {
+	externalKey := req.ExternalKey
 	cfg := p.cfg
 	res := LookupResult{Account: cfg.Account, Environment: cfg.Environment}
 	fail := func(format string, args ...any) LookupResult {
@@ -275,9 +276,17 @@ func (p *HTTP) lookup(ctx context.Context, externalKey string) LookupResult {
 	if externalKey == "" {
 		return fail("empty external key")
 	}
+	params, err := paramsObject(req.Params)
+	if err != nil {
+		return fail("lookup.path: %v", err)
+	}
+	path, err := expandPath(cfg.Lookup.Path, externalKey, params)
+	if err != nil {
+		return fail("lookup.path: %v", err)
+	}
 	ctx, cancel := context.WithTimeout(ctx, timeoutOf(cfg))
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, joinURL(cfg.BaseURL, lookupPath(cfg.Lookup.Path, externalKey)), nil)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, joinURL(cfg.BaseURL, path), nil)
 	if err != nil {
 		return fail("build lookup request: %v", unwrapURLError(err))
 	}
@@ -541,15 +550,6 @@ func stringField(obj map[string]json.RawMessage, field string) (string, error) {
 		return n.String(), nil
 	}
 	return "", fmt.Errorf("field %q is neither a string nor a number", field)
-}
-
-// lookupPath substitutes the key: query-escaped after "?", path-escaped before it.
-func lookupPath(path, key string) string {
-	if q := strings.Index(path, "?"); q >= 0 {
-		return strings.ReplaceAll(path[:q], ReferencePlaceholder, url.PathEscape(key)) +
-			strings.ReplaceAll(path[q:], ReferencePlaceholder, url.QueryEscape(key))
-	}
-	return strings.ReplaceAll(path, ReferencePlaceholder, url.PathEscape(key))
 }
 
 func joinURL(base, path string) string {

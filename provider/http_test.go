@@ -340,7 +340,7 @@ func TestEvidenceKeepsOnlyTheFieldsRecoveryNeeds(t *testing.T) {
 			if res := p.Create(t.Context(), CreateRequest{ExternalKey: "op_1"}); res.Body != tt.want {
 				t.Errorf("create evidence = %q, want %q", res.Body, tt.want)
 			}
-			if res := p.Lookup(t.Context(), "op_1"); res.Body != tt.want {
+			if res := p.Lookup(t.Context(), LookupRequest{ExternalKey: "op_1"}); res.Body != tt.want {
 				t.Errorf("lookup evidence = %q, want %q", res.Body, tt.want)
 			}
 		})
@@ -548,7 +548,7 @@ func TestLookupReportsFoundAbsentOrError(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p, s := setup(t, tt.h, tt.mod)
-			res := p.Lookup(t.Context(), "op 1/a")
+			res := p.Lookup(t.Context(), LookupRequest{ExternalKey: "op 1/a"})
 			if res.Status != tt.want || res.ProviderReference != tt.wantRef || !slices.Equal(res.References, tt.wantRefs) {
 				t.Errorf("lookup = %+v, want %s %q %q", res, tt.want, tt.wantRef, tt.wantRefs)
 			}
@@ -574,14 +574,16 @@ func TestLookupReportsFoundAbsentOrError(t *testing.T) {
 
 func TestLookupPathPlaceholderIsEscapedForItsPosition(t *testing.T) {
 	t.Parallel()
+	params := map[string]any{"repo": "acme/site docs", "n": 7.0}
 	tests := []struct{ path, key, want string }{
 		{"/v1/orders?client_reference={reference}", "a b&c", "/v1/orders?client_reference=a+b%26c"},
 		{"/v1/orders/{reference}", "a b/c", "/v1/orders/a%20b%2Fc"},
 		{"/v1/{reference}/x?ref={reference}", "k?1", "/v1/k%3F1/x?ref=k%3F1"},
+		{"/repos/{params.repo}/issues?q={reference}+repo:{params.repo}&n={params.n}", "k 1", "/repos/acme%2Fsite%20docs/issues?q=k+1+repo:acme%2Fsite+docs&n=7"},
 	}
 	for _, tt := range tests {
-		if got := lookupPath(tt.path, tt.key); got != tt.want {
-			t.Errorf("lookupPath(%q, %q) = %q, want %q", tt.path, tt.key, got, tt.want)
+		if got, err := expandPath(tt.path, tt.key, params); err != nil || got != tt.want {
+			t.Errorf("expandPath(%q, %q) = %q, %v, want %q", tt.path, tt.key, got, err, tt.want)
 		}
 	}
 }
@@ -597,7 +599,7 @@ func TestLookupOfHangingProviderIsAnErrorAfterTimeout(t *testing.T) {
 	}, func(c *Config) { c.Timeout = d(100 * time.Millisecond) })
 	t.Cleanup(func() { close(release) })
 
-	res := p.Lookup(t.Context(), "op_1")
+	res := p.Lookup(t.Context(), LookupRequest{ExternalKey: "op_1"})
 	if res.Status != LookupError || !strings.Contains(res.Error, "timed out") {
 		t.Errorf("lookup = %+v, want error mentioning the timeout", res)
 	}

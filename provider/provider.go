@@ -18,7 +18,16 @@ type Provider interface {
 	// Lookup asks the supplier whether an effect tagged with externalKey exists. Whether an
 	// "absent" answer is believable yet is the caller's decision (see [Config.LookupBelievableAt];
 	// the ledger's JudgeLookup applies it).
-	Lookup(ctx context.Context, externalKey string) LookupResult
+	Lookup(ctx context.Context, req LookupRequest) LookupResult
+}
+
+// LookupRequest is what a lookup asks about: the operation's key and its params, for a lookup
+// path that names {params.NAME} as a create path does.
+type LookupRequest struct {
+	// ExternalKey is the operation's external key, the one its creates carried.
+	ExternalKey string
+	// Params is the operation's params, a JSON object. Empty or null means {}.
+	Params json.RawMessage
 }
 
 // Of is the Provider that calls cfg's supplier: overrides[cfg.Name] when there is one (a test's

@@ -11,8 +11,8 @@ import (
 // fake is a Provider that calls nothing.
 type fake struct{}
 
-func (fake) Create(context.Context, CreateRequest) Result { return Result{} }
-func (fake) Lookup(context.Context, string) LookupResult  { return LookupResult{} }
+func (fake) Create(context.Context, CreateRequest) Result       { return Result{} }
+func (fake) Lookup(context.Context, LookupRequest) LookupResult { return LookupResult{} }
 
 // TestOfPrefersTheOverrideElseCallsOverHTTP: the dispatcher and the
 // reconciler pick a provider the same way, so an override (a fake, a fault

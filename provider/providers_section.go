@@ -68,12 +68,21 @@ type outcomeYAML struct {
 }
 
 type webhookYAML struct {
-	SecretEnv         string `yaml:"secret_env"`
-	Signature         string `yaml:"signature"`
-	EventID           string `yaml:"event_id"`
-	Reference         string `yaml:"reference"`
-	Outcome           string `yaml:"outcome"`
-	ProviderReference string `yaml:"provider_reference"`
+	SecretEnv         string    `yaml:"secret_env"`
+	Signature         string    `yaml:"signature"`
+	EventID           string    `yaml:"event_id"`
+	Reference         string    `yaml:"reference"`
+	Outcome           string    `yaml:"outcome"`
+	ProviderReference string    `yaml:"provider_reference"`
+	HMAC              *hmacYAML `yaml:"hmac"`
+}
+
+type hmacYAML struct {
+	Header          string `yaml:"header"`
+	Encoding        string `yaml:"encoding"`
+	Prefix          string `yaml:"prefix"`
+	TimestampHeader string `yaml:"timestamp_header"`
+	Signed          string `yaml:"signed"`
 }
 
 type idempotencyYAML struct {
@@ -239,11 +248,17 @@ func (y *webhookYAML) webhook() *Webhook {
 	if y == nil {
 		return nil
 	}
-	return &Webhook{
+	w := &Webhook{
 		SecretEnv: strings.TrimSpace(y.SecretEnv), Signature: webhook.Scheme(strings.TrimSpace(y.Signature)),
 		EventID: strings.TrimSpace(y.EventID), Reference: strings.TrimSpace(y.Reference),
 		Outcome: strings.TrimSpace(y.Outcome), ProviderReference: strings.TrimSpace(y.ProviderReference),
 	}
+	if h := y.HMAC; h != nil {
+		// The prefix and the signed template are kept as written: their spaces are signed.
+		w.HMAC = &webhook.HMAC{Header: strings.TrimSpace(h.Header), Encoding: strings.TrimSpace(h.Encoding),
+			Prefix: h.Prefix, TimestampHeader: strings.TrimSpace(h.TimestampHeader), Signed: h.Signed}
+	}
+	return w
 }
 
 func (y *idempotencyYAML) idempotency(c *conversion) *Idempotency {

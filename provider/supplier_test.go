@@ -284,7 +284,7 @@ func TestLookupMatchesCountsTheSuppliersRecords(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			rec, srv := newRecorder(t, answer(tt.status, tt.body))
-			res := NewHTTP(mustV3(t, srv.URL, zendeskLike), HTTPOptions{}).Lookup(t.Context(), "op 1/a")
+			res := NewHTTP(mustV3(t, srv.URL, zendeskLike), HTTPOptions{}).Lookup(t.Context(), LookupRequest{ExternalKey: "op 1/a"})
 			if res.Status != tt.want || res.ProviderReference != tt.ref || !slices.Equal(res.References, tt.refs) || !strings.Contains(res.Error, tt.errHas) {
 				t.Errorf("lookup = %+v; want %s %q %q error containing %q", res, tt.want, tt.ref, tt.refs, tt.errHas)
 			}
@@ -344,7 +344,7 @@ func TestCredentialsGoOnlyToTheBaseURLAndRedirectsAreNotFollowed(t *testing.T) {
 	if res.Class != ClassUnknown || res.HTTPStatus != http.StatusTemporaryRedirect {
 		t.Errorf("create answered by a redirect = %+v; want unknown, the redirect reported", res)
 	}
-	lr := p.Lookup(t.Context(), "op_1")
+	lr := p.Lookup(t.Context(), LookupRequest{ExternalKey: "op_1"})
 	if lr.Status != LookupError {
 		t.Errorf("lookup answered by a redirect = %+v; want error", lr)
 	}
@@ -390,12 +390,18 @@ func TestBadV3FilesAreRefusedNamingTheProviderAndField(t *testing.T) {
 		{"plain http to a remote host", "http://api.example.com", "    auth: {bearer_env: HELPDESK_TOKEN}\n    create: {path: /x}\n", "base_url", "plain http"},
 		{"credential in headers", local, "    headers: {Authorization: Bearer x}\n    create: {path: /x}\n", "headers.Authorization", "auth"},
 		{"unknown signature scheme", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, signature: svix, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.signature", `"svix"`},
+		{"hmac without its block", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, signature: hmac, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.hmac", "required with signature: hmac"},
+		{"hmac block with another scheme", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, signature: github, hmac: {header: X-Sig, encoding: hex}, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.hmac", `"github"`},
+		{"hmac unknown encoding", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, signature: hmac, hmac: {header: X-Sig, encoding: base32}, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.hmac.encoding", `"base32"`},
+		{"hmac without a header", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, signature: hmac, hmac: {encoding: hex}, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.hmac.header", "required"},
+		{"hmac timestamp not signed", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, signature: hmac, hmac: {header: X-Sig, encoding: hex, timestamp_header: X-Ts}, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.hmac.signed", "{timestamp}"},
 		{"webhook without secret_env", local, "    create: {path: /x}\n    tenant: t\n    webhook: {signature: stripe, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.secret_env", "required"},
 		{"webhook secret unset", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: NOPE, signature: stripe, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "webhook.secret_env", "NOPE is not set"},
 		{"webhook without tenant", local, "    create: {path: /x}\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, event_id: body.id, reference: body.r, outcome: '\"succeeded\"', provider_reference: body.id}\n", "tenant", "required"},
 		{"webhook outcome not a string", local, "    create: {path: /x}\n    tenant: t\n    webhook: {secret_env: HELPDESK_WEBHOOK_SECRET, event_id: body.id, reference: body.r, outcome: '1 == 1', provider_reference: body.id}\n", "webhook.outcome", "must be a string"},
 		{"lookup but the key never sent", local, "    create: {path: /x, body: '{\"subject\": params.subject}'}\n    lookup: {path: '/x?r={reference}'}\n", "create.body", "must carry reference"},
 		{"malformed path param", local, "    create: {path: '/x/{params.}'}\n", "create.path", "{params.NAME}"},
+		{"malformed lookup path param", local, "    create: {path: /x}\n    lookup: {path: '/x/{params./y?r={reference}'}\n", "lookup.path", "{params.NAME}"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -467,5 +473,37 @@ func TestReadWebhookUsesTheProvidersExpressions(t *testing.T) {
 	}
 	if _, err := cfg.ReadWebhook(t.Context(), []byte(`not json`), nil); !errors.Is(err, ErrWebhookNotJSON) {
 		t.Errorf("non-JSON body: err = %v, want ErrWebhookNotJSON", err)
+	}
+}
+
+// One GitHub provider serves several repositories: lookup.path names the
+// repository by {params.repo}, escaped as create.path escapes it, so each
+// operation's lookup asks its own repository's issues through GitHub's
+// issue search (https://docs.github.com/rest/reference/search).
+func TestLookupPathNamesEachOperationsOwnParams(t *testing.T) {
+	t.Parallel()
+	rec, srv := newRecorder(t, answer(200, `{"total_count":1,"incomplete_results":false,"items":[{"number":12}]}`))
+	cfg := mustV3(t, srv.URL, `    create: {path: '/repos/{params.owner}/{params.repo}/issues', body: '{"title": params.title, "body": reference}'}
+    lookup:
+      path: '/search/issues?q={reference}+repo:{params.owner}/{params.repo}'
+      matches: response.items
+      reference: string(match.number)
+`)
+	p := NewHTTP(cfg, HTTPOptions{})
+	tests := []struct{ params, wantURI string }{
+		{`{"owner":"acme","repo":"site","title":"t"}`, "/search/issues?q=op_1+repo:acme/site"},
+		{`{"owner":"acme","repo":"docs & notes","title":"t"}`, "/search/issues?q=op_1+repo:acme/docs+%26+notes"},
+	}
+	for i, tt := range tests {
+		res := p.Lookup(t.Context(), LookupRequest{ExternalKey: "op_1", Params: json.RawMessage(tt.params)})
+		if res.Status != LookupFound || res.ProviderReference != "12" {
+			t.Errorf("lookup for %s = %+v, want found 12", tt.params, res)
+		}
+		if got := rec.all()[i].uri; got != tt.wantURI {
+			t.Errorf("lookup for %s asked %s, want %s", tt.params, got, tt.wantURI)
+		}
+	}
+	if res := p.Lookup(t.Context(), LookupRequest{ExternalKey: "op_1", Params: json.RawMessage(`{"owner":"acme"}`)}); res.Status != LookupError || !strings.Contains(res.Error, "params.repo") || len(rec.all()) != 2 {
+		t.Errorf("lookup without the repo param = %+v after %d requests; want an error naming params.repo and nothing sent", res, len(rec.all()))
 	}
 }

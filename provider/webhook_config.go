@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/actledger/actledger/internal/celexpr"
 	"github.com/actledger/actledger/webhook"
@@ -20,8 +21,11 @@ type Webhook struct {
 	SecretEnv string
 	// Signature is the scheme (yaml "signature"): "actledger" (v1's
 	// Webhook-Signature), "stripe", "github" or "standard" (Standard
-	// Webhooks). Default "actledger".
+	// Webhooks) or "hmac" (the HMAC block says how). Default "actledger".
 	Signature webhook.Scheme
+	// HMAC is the shape of an "hmac" signature (yaml "hmac"): required with
+	// it, refused with any other scheme.
+	HMAC *webhook.HMAC
 	// EventID, Reference, Outcome and ProviderReference are CEL
 	// expressions over body (the parsed JSON) and headers (lower-case
 	// names) (yaml "event_id", "reference", "outcome",
@@ -76,6 +80,25 @@ func (c *Config) SignatureScheme() webhook.Scheme {
 		return c.Webhook.Signature
 	}
 	return DefaultSignature
+}
+
+// SignatureHeaders names the headers the provider's webhooks are signed
+// in, for a supplier told what was wrong.
+func (c *Config) SignatureHeaders() []string {
+	if c.SignatureScheme() == webhook.SchemeHMAC && c.Webhook.HMAC != nil {
+		return c.Webhook.HMAC.Headers()
+	}
+	return c.SignatureScheme().Headers()
+}
+
+// VerifyWebhook checks a webhook's signature the way the provider's
+// scheme prescribes (webhook.VerifyRequest, or the HMAC block's
+// webhook.HMAC.Verify), with the same errors.
+func (c *Config) VerifyWebhook(h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
+	if scheme := c.SignatureScheme(); scheme == webhook.SchemeHMAC && c.Webhook.HMAC != nil {
+		return c.Webhook.HMAC.Verify(h, body, secrets, now, tolerance)
+	}
+	return webhook.VerifyRequest(c.SignatureScheme(), h, body, secrets, now, tolerance)
 }
 
 // ErrWebhookNotJSON is returned by ReadWebhook for a body that is not one

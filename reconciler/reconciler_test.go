@@ -235,7 +235,7 @@ type flakyLookups struct {
 	down *atomic.Bool
 }
 
-func (f flakyLookups) Lookup(ctx context.Context, key string) provider.LookupResult {
+func (f flakyLookups) Lookup(ctx context.Context, key provider.LookupRequest) provider.LookupResult {
 	if f.down.Load() {
 		return provider.LookupResult{Status: provider.LookupError, HTTPStatus: 503, Error: "lookup API down", At: time.Now()}
 	}

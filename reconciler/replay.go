@@ -229,7 +229,7 @@ func (r *Reconciler) replayOne(ctx context.Context, in ledger.Access, a ledger.R
 			// Absence is judged as of the asking, however late the
 			// answer comes back.
 			asked := r.store.Now()
-			lr = r.providers[op.Provider].Lookup(ctx, op.ExternalKey)
+			lr = r.providers[op.Provider].Lookup(ctx, provider.LookupRequest{ExternalKey: op.ExternalKey, Params: op.Params})
 			return ledger.LookupAnswer(lr.Status), asked, nil
 		})
 	if err != nil {

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,7 +32,7 @@ const (
 )
 
 // schemes is every valid Scheme, in the order they are listed to a person.
-var schemes = []Scheme{SchemeActledger, SchemeStripe, SchemeGitHub, SchemeStandard}
+var schemes = []Scheme{SchemeActledger, SchemeStripe, SchemeGitHub, SchemeStandard, SchemeHMAC}
 
 // Schemes returns every valid Scheme, for documentation and error messages.
 func Schemes() []Scheme {
@@ -39,7 +40,7 @@ func Schemes() []Scheme {
 }
 
 // ParseScheme returns the Scheme named s, exactly as written in a providers file ("actledger",
-// "stripe", "github", "standard"). Any other text, the empty string included, is an error that
+// "stripe", "github", "standard", "hmac"). Any other text, the empty string included, is an error that
 // lists the valid names: defaulting a missing setting is the caller's decision.
 func ParseScheme(s string) (Scheme, error) {
 	for _, scheme := range schemes {
@@ -70,7 +71,8 @@ func (s Scheme) String() string { return string(s) }
 
 // Headers returns the names of the HTTP headers the scheme reads, in the order VerifyRequest
 // checks them, spelled as the supplier documents them (http.Header lookups ignore case). A
-// caller names them when it tells a supplier what was wrong; nil for an invalid Scheme.
+// caller names them when it tells a supplier what was wrong; nil for an invalid Scheme and for
+// SchemeHMAC, whose headers are its HMAC block's (HMAC.Headers).
 func (s Scheme) Headers() []string {
 	switch s {
 	case SchemeActledger:
@@ -115,7 +117,7 @@ func (s Scheme) CheckSecret(secret []byte) error {
 // *MissingHeaderError — repeated, too long or not of the scheme's form), ErrMismatch (no
 // signature matches), ErrStale (authentic, but signed too long ago or in the future: the
 // signature is checked before the timestamp). A Scheme that is not one of the constants is an
-// error matching none of them.
+// error matching none of them, and so is SchemeHMAC: it verifies with its block, HMAC.Verify.
 func VerifyRequest(scheme Scheme, h http.Header, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
 	switch scheme {
 	case SchemeActledger, SchemeStripe:
@@ -135,6 +137,8 @@ func VerifyRequest(scheme Scheme, h http.Header, body []byte, secrets [][]byte, 
 		return verifyGitHub(h, body, secrets)
 	case SchemeStandard:
 		return verifyStandard(h, body, secrets, now, tolerance)
+	case SchemeHMAC:
+		return errHMACBlock
 	default:
 		return checkScheme(scheme)
 	}
@@ -161,11 +165,17 @@ func SignHeaders(scheme Scheme, secret []byte, id string, t time.Time, body []by
 		h.Set(StandardIDHeader, id)
 		h.Set(StandardTimestampHeader, fmt.Sprint(t.Unix()))
 		h.Set(StandardSignatureHeader, sig)
+	case SchemeHMAC:
+		return nil, errHMACBlock
 	default:
 		return nil, checkScheme(scheme)
 	}
 	return h, nil
 }
+
+// errHMACBlock is what the scheme-level functions answer for SchemeHMAC, whose shape is a
+// configuration: they cannot know its headers.
+var errHMACBlock = errors.New("the hmac scheme signs and verifies with its hmac block (HMAC.Sign, HMAC.Verify)")
 
 // checkScheme returns ParseScheme's error for a Scheme that is not one of the constants.
 func checkScheme(s Scheme) error {

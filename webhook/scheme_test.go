@@ -467,7 +467,9 @@ func TestCheckSecretStopsAnUnusableSecretAtStart(t *testing.T) {
 		{SchemeGitHub, "", true},
 		{SchemeStandard, badStandard, true},
 		{SchemeStandard, "whsec_", true},
-		{Scheme("hmac"), "whsec_anything", true},
+		{SchemeHMAC, "any bytes at all", false},
+		{SchemeHMAC, "", true},
+		{Scheme("sha256"), "whsec_anything", true},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.scheme)+"/"+tt.secret, func(t *testing.T) {
@@ -483,21 +485,21 @@ func TestCheckSecretStopsAnUnusableSecretAtStart(t *testing.T) {
 	}
 }
 
-func TestParseSchemeKnowsExactlyTheFourSchemes(t *testing.T) {
+func TestParseSchemeKnowsExactlyTheFiveSchemes(t *testing.T) {
 	t.Parallel()
 	for _, s := range Schemes() {
 		got, err := ParseScheme(s.String())
 		if err != nil || got != s {
 			t.Errorf("ParseScheme(%q) = %q, %v, want %q", s, got, err, s)
 		}
-		if len(s.Headers()) == 0 {
+		if len(s.Headers()) == 0 && s != SchemeHMAC {
 			t.Errorf("%s.Headers() is empty", s)
 		}
 	}
-	if got, want := len(Schemes()), 4; got != want {
+	if got, want := len(Schemes()), 5; got != want {
 		t.Errorf("len(Schemes()) = %d, want %d", got, want)
 	}
-	for _, name := range []string{"", "Stripe", "GITHUB", " standard", "v1", "hmac"} {
+	for _, name := range []string{"", "Stripe", "GITHUB", " standard", "v1", "HMAC"} {
 		_, err := ParseScheme(name)
 		if err == nil || !strings.Contains(err.Error(), "actledger, stripe, github, standard") {
 			t.Errorf("ParseScheme(%q) = %v, want an error listing the valid schemes", name, err)

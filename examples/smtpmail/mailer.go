@@ -121,6 +121,6 @@ func refusal(err error) provider.Class {
 // Lookup: SMTP cannot ask whether a message was accepted. The providers
 // file declares no lookup for this provider, so the dispatcher never
 // calls it.
-func (m *Mailer) Lookup(context.Context, string) provider.LookupResult {
+func (m *Mailer) Lookup(context.Context, provider.LookupRequest) provider.LookupResult {
 	return provider.LookupResult{Status: provider.LookupError, Error: "SMTP has no lookup", At: time.Now()}
 }
