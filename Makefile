@@ -34,15 +34,19 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 # build their actledger binary with it too. A second way (plain vet, a
 # plain binary) compiled everything twice: 150 s more on a fresh machine.
 # The fuzz targets live in leaf packages, since fuzzing instruments every
-# package the test binary links (docs/benchmarks.md#make-test).
+# package the test binary links. The test steps skip go test's own vet
+# pass (-vet=off), a subset of the go vet that has just run over the same
+# packages, and link without DWARF (-ldflags=-w: stack traces need none),
+# a fifth of each of the 50 test binaries' link
+# (docs/benchmarks.md, "make test on a fresh machine").
 	$(GO) vet -race ./...
-	$(GO) test -race -count=1 -timeout 9m -p 4 $$($(GO) list ./... | grep -v '/cluster$$')
-	$(GO) test -race -count=1 -timeout 9m ./cluster
+	$(GO) test -race -vet=off -ldflags=-w -count=1 -timeout 9m -p 4 $$($(GO) list ./... | grep -v '/cluster$$')
+	$(GO) test -race -vet=off -ldflags=-w -count=1 -timeout 9m ./cluster
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 20000x ./internal/request
 	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 200000x ./webhook
 # The peers harness is a module of its own (bench/peers); its tests need no
 # services.
-	cd bench/peers && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd bench/peers && $(GO) vet ./... && $(GO) test -vet=off -count=1 ./...
 
 .PHONY: docs
 docs: ## regenerate the documents generated from the code (docs/states.md, docs/console.md, docs/packages.md)

@@ -33,7 +33,8 @@ import (
 type instance struct {
 	base     string
 	supplier *mocksupplier.Server
-	// traceparents are the traceparent headers the supplier received.
+	// traceparents are the traceparent headers of the creates the
+	// supplier received (serve also reads its statement, on schedule).
 	traceparents *testpipeline.HeaderLog
 	prefix       string
 	getenv       func(string) string
@@ -85,7 +86,7 @@ func prepareServe(t *testing.T, edit func(providersYAML string) string) *instanc
 	_, dbURL := testdb.NewWithURL(t)
 	testnats.Anchor(t)
 	supplier := mocksupplier.New(mocksupplier.Config{LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-	traceparents := &testpipeline.HeaderLog{Name: "traceparent"}
+	traceparents := &testpipeline.HeaderLog{Name: "traceparent", Path: "/v1/orders"}
 	srv := httptest.NewServer(traceparents.Handler(supplier))
 	t.Cleanup(func() { srv.Close(); supplier.Close() })
 	demo, err := os.ReadFile("../../demo/providers.yaml")

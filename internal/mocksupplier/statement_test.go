@@ -149,6 +149,9 @@ func TestStatementShowsWhatTheSeedingHelpersPlaced(t *testing.T) {
 	removed := createAt(t, f, clk, "po-removed")
 	changed := createAt(t, f, clk, "po-changed")
 	foreign := f.sup.SeedOrder(mocksupplier.Seed{Params: json.RawMessage(`{"amount":5}`)})
+	// The duplicate is made a second later: orders of one instant are
+	// listed in the order of their random ids.
+	clk.Advance(time.Second)
 	chosen := f.sup.SeedOrder(mocksupplier.Seed{ClientReference: "po-elsewhere", CreatedAt: start.Add(-time.Hour)})
 	dup, err := f.sup.DuplicateOrder("po-kept")
 	if err != nil {

@@ -813,7 +813,10 @@ WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())
 // a supplier was sent, as it saw it.
 type HeaderLog struct {
 	// Name is the header recorded.
-	Name   string
+	Name string
+	// Path, when set, records only the requests of that path (the
+	// creates, say, not the lookups and statement pages).
+	Path   string
 	mu     sync.Mutex
 	values []string
 }
@@ -821,9 +824,11 @@ type HeaderLog struct {
 // Handler serves h, recording the header of each request first.
 func (l *HeaderLog) Handler(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		l.mu.Lock()
-		l.values = append(l.values, r.Header.Get(l.Name))
-		l.mu.Unlock()
+		if l.Path == "" || r.URL.Path == l.Path {
+			l.mu.Lock()
+			l.values = append(l.values, r.Header.Get(l.Name))
+			l.mu.Unlock()
+		}
 		h.ServeHTTP(w, r)
 	})
 }
