@@ -323,12 +323,14 @@ func (j *judging) apply(ctx context.Context, rec provider.StatementRecord, agree
 		Reference: rec.Reference, ProviderReference: rec.ProviderReference,
 		Status: ledger.EvidenceSucceeded, Final: true, Agrees: agrees, Kind: ledger.EventReconciled,
 	}
-	detail := map[string]any{"finding": "unexplained_effect", "run": j.run.ID}
+	detail := map[string]any{"run": j.run.ID}
+	if agrees == nil {
+		// No operation of this provider holds the reference: the data
+		// becomes the unmatched evidence's detail.
+		detail["finding"] = "unexplained_effect"
+	}
 	if record := kept(rec.Raw); record != nil {
 		detail["record"] = record
-	}
-	if agrees != nil {
-		delete(detail, "finding")
 	}
 	data, err := json.Marshal(detail)
 	if err != nil {
