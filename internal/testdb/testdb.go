@@ -3,15 +3,18 @@
 // Tests run against the real Postgres named by TEST_DATABASE_URL (default
 // postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable). The migrations and
 // function files are applied once into a template database named after
-// their content hash; every test then gets a cheap copy (CREATE DATABASE
-// ... TEMPLATE) that is dropped when the test ends, so tests run in
-// parallel and leave nothing behind.
+// their content hash; every test then gets a copy (CREATE DATABASE
+// ... TEMPLATE) of its own, so tests run in parallel and leave nothing
+// behind. A package whose TestMain calls Main reuses its copies: a test's
+// database is emptied when the test ends and given to the next one, and
+// the last are dropped when the package's tests end (reuse.go).
 package testdb
 
 import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -90,20 +93,32 @@ func connectAdmin(ctx context.Context, t testing.TB) *pgx.Conn {
 	return admin
 }
 
-// create creates a database for t from the template tmpl (the server's
-// default, an empty database, when tmpl is ""), connects a pool to it and
-// drops it when t ends.
+// create gives t a database made from the template tmpl (the server's
+// default, an empty database, when tmpl is ""): one that an earlier test of
+// this process emptied when the package's tests reuse databases (Main), a
+// new one otherwise. It connects a pool to it and, when t ends, empties it
+// for the next test or drops it.
 func create(ctx context.Context, t testing.TB, admin *pgx.Conn, tmpl string) (*pgxpool.Pool, string) {
 	t.Helper()
-	name := "actledger_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
-	if tmpl == "" {
-		if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	name, ok := reuse.take(tmpl)
+	if !ok {
+		name = "actledger_test_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:16]
+		if tmpl == "" {
+			if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+				t.Fatalf("testdb: create %s: %v", name, err)
+			}
+		} else if err := createFromTemplate(ctx, admin, name, tmpl); err != nil {
 			t.Fatalf("testdb: create %s: %v", name, err)
 		}
-	} else if err := createFromTemplate(ctx, admin, name, tmpl); err != nil {
-		t.Fatalf("testdb: create %s: %v", name, err)
 	}
 	dbURL := withDatabase(t, AdminURL(), name)
+	if !ok && tmpl != "" && reuse.enabled() {
+		// The first copy of the template is the template: its
+		// fingerprint is the one every emptied copy must show again.
+		if err := reuse.learn(ctx, tmpl, dbURL); err != nil {
+			t.Fatalf("testdb: %v", errors.Join(err, drop(ctx, name)))
+		}
+	}
 	cfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
@@ -122,17 +137,31 @@ func create(ctx context.Context, t testing.TB, admin *pgx.Conn, tmpl string) (*p
 		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, AdminURL())
-		if err != nil {
-			t.Errorf("testdb: drop %s: %v", name, err)
-			return
+		if tmpl != "" && reuse.enabled() {
+			err := reuse.give(ctx, tmpl, name, dbURL)
+			if err == nil {
+				return
+			}
+			t.Logf("testdb: %s is dropped, not reused: %v", name, err)
 		}
-		defer conn.Close(ctx)
-		if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Errorf("testdb: drop %s: %v", name, err)
+		if err := drop(ctx, name); err != nil {
+			t.Errorf("testdb: %v", err)
 		}
 	})
 	return pool, dbURL
+}
+
+// drop drops the database name, closing its connections.
+func drop(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return fmt.Errorf("drop %s: %w", name, err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+		return fmt.Errorf("drop %s: %w", name, err)
+	}
+	return nil
 }
 
 // NewBehindProxy is New with the pool connected through a TCP proxy that

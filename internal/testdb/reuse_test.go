@@ -1,0 +1,94 @@
+package testdb_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/actledger/actledger/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// These tests do not run in parallel: each hands a database to the free
+// list and expects the next test of the process to get it back.
+
+func TestReusedDatabaseIsEmptiedWithItsSequencesRestarted(t *testing.T) {
+	var first string
+	t.Run("writes", func(t *testing.T) {
+		pool := testdb.New(t)
+		first = databaseName(t, pool)
+		if got := insertOutboxRow(t, pool); got != 1 {
+			t.Fatalf("first outbox id = %d, want 1", got)
+		}
+		insertOutboxRow(t, pool)
+	})
+	t.Run("reuses", func(t *testing.T) {
+		pool := testdb.New(t)
+		if got := databaseName(t, pool); got != first {
+			t.Fatalf("database = %s, want the emptied %s", got, first)
+		}
+		var rows int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM outbox`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 0 {
+			t.Errorf("outbox holds %d rows of the earlier test, want 0", rows)
+		}
+		if got := insertOutboxRow(t, pool); got != 1 {
+			t.Errorf("outbox id = %d, want 1: the sequence restarted", got)
+		}
+		var migrations int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&migrations); err != nil {
+			t.Fatal(err)
+		}
+		if migrations == 0 {
+			t.Error("schema_migrations was emptied with the test's rows")
+		}
+	})
+}
+
+func TestDatabaseWhoseSchemaATestChangedIsDroppedNotReused(t *testing.T) {
+	var changed string
+	t.Run("alters", func(t *testing.T) {
+		pool := testdb.New(t)
+		changed = databaseName(t, pool)
+		if _, err := pool.Exec(context.Background(), `ALTER TABLE outbox ADD COLUMN note text`); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("gets another", func(t *testing.T) {
+		pool := testdb.New(t)
+		if got := databaseName(t, pool); got == changed {
+			t.Fatalf("got %s again, whose outbox a test altered", got)
+		}
+		var exists bool
+		if err := pool.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, changed).Scan(&exists); err != nil {
+			t.Fatal(err)
+		}
+		if exists {
+			t.Errorf("%s still exists, want it dropped", changed)
+		}
+	})
+}
+
+func databaseName(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var name string
+	if err := pool.QueryRow(context.Background(), `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func insertOutboxRow(t *testing.T, pool *pgxpool.Pool) int64 {
+	t.Helper()
+	var id int64
+	err := pool.QueryRow(context.Background(),
+		`INSERT INTO outbox (subject, msg_id, payload) VALUES ('s', gen_random_uuid()::text, '{}') RETURNING id`).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
