@@ -76,6 +76,9 @@ type Server struct {
 	issues  []*Issue               // every issue, oldest first
 	nextID  int64
 	faults  fault.Queues[Fault] // by reference: a string the issue body contains
+	// searchTimeouts is how many of the next searches stop at GitHub's time
+	// limit (SetSearchTimeouts); negative: every one.
+	searchTimeouts int
 }
 
 var _ http.Handler = (*Server)(nil)

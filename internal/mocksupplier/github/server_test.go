@@ -397,3 +397,21 @@ func TestTheRecipesLookupFindsTheIssue(t *testing.T) {
 		t.Errorf("recipe lookup: status %d, %+v; want the one issue %s", r.Status, res, is.HTMLURL)
 	}
 }
+
+// A search that times out answers 200 with incomplete_results true and
+// none of the matches it did not reach, for as many searches as asked;
+// then the search finds the issue again.
+func TestSearchThatTimesOutSaysItsResultsAreIncomplete(t *testing.T) {
+	t.Parallel()
+	f := setup(t, github.Config{})
+	f.create(t, issueBody("al_timeout"))
+	f.gh.SetSearchTimeouts(2)
+	for i := range 2 {
+		if got := f.search(t, "al_timeout"); !got.IncompleteResults || len(got.Items) != 0 {
+			t.Fatalf("search %d while timing out = %+v, want incomplete_results and no items", i+1, got)
+		}
+	}
+	if got := f.search(t, "al_timeout"); got.IncompleteResults || len(got.Items) != 1 {
+		t.Fatalf("search after the timeouts = %+v, want the issue, complete", got)
+	}
+}
