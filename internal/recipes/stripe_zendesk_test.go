@@ -1,7 +1,11 @@
 package recipes_test
 
 import (
+	"fmt"
+	"slices"
+
 	"encoding/json"
+	"github.com/actledger/actledger/ledger"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,23 +69,41 @@ var stripeRefundsRecipe = recipe{
 		_, f := stripeFake(t, clock, stripe.PathRefunds, stripeRefundsSecret, "refund.created")
 		// The payment the refund refunds, made at the fake beforehand.
 		f.setup = func(t *testing.T, params string) string {
-			form := url.Values{"amount": {"1999"}, "currency": {"usd"}, "customer": {"cus_Nx1"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}}
-			req, _ := http.NewRequest("POST", f.url+"/v1/payment_intents", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Authorization", "Bearer "+stripeKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var pi struct{ ID string }
-			if err := json.NewDecoder(resp.Body).Decode(&pi); err != nil || pi.ID == "" {
-				t.Fatalf("create the payment to refund: %d %v", resp.StatusCode, err)
-			}
-			return strings.Replace(params, `"PI"`, `"`+pi.ID+`"`, 1)
+			return strings.Replace(params, `"PI"`, `"`+stripePayment(t, f.url, nil)+`"`, 1)
 		}
 		return f
 	},
+}
+
+// stripePost sends a create to the fake Stripe as someone working by hand
+// in the account would (its own request, no idempotency key) and returns
+// the created object's id.
+func stripePost(t *testing.T, baseURL, path string, form url.Values) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", baseURL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+stripeKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var obj struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil || obj.ID == "" {
+		t.Fatalf("POST %s: %d %v", path, resp.StatusCode, err)
+	}
+	return obj.ID
+}
+
+// stripePayment makes a succeeded payment of 1999 usd at the fake, with
+// metadata (nil: none), and returns its PaymentIntent's id.
+func stripePayment(t *testing.T, baseURL string, metadata map[string]string) string {
+	t.Helper()
+	form := url.Values{"amount": {"1999"}, "currency": {"usd"}, "customer": {"cus_Nx1"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}}
+	for k, v := range metadata {
+		form.Set("metadata["+k+"]", v)
+	}
+	return stripePost(t, baseURL, "/v1/payment_intents", form)
 }
 
 var zendeskRecipe = recipe{
@@ -134,4 +156,71 @@ func TestStripeRefundsRecipeLostResponseIsSettledByTheSignedWebhook(t *testing.T
 func TestZendeskRecipeLostResponseOpensOneTicket(t *testing.T) {
 	t.Parallel()
 	run(t, zendeskRecipe, false)
+}
+
+// Stripe cannot search refunds, but lists them: a refund whose answer was
+// lost while Stripe rate-limits the resends is settled by the statement
+// with the refund it lists (one refund at Stripe, never a second create);
+// a refund made through actledger is matched; one made by hand under a
+// copied reference is unexplained, and one made by hand without a
+// reference is foreign.
+func TestStripeRefundsRecipeStatementSettlesALostRefund(t *testing.T) {
+	t.Parallel()
+	clock := &testpipeline.Clock{}
+	s, f := stripeFake(t, clock, stripe.PathRefunds, stripeRefundsSecret)
+	p := statementPipeline(t, stripeRefundsRecipe, f, clock)
+	refund := func(request string) string {
+		return fmt.Sprintf(`{"refund_request_id":%q,"payment_intent":%q}`, request, stripePayment(t, f.url, nil))
+	}
+
+	matched := p.WaitStatus(p.EnqueueAction("payments.refund", "k-1", refund("rr-1")), ledger.StatusSucceeded, settle)
+	copied := stranger()
+	stripePost(t, f.url, "/v1/refunds", url.Values{"payment_intent": {stripePayment(t, f.url, nil)}, "metadata[reference]": {copied}})
+	stripePost(t, f.url, "/v1/refunds", url.Values{"payment_intent": {stripePayment(t, f.url, nil)}})
+	params := refund("rr-2")
+	f.loseNext()
+	f.refuseResends()
+	lost := p.EnqueueAction("payments.refund", "k-2", params)
+	p.Eventually(settle, "the lost refund to be unknown", func() bool { return p.Get(lost).Status == ledger.StatusUnknown })
+
+	rep := reconcileLastHour(t, p, "stripe-refunds")
+	wantFindings(t, rep, map[ledger.Finding]int64{ledger.FindingMatched: 1, ledger.FindingSettles: 1, ledger.FindingUnexplained: 1, ledger.FindingForeign: 1})
+	if got := unexplained(rep); !slices.Equal(got, []string{copied}) {
+		t.Fatalf("unexplained %v, want the copied reference %s", got, copied)
+	}
+	settledByTheStatement(t, p, f, lost, s.Refunds(lost.ExternalKey)[0].ID)
+	if got := p.Get(matched); got.Status != ledger.StatusSucceeded {
+		t.Fatalf("the matched refund is %s after the run", got.Status)
+	}
+}
+
+// The PaymentIntents list is the statement of the payments: a charge
+// whose answer was lost while Stripe rate-limits the resends is settled
+// by it (one PaymentIntent, never a second), a charge made through
+// actledger is matched, one made by hand under a copied reference is
+// unexplained and one made by hand without any is foreign.
+func TestStripePaymentsRecipeStatementSettlesALostCharge(t *testing.T) {
+	t.Parallel()
+	clock := &testpipeline.Clock{}
+	s, f := stripeFake(t, clock, stripe.PathPaymentIntents, stripePaymentsSecret)
+	p := statementPipeline(t, stripePaymentsRecipe, f, clock)
+	order := func(id string) string {
+		return fmt.Sprintf(`{"order_id":%q,"amount":1999,"currency":"usd","customer":"cus_Nx1","payment_method":"pm_card_visa"}`, id)
+	}
+
+	p.WaitStatus(p.EnqueueAction("payments.create_intent", "k-1", order("po-1")), ledger.StatusSucceeded, settle)
+	copied := stranger()
+	stripePayment(t, f.url, map[string]string{"reference": copied})
+	stripePayment(t, f.url, nil)
+	f.loseNext()
+	f.refuseResends()
+	lost := p.EnqueueAction("payments.create_intent", "k-2", order("po-2"))
+	p.Eventually(settle, "the lost charge to be unknown", func() bool { return p.Get(lost).Status == ledger.StatusUnknown })
+
+	rep := reconcileLastHour(t, p, "stripe-payments")
+	wantFindings(t, rep, map[ledger.Finding]int64{ledger.FindingMatched: 1, ledger.FindingSettles: 1, ledger.FindingUnexplained: 1, ledger.FindingForeign: 1})
+	if got := unexplained(rep); !slices.Equal(got, []string{copied}) {
+		t.Fatalf("unexplained %v, want the copied reference %s", got, copied)
+	}
+	settledByTheStatement(t, p, f, lost, s.PaymentIntents(lost.ExternalKey)[0].ID)
 }
