@@ -31,13 +31,13 @@ func statementPipeline(t *testing.T, r recipe, f *fake, clock *testpipeline.Cloc
 	return p
 }
 
-// reconcileLastHour moves the clock two minutes on (past any supplier's
-// own exclusion of what changed in the last minute) and runs provider's
-// statement over the hour before, through the runner serve runs; it
-// fails unless the run read its whole window.
-func reconcileLastHour(t *testing.T, p *testpipeline.Pipeline, provider string) statement.Report {
+// reconcileLastHour moves the clock on by wait (past what the supplier
+// leaves out of a list as too recent) and runs provider's statement over
+// the hour before, through the runner serve runs; it fails unless the
+// run read its whole window.
+func reconcileLastHour(t *testing.T, p *testpipeline.Pipeline, provider string, wait time.Duration) statement.Report {
 	t.Helper()
-	p.Clock.Advance(2 * time.Minute)
+	p.Clock.Advance(wait)
 	now := p.Clock.Now()
 	rep, err := p.Statements.Run(t.Context(), provider, statement.Options{Since: now.Add(-time.Hour), Until: now, Actor: "operator:recipe-test"})
 	if err != nil {
@@ -102,6 +102,22 @@ func settledByTheStatement(t *testing.T, p *testpipeline.Pipeline, f *fake, op l
 	if n := f.effects(op.ExternalKey); n != 1 {
 		t.Fatalf("the supplier holds %d effects for the settled operation, want 1", n)
 	}
+}
+
+// refusedOnce waits until op, whose answer was lost, has had its resend
+// refused before any effect (a rate limit): it then waits, unknown, for
+// the refusal's Retry-After.
+func refusedOnce(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation) {
+	t.Helper()
+	p.Eventually(settle, "the resend to be refused", func() bool {
+		attempts := 0
+		for _, k := range p.Kinds(op) {
+			if k == string(ledger.EventAttempt) {
+				attempts++
+			}
+		}
+		return attempts >= 2 && p.Get(op).Status == ledger.StatusUnknown
+	})
 }
 
 // stranger is an external key no operation holds, as a record made by
