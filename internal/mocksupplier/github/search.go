@@ -164,6 +164,15 @@ func (s *Server) SetSearchTimeouts(n int) {
 	s.mu.Unlock()
 }
 
+// SetListOutages makes the next n lists of a repository's issues answer 503 Service
+// unavailable (an answer the REST reference lists for GitHub's endpoints), so that nothing
+// reads the repository's issues while a test needs it not to; negative: every one, 0 ends it.
+func (s *Server) SetListOutages(n int) {
+	s.mu.Lock()
+	s.listOutages = n
+	s.mu.Unlock()
+}
+
 // searchResult is the answer of GET /search/issues.
 type searchResult struct {
 	TotalCount        int         `json:"total_count"`

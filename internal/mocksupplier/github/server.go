@@ -79,6 +79,9 @@ type Server struct {
 	// searchTimeouts is how many of the next searches stop at GitHub's time
 	// limit (SetSearchTimeouts); negative: every one.
 	searchTimeouts int
+	// listOutages is how many of the next issue lists answer 503
+	// (SetListOutages); negative: every one.
+	listOutages int
 }
 
 var _ http.Handler = (*Server)(nil)
