@@ -54,6 +54,14 @@ var postmarkRecipe = recipe{
 		return &fake{
 			url: newServer(t, s), effects: s.Effects, credential: "X-Postmark-Server-Token",
 			loseNext: func() { s.SetFaults("", postmark.Fault{Kind: postmark.DropAfterCommit}) },
+			effectID: func(reference string) string {
+				for _, m := range s.Messages() {
+					if m.Metadata["actledger_reference"] == reference {
+						return m.MessageID
+					}
+				}
+				return ""
+			},
 			requests: s.Requests,
 		}
 	},
@@ -215,4 +223,56 @@ func TestGitHubRecipeStatementSettlesALostIssue(t *testing.T) {
 	if n := creates(f); n != 4 {
 		t.Fatalf("%d create requests at GitHub, want 4 (two by actledger, two by hand)", n)
 	}
+}
+
+// postmarkSend sends an email at the fake Postmark as another program of
+// the account would, with metadata (nil: none).
+func postmarkSend(t *testing.T, baseURL string, metadata map[string]string) {
+	t.Helper()
+	msg := map[string]any{"From": "support@acme.example", "To": "bob@example.com", "Subject": "By hand", "TextBody": "Hello."}
+	if metadata != nil {
+		msg["Metadata"] = metadata
+	}
+	raw, _ := json.Marshal(msg)
+	req, _ := http.NewRequest("POST", baseURL+"/email", bytes.NewReader(raw))
+	req.Header.Set("X-Postmark-Server-Token", postmarkToken)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("send by hand: %d", resp.StatusCode)
+	}
+}
+
+// The outbound messages of the window, read by offset between fromdate
+// and todate in Eastern time, are Postmark's statement: an email whose
+// answer was lost is settled by it before any search (one email, never a
+// second), an email sent through actledger is matched, one sent by
+// another program under a copied reference is unexplained and one
+// without any is foreign.
+func TestPostmarkRecipeStatementSettlesALostEmail(t *testing.T) {
+	t.Parallel()
+	clock := &testpipeline.Clock{}
+	f := postmarkRecipe.start(t, clock)
+	p := statementPipeline(t, postmarkRecipe, f, clock)
+
+	p.WaitStatus(p.EnqueueAction(postmarkRecipe.action, "k-1", postmarkRecipe.params), ledger.StatusSucceeded, settle)
+	copied := stranger()
+	postmarkSend(t, f.url, map[string]string{"actledger_reference": copied})
+	postmarkSend(t, f.url, nil)
+	f.loseNext()
+	lost := p.EnqueueAction(postmarkRecipe.action, "k-2", `{"to":"ann@example.com","subject":"Your refund","text":"It is on its way."}`)
+	p.WaitStatus(lost, ledger.StatusUnknown, settle)
+
+	// The fake's search, which the list is, hides what is younger than a minute.
+	rep := reconcileLastHour(t, p, "postmark", 2*time.Minute)
+	wantFindings(t, rep, map[ledger.Finding]int64{ledger.FindingMatched: 1, ledger.FindingSettles: 1, ledger.FindingUnexplained: 1, ledger.FindingForeign: 1})
+	if got := unexplained(rep); !slices.Equal(got, []string{copied}) {
+		t.Fatalf("unexplained %v, want the copied reference %s", got, copied)
+	}
+	settledByTheStatement(t, p, f, lost, f.effectID(lost.ExternalKey))
 }
