@@ -13,11 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // list.zone names a time zone wherever actledger runs, in an image without a zoneinfo database too
 	"unicode"
 	"unicode/utf8"
-	// list.zone names a time zone wherever actledger runs, an image
-	// without a zoneinfo database included.
-	_ "time/tzdata"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"

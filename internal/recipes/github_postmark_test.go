@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/actledger/actledger/ledger"
-
 	"github.com/actledger/actledger/internal/mocksupplier/github"
 	"github.com/actledger/actledger/internal/mocksupplier/postmark"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
 )
 
 const (

@@ -1,14 +1,12 @@
 package recipes_test
 
 import (
-	"fmt"
-	"slices"
-	"strconv"
-
 	"encoding/json"
-	"github.com/actledger/actledger/ledger"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/actledger/actledger/internal/mocksupplier/stripe"
 	"github.com/actledger/actledger/internal/mocksupplier/zendesk"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
 )
 
 const (
