@@ -28,7 +28,7 @@ const (
 // evidenceKinds are the events that say what the provider's side showed.
 var evidenceKinds = []ledger.EventKind{
 	ledger.EventEvidence, ledger.EventStaleResult, ledger.EventLookupFound, ledger.EventLookupDuplicate, ledger.EventLookupAbsentConfirmed,
-	ledger.EventReplayLookupAbsent, ledger.EventLookupAbsentTooEarly, ledger.EventLookupFailed,
+	ledger.EventReplayLookupAbsent, ledger.EventLookupAbsentTooEarly, ledger.EventLookupFailed, ledger.EventLookupInconclusive,
 }
 
 // settleable are the states in which the operation page offers the

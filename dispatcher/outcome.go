@@ -356,6 +356,20 @@ func (p policy) lookedUp(r lookedUp) decision {
 		}
 		return decision{note: &note{kind: ledger.EventLookupAbsentConfirmed, detail: evidence}, next: stepResend,
 			log: &logLine{slog.LevelInfo, "absence confirmed after the visibility lag; resending with the same key", nil}}
+	case ledger.LookupInconclusive:
+		// The supplier answered, but not with the whole truth (its
+		// lookup.complete is false): no absence is believed and nothing
+		// is resent. It counts against the lookups' budget like a failed
+		// lookup, and is asked again after the visibility lag; a budget
+		// that would end before then hands it to a person.
+		next := p.now.Add(max(p.pc.Lookup.VisibilityLag.Duration, p.pc.Retry.Initial.Duration))
+		if p.exhausted(p.op.RetryBase, time.Time{}, next) {
+			evidence["why"] = "every lookup within the retry budget was inconclusive (the supplier said its answer was not the whole truth), so neither the effect nor its absence is established"
+			d := moves(ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupInconclusive, Review: p.review(ledger.ReasonOutcomeUnknown), Detail: evidence})
+			d.log = &logLine{slog.LevelWarn, "lookups stayed inconclusive until the retry budget ended; handing it to a person", nil}
+			return d
+		}
+		return moves(ledger.Change{To: ledger.StatusUnknown, Kind: ledger.EventLookupInconclusive, NextAttemptAt: next, Detail: evidence})
 	default: // ledger.LookupFailed
 		if p.exhausted(p.op.RetryBase, time.Time{}, p.now) {
 			return moves(ledger.Change{To: ledger.StatusReview, Kind: ledger.EventLookupFailed, Review: p.review(ledger.ReasonLookupFailing), Detail: evidence})

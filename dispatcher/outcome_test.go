@@ -240,6 +240,9 @@ func TestDecideSettlesEachOutcomeByClassPathRetentionAndBudget(t *testing.T) {
 		{"confirmed absence with the budget spent goes to a person", byLookup, spent, looked(ledger.LookupAbsentConfirmed), settling, "lookup_absent_confirmed→review(retries_exhausted)"},
 		{"failed lookup is tried again after the longest backoff", byLookup, lastSentSecondAgo, looked(ledger.LookupFailed), settling, "lookup_failed→unknown at +5s"},
 		{"failed lookup past max_elapsed goes to a person", byLookup, failingForTwoDays, looked(ledger.LookupFailed), settling, "lookup_failed→review(lookup_failing)"},
+		{"inconclusive lookup is never absent: asked again after the visibility lag, nothing resent", byLookup, lastSentSecondAgo, looked(ledger.LookupInconclusive), settling, "lookup_inconclusive→unknown at +2s"},
+		{"inconclusive lookup whose next ask would fall after max_elapsed goes to a person", byLookup, nextAfterMaxElapsed, looked(ledger.LookupInconclusive), settling, "lookup_inconclusive→review(outcome_unknown)"},
+		{"inconclusive lookup past max_elapsed goes to a person", byLookup, failingForTwoDays, looked(ledger.LookupInconclusive), settling, "lookup_inconclusive→review(outcome_unknown)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,10 @@ const (
 	EventLookupAbsentTooEarly EventKind = "lookup_absent_too_early"
 	// EventLookupFailed: the lookup itself failed.
 	EventLookupFailed EventKind = "lookup_failed"
+	// EventLookupInconclusive: the provider answered the lookup, but its
+	// lookup.complete said the answer is not the whole truth: neither
+	// found nor absent.
+	EventLookupInconclusive EventKind = "lookup_inconclusive"
 	// EventRedispatched: the stuck-dispatch sweeper published the
 	// operation's dispatch message again; a note, not a state change.
 	EventRedispatched EventKind = "redispatched"

@@ -70,7 +70,7 @@ func Judge(events []Event) Judgement {
 		case EventLookupAbsentConfirmed, EventReplayLookupAbsent:
 			j.LastLookup = detail
 			j.AbsenceConfirmed = true
-		case EventLookupAbsentTooEarly, EventLookupFailed:
+		case EventLookupAbsentTooEarly, EventLookupFailed, EventLookupInconclusive:
 			j.LastLookup = detail
 		}
 	}

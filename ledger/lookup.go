@@ -19,6 +19,9 @@ const (
 	// LookupAnswerDuplicate: the provider holds two or more effects for
 	// the key.
 	LookupAnswerDuplicate LookupAnswer = "duplicate"
+	// LookupAnswerInconclusive: the provider answered, but said the
+	// answer is not the whole truth (its lookup.complete is false).
+	LookupAnswerInconclusive LookupAnswer = "inconclusive"
 )
 
 // LookupVerdict is what a lookup establishes about an operation whose
@@ -46,6 +49,9 @@ const (
 	// LookupDuplicate: the provider holds two or more effects for the
 	// operation's key: a person settles which counts; never found.
 	LookupDuplicate LookupVerdict = "duplicate"
+	// LookupInconclusive: the provider answered, but not with the whole
+	// truth: neither found nor absent, however late it was asked.
+	LookupInconclusive LookupVerdict = "inconclusive"
 )
 
 // Lookup is what a lookup's verdict rests on besides the answer. LookupOf
@@ -118,6 +124,10 @@ func JudgeLookup(l Lookup, ask func() (LookupAnswer, time.Time, error)) (LookupV
 		// Two effects exist whenever they were seen: no lag makes one go
 		// away.
 		return LookupDuplicate, nil
+	case LookupAnswerInconclusive:
+		// An answer that is not the whole truth proves no absence, and
+		// may hide a second effect: it is never found nor absent.
+		return LookupInconclusive, nil
 	case LookupAnswerAbsent:
 		if asked.Before(l.BelievableAt) {
 			return LookupAbsentTooEarly, nil

@@ -35,6 +35,7 @@ func TestLookupVerdicts(t *testing.T) {
 		{"absent long after the lag is believed", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerAbsent, believable.Add(time.Hour), ledger.LookupAbsentConfirmed, true},
 		{"absent of an operation never sent is believed at once", ledger.Lookup{}, ledger.LookupAnswerAbsent, lastSent, ledger.LookupAbsentConfirmed, true},
 		{"two effects before the lag are a duplicate", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerDuplicate, lastSent, ledger.LookupDuplicate, true},
+		{"an inconclusive answer long after the lag is never absent", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerInconclusive, believable.Add(time.Hour), ledger.LookupInconclusive, true},
 		{"a failed lookup settles nothing", ledger.Lookup{BelievableAt: believable}, ledger.LookupAnswerError, believable.Add(time.Hour), ledger.LookupFailed, true},
 		{"an answer the ledger does not know settles nothing", ledger.Lookup{BelievableAt: believable}, "maybe", believable.Add(time.Hour), ledger.LookupFailed, true},
 		{"sent to another account: untrusted, and the provider is not asked", ledger.Lookup{SentElsewhere: elsewhere, BelievableAt: believable}, ledger.LookupAnswerAbsent, believable.Add(time.Hour), ledger.LookupUntrusted, false},
@@ -84,6 +85,7 @@ func TestLookupAnswersAreProviderLookupStatuses(t *testing.T) {
 		{ledger.LookupAnswerAbsent, provider.LookupAbsent},
 		{ledger.LookupAnswerError, provider.LookupError},
 		{ledger.LookupAnswerDuplicate, provider.LookupDuplicate},
+		{ledger.LookupAnswerInconclusive, provider.LookupInconclusive},
 	}
 	for _, tt := range tests {
 		if string(tt.got) != string(tt.want) {

@@ -78,6 +78,7 @@ func (c *Config) compile(getenv func(string) string) []*FieldError {
 	if c.Lookup != nil {
 		p.matches = compile("lookup.matches", c.Lookup.Matches, e.answer, "a list", kindsList)
 		p.matchReference = compile("lookup.reference", c.Lookup.Reference, e.match, "a string or an integer", kindsID)
+		p.complete = compile("lookup.complete", c.Lookup.Complete, e.answer, "a bool", kindsBool)
 	}
 	p.outcomes = nil
 	if len(c.Outcomes) > 0 {
@@ -185,7 +186,7 @@ func (c *Config) carriesReference() bool {
 func (c *Config) usesV3() bool {
 	return c.Auth != nil || len(c.Headers) > 0 || len(c.Evidence.Keep) > 0 || c.Create.Encoding != "" || c.Create.Body != "" ||
 		c.Create.Reference != "" || len(c.Outcomes) > 0 || c.Webhook != nil || c.Reconcile != nil ||
-		(c.Lookup != nil && (c.Lookup.Matches != "" || c.Lookup.Reference != ""))
+		(c.Lookup != nil && (c.Lookup.Matches != "" || c.Lookup.Reference != "" || c.Lookup.Complete != ""))
 }
 
 func isLoopback(host string) bool {

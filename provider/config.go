@@ -169,7 +169,7 @@ type Config struct {
 // leaves the expression out (v1's rule applies).
 type programs struct {
 	body, reference                    *expr
-	matches, matchReference            *expr
+	matches, matchReference, complete  *expr
 	outcomes                           []*expr
 	eventID, webhookReference          *expr
 	webhookOutcome, webhookProviderRef *expr
@@ -233,6 +233,12 @@ type Lookup struct {
 	// that gives the supplier's reference of that record (yaml
 	// "reference"). Empty: the record's ReferenceField.
 	Reference string
+	// Complete is a CEL expression over response, status and headers that
+	// holds when a 200 answer is the whole truth (yaml "complete"), e.g.
+	// `!response.incomplete_results` for a search that may stop at a
+	// timeout. False: the lookup is inconclusive, neither found nor
+	// absent, whatever records it holds. Empty: every answer is complete.
+	Complete string
 	// VisibilityLag is how long after a send an effect may still be invisible to the lookup (yaml
 	// "visibility_lag"); an "absent" answer is believed only after it.
 	VisibilityLag Duration

@@ -40,9 +40,15 @@ type exprEnvs struct {
 	match *cel.Env
 	// webhook: webhook.*, over a webhook's parsed body and its headers.
 	webhook *cel.Env
+	// listing: reconcile.list.records and next, over a page's answer (as
+	// answer), the window it lists (since, until: timestamps) and cursor,
+	// the params list.next gave for this page (empty on the first): what
+	// a supplier that pages by offset or page number counts on from, and
+	// what a list that cannot be bounded by the window (GitHub's issues,
+	// filtered by their update time) is filtered by.
+	listing *cel.Env
 	// record: reconcile.list.reference, provider_reference and created,
-	// over one listed record. (reconcile.list.records and next read an
-	// answer, as answer does.)
+	// over one listed record.
 	record *cel.Env
 	// compare: reconcile.match, over one listed record and the params of
 	// the operation it names.
@@ -59,7 +65,10 @@ var envs = sync.OnceValue(func() exprEnvs {
 			cel.Variable("account", cel.StringType),
 			cel.Variable("environment", cel.StringType),
 		),
-		answer:  celexpr.NewEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers),
+		answer: celexpr.NewEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers),
+		listing: celexpr.NewEnv(cel.Variable("response", cel.DynType), cel.Variable("status", cel.IntType), headers,
+			cel.Variable("since", cel.TimestampType), cel.Variable("until", cel.TimestampType),
+			cel.Variable("cursor", cel.MapType(cel.StringType, cel.DynType))),
 		match:   celexpr.NewEnv(cel.Variable("match", cel.DynType)),
 		webhook: celexpr.NewEnv(cel.Variable("body", cel.DynType), headers),
 		record:  celexpr.NewEnv(cel.Variable("record", cel.DynType)),

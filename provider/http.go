@@ -249,7 +249,9 @@ func (c *Config) createReference(ctx context.Context, resp *http.Response, raw [
 // record is absent, one is found (its reference read by lookup.reference, or reference_field),
 // two or more are a duplicate effect, never "found". Anything else is an error. By v1's rule a
 // record that carries reference_param naming a different key makes the lookup an error: a
-// supplier that ignored the filter must not make someone else's effect count as ours.
+// supplier that ignored the filter must not make someone else's effect count as ours. A 200
+// answer for which lookup.complete is false is inconclusive, whatever records it holds: an
+// incomplete answer proves no absence, and may hide a second effect.
 func (p *HTTP) Lookup(ctx context.Context, req LookupRequest) LookupResult {
 	ctx, span := p.startCall(ctx, "provider lookup", http.MethodGet)
 	res := p.lookup(ctx, req)
@@ -313,6 +315,15 @@ func (p *HTTP) lookup(ctx context.Context, req LookupRequest) LookupResult {
 	case readErr != nil:
 		return fail("read lookup body: %v", readErr)
 	}
+	complete, err := cfg.lookupComplete(ctx, resp, raw)
+	if err != nil {
+		return fail("lookup answered HTTP 200 but %v", err)
+	}
+	if !complete {
+		res.Status, res.At = LookupInconclusive, p.now()
+		res.Error = "lookup.complete is false: the supplier says this answer is not the whole truth, so it proves neither the effect nor its absence"
+		return res
+	}
 	refs, err := cfg.lookupMatches(ctx, resp, raw, externalKey)
 	if err != nil {
 		return fail("lookup answered HTTP 200 but %v", err)
@@ -327,6 +338,24 @@ func (p *HTTP) lookup(ctx context.Context, req LookupRequest) LookupResult {
 		res.Status, res.References = LookupDuplicate, refs
 	}
 	return res
+}
+
+// lookupComplete evaluates lookup.complete on a 200 lookup answer; an
+// answer is complete when the file has no lookup.complete.
+func (c *Config) lookupComplete(ctx context.Context, resp *http.Response, raw []byte) (bool, error) {
+	p := c.compiled.complete
+	if p == nil {
+		return true, nil
+	}
+	response, ok := celexpr.ParseJSON(raw)
+	if !ok {
+		return false, errors.New("the body is not valid JSON")
+	}
+	complete, err := p.evalBool(ctx, map[string]any{"response": response, "status": int64(resp.StatusCode), "headers": headerValues(resp.Header)})
+	if err != nil {
+		return false, fmt.Errorf("lookup.complete: %w", err)
+	}
+	return complete, nil
 }
 
 // lookupMatches reads the references of the supplier's records for key

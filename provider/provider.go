@@ -120,6 +120,10 @@ const (
 	// LookupDuplicate: the supplier holds two or more effects for the key; References names
 	// them. Never "found": a person settles which one counts.
 	LookupDuplicate LookupStatus = "duplicate"
+	// LookupInconclusive: the supplier answered, but lookup.complete says the answer is not the
+	// whole truth (a search that stopped at a timeout): neither found nor absent, whatever
+	// records it holds. It is asked again after the visibility lag.
+	LookupInconclusive LookupStatus = "inconclusive"
 )
 
 // The review reasons a provider gives with a Result (Result.Review), in the ledger's words

@@ -94,6 +94,7 @@ type lookupYAML struct {
 	Path          string  `yaml:"path"`
 	Matches       string  `yaml:"matches"`
 	Reference     string  `yaml:"reference"`
+	Complete      string  `yaml:"complete"`
 	VisibilityLag *string `yaml:"visibility_lag"`
 }
 
@@ -277,6 +278,7 @@ func (y *lookupYAML) lookup(c *conversion) *Lookup {
 		Path:          y.Path,
 		Matches:       strings.TrimSpace(y.Matches),
 		Reference:     strings.TrimSpace(y.Reference),
+		Complete:      strings.TrimSpace(y.Complete),
 		VisibilityLag: c.duration("lookup.visibility_lag", y.VisibilityLag, false),
 	}
 }

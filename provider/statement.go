@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // list.zone names a time zone wherever actledger runs, in an image without a zoneinfo database too
 	"unicode"
 	"unicode/utf8"
 
@@ -49,7 +50,16 @@ const (
 	untilPlaceholder     = "{until}"
 	sinceUnixPlaceholder = "{since_unix}"
 	untilUnixPlaceholder = "{until_unix}"
+	// {since_local} and {until_local} are the ends as a date and time
+	// with no offset (2006-01-02T15:04:05) in list.zone, for a supplier
+	// whose filters read its own local time (Postmark's fromdate and
+	// todate are Eastern time).
+	sinceLocalPlaceholder = "{since_local}"
+	untilLocalPlaceholder = "{until_local}"
 )
+
+// localLayout is how {since_local} and {until_local} are written.
+const localLayout = "2006-01-02T15:04:05"
 
 // Statement is how a supplier's own records are listed and compared with
 // the ledger (yaml "reconcile"): the proof that what the ledger says was
@@ -84,14 +94,19 @@ type Statement struct {
 // expression's source as written in the file.
 type StatementList struct {
 	// Path is relative to the base URL (yaml "path") and takes {since},
-	// {until} (RFC 3339) or {since_unix}, {until_unix} (unix seconds).
+	// {until} (RFC 3339), {since_unix}, {until_unix} (unix seconds) or
+	// {since_local}, {until_local} (a date and time in Zone, no offset).
 	Path string
-	// Records (over response, status, headers) gives the page's records,
-	// a list (yaml "records").
+	// Zone is the time zone of {since_local} and {until_local} (yaml
+	// "zone"): an IANA name such as America/New_York; nil is UTC.
+	Zone *time.Location
+	// Records (over response, status, headers, since and until, the
+	// window's ends as timestamps, and cursor, the params list.next gave
+	// for this page, empty on the first) gives the page's records, a list
+	// (yaml "records").
 	Records string
-	// Next (over response, status, headers) gives the query params of the
-	// next page, a map of strings or nulls, empty on the last page (yaml
-	// "next").
+	// Next (over the same) gives the query params of the next page, a map
+	// of strings or nulls, empty on the last page (yaml "next").
 	Next string
 	// Reference, ProviderReference and Created (over record) give a
 	// record's external key (null: not made through actledger), the
@@ -149,6 +164,23 @@ func (c *StatementCursor) String() string {
 	return strings.Join(parts, "&")
 }
 
+// values are the cursor's params as list.records and list.next read them
+// (variable cursor): a removed param is null; empty for the first page.
+func (c *StatementCursor) values() map[string]any {
+	out := map[string]any{}
+	if c == nil {
+		return out
+	}
+	for name, v := range c.params {
+		if v == nil {
+			out[name] = nil
+		} else {
+			out[name] = *v
+		}
+	}
+	return out
+}
+
 // StatementPage is one page of a listing.
 type StatementPage struct {
 	Records []StatementRecord
@@ -193,6 +225,7 @@ type reconcileYAML struct {
 
 type reconcileListYAML struct {
 	Path              string `yaml:"path"`
+	Zone              string `yaml:"zone"`
 	Records           string `yaml:"records"`
 	Next              string `yaml:"next"`
 	MaxPages          *int   `yaml:"max_pages"`
@@ -207,6 +240,15 @@ func (y *reconcileYAML) statement(c *conversion) *Statement {
 	if y == nil {
 		return nil
 	}
+	var zone *time.Location
+	if name := strings.TrimSpace(y.List.Zone); name != "" {
+		loc, err := time.LoadLocation(name)
+		if err != nil {
+			c.bad("reconcile.list.zone", fmt.Errorf("is not a time zone: %w", err))
+		} else {
+			zone = loc
+		}
+	}
 	return &Statement{
 		Every:    c.duration("reconcile.every", y.Every, false).Duration,
 		Window:   c.duration("reconcile.window", y.Window, true).Duration,
@@ -215,6 +257,7 @@ func (y *reconcileYAML) statement(c *conversion) *Statement {
 		MaxPages: c.count("reconcile.list.max_pages", y.List.MaxPages),
 		List: StatementList{
 			Path:              strings.TrimSpace(y.List.Path),
+			Zone:              zone,
 			Records:           strings.TrimSpace(y.List.Records),
 			Next:              strings.TrimSpace(y.List.Next),
 			Reference:         strings.TrimSpace(y.List.Reference),
@@ -291,14 +334,14 @@ func checkListPath(path string) error {
 			return errors.New("has a \"{\" that is not closed")
 		}
 		switch p := rest[i : i+end+1]; p {
-		case sincePlaceholder, untilPlaceholder, sinceUnixPlaceholder, untilUnixPlaceholder:
+		case sincePlaceholder, untilPlaceholder, sinceUnixPlaceholder, untilUnixPlaceholder, sinceLocalPlaceholder, untilLocalPlaceholder:
 		default:
-			return fmt.Errorf("may hold only {since}, {until}, {since_unix} and {until_unix}, not %s", p)
+			return fmt.Errorf("may hold only {since}, {until}, {since_unix}, {until_unix}, {since_local} and {until_local}, not %s", p)
 		}
 		rest = rest[i+end+1:]
 	}
-	if !strings.Contains(path, sincePlaceholder) && !strings.Contains(path, sinceUnixPlaceholder) {
-		return errors.New("must hold {since} or {since_unix}: without a window's start every run would list the supplier's records from the beginning")
+	if !strings.Contains(path, sincePlaceholder) && !strings.Contains(path, sinceUnixPlaceholder) && !strings.Contains(path, sinceLocalPlaceholder) {
+		return errors.New("must hold {since}, {since_unix} or {since_local}: without a window's start every run would list the supplier's records from the beginning")
 	}
 	return nil
 }
@@ -320,8 +363,8 @@ func (s *Statement) compile(e exprEnvs) []fieldProblem {
 		what       string
 		kinds      []types.Kind
 	}{
-		{"reconcile.list.records", s.List.Records, &p.records, e.answer, "a list", kindsList},
-		{"reconcile.list.next", s.List.Next, &p.next, e.answer, "a map", kindsMap},
+		{"reconcile.list.records", s.List.Records, &p.records, e.listing, "a list", kindsList},
+		{"reconcile.list.next", s.List.Next, &p.next, e.listing, "a map", kindsMap},
 		{"reconcile.list.reference", s.List.Reference, &p.reference, e.record, "a string or null", kindsReference},
 		{"reconcile.list.provider_reference", s.List.ProviderReference, &p.providerReference, e.record, "a string or an integer", kindsID},
 		{"reconcile.list.created", s.List.Created, &p.created, e.record, "unix seconds or an RFC 3339 string", kindsCreated},
@@ -425,7 +468,7 @@ func (p *HTTP) listPage(ctx context.Context, since, until time.Time, cursor *Sta
 	if s == nil || s.compiled.records == nil {
 		return fail(0, nil, "provider %q has no compiled reconcile section", cfg.Name)
 	}
-	path := listPath(s.List.Path, since, until)
+	path := listPath(s.List.Path, since, until, s.List.Zone)
 	if cursor != nil {
 		path = withParams(path, cursor.params)
 	}
@@ -459,7 +502,8 @@ func (p *HTTP) listPage(ctx context.Context, since, until time.Time, cursor *Sta
 	if !ok {
 		return fail(status, nil, "the body is not JSON: %s", excerpt(raw))
 	}
-	vars := map[string]any{"response": response, "status": int64(status), "headers": headerValues(resp.Header)}
+	vars := map[string]any{"response": response, "status": int64(status), "headers": headerValues(resp.Header),
+		"since": since.UTC(), "until": until.UTC(), "cursor": cursor.values()}
 	v, err := s.compiled.records.evalNative(ctx, vars)
 	if err != nil {
 		return fail(status, err, "reconcile.list.records: %v", err)
@@ -608,8 +652,12 @@ func cursorParams(v any) (map[string]*string, error) {
 	return out, nil
 }
 
-// listPath is list.path with the window's ends substituted.
-func listPath(path string, since, until time.Time) string {
+// listPath is list.path with the window's ends substituted ({since_local}
+// and {until_local} in zone, UTC when nil).
+func listPath(path string, since, until time.Time, zone *time.Location) string {
+	if zone == nil {
+		zone = time.UTC
+	}
 	since = since.UTC().Truncate(time.Second)
 	if u := until.UTC(); u.Truncate(time.Second).Equal(u) {
 		until = u
@@ -621,6 +669,8 @@ func listPath(path string, since, until time.Time) string {
 		untilPlaceholder, url.QueryEscape(until.Format(time.RFC3339)),
 		sinceUnixPlaceholder, strconv.FormatInt(since.Unix(), 10),
 		untilUnixPlaceholder, strconv.FormatInt(until.Unix(), 10),
+		sinceLocalPlaceholder, url.QueryEscape(since.In(zone).Format(localLayout)),
+		untilLocalPlaceholder, url.QueryEscape(until.In(zone).Format(localLayout)),
 	).Replace(path)
 }
 

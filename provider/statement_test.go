@@ -170,6 +170,77 @@ func TestListPageAppliesTheCursorAndRemovesNulls(t *testing.T) {
 	}
 }
 
+// list.records and list.next read the window (since, until) and the
+// cursor the page was asked with: a list that pages by offset counts on
+// from it, and a list that cannot be bounded by the window is filtered
+// by it.
+func TestListPageReadsTheWindowAndTheCursor(t *testing.T) {
+	t.Parallel()
+	var l listing
+	in := since.Add(time.Hour).Format(time.RFC3339)
+	srv := l.serve(t, 200,
+		`{"Messages": [{"id": "m_1", "at": "`+in+`"}, {"id": "m_old", "at": "`+since.Add(-time.Second).Format(time.RFC3339)+`"}], "TotalCount": 3}`,
+		`{"Messages": [{"id": "m_2", "at": "`+in+`"}], "TotalCount": 3}`)
+	section := `    reconcile:
+      list:
+        path: "/messages/outbound?fromdate={since}&count=2&offset=0"
+        records: 'response.Messages.filter(m, timestamp(m.at) >= since && timestamp(m.at) < until)'
+        next: >-
+          int("offset" in cursor ? cursor.offset : "0") + size(response.Messages) < response.TotalCount
+          ? {"offset": string(int("offset" in cursor ? cursor.offset : "0") + size(response.Messages))} : {}
+        reference: 'null'
+        provider_reference: record.id
+        created: record.at
+      match: "true"
+`
+	p := mustStatement(t, srv.URL, section)
+	first, err := p.ListPage(context.Background(), since, until, nil)
+	if err != nil {
+		t.Fatalf("first page: %v", err)
+	}
+	if len(first.Records) != 1 || first.Records[0].ProviderReference != "m_1" || first.Next.String() != "offset=2" {
+		t.Fatalf("first page = %+v next %q, want m_1 alone (m_old is before since) and offset=2", first.Records, first.Next.String())
+	}
+	last, err := p.ListPage(context.Background(), since, until, first.Next)
+	if err != nil {
+		t.Fatalf("second page: %v", err)
+	}
+	if len(last.Records) != 1 || last.Next != nil {
+		t.Fatalf("second page = %+v next %v, want m_2 and no next", last.Records, last.Next)
+	}
+}
+
+// {since_local} and {until_local} are the window's ends in list.zone,
+// written without an offset, as a supplier that reads its own local time
+// takes them (Postmark's fromdate and todate are Eastern time).
+func TestListPageWritesLocalEndsInTheListsZone(t *testing.T) {
+	t.Parallel()
+	var l listing
+	srv := l.serve(t, 200, `{"Messages": []}`)
+	section := `    reconcile:
+      list:
+        path: "/messages/outbound?fromdate={since_local}&todate={until_local}"
+        zone: America/New_York
+        records: response.Messages
+        next: '{}'
+        reference: 'null'
+        provider_reference: record.id
+        created: record.at
+      match: "true"
+`
+	s := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	if _, err := mustStatement(t, srv.URL, section).ListPage(context.Background(), s, s.Add(24*time.Hour), nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := l.requests()[0], "/messages/outbound?fromdate=2026-12-01T22%3A00%3A00&todate=2026-12-02T22%3A00%3A00"; got != want {
+		t.Fatalf("request %q, want %q", got, want)
+	}
+	_, err := Parse([]byte(reconcileDoc("https://x.example", "acme-corp", strings.Replace(section, "America/New_York", "Eastern", 1))))
+	if err == nil || !strings.Contains(err.Error(), "reconcile.list.zone") {
+		t.Fatalf("an unknown zone loads: %v", err)
+	}
+}
+
 func TestListPageReadsEachRecordOrSaysWhyItCannot(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("x", 10<<10)
@@ -373,8 +444,8 @@ func TestReconcileLoadErrorsNameTheField(t *testing.T) {
 		{"no path", "t", swap(`        path: "/v1/refunds?created[gte]={since_unix}&created[lt]={until_unix}&limit=100"`+"\n", ""), `reconcile.list.path: is required with reconcile`},
 		{"absolute URL path", "t", swap(`"/v1/refunds?`, `"https://evil.example/v1/refunds?`), `reconcile.list.path: must be a path relative to base_url`},
 		{"scheme-relative path", "t", swap(`"/v1/refunds?`, `"//evil.example/v1/refunds?`), `reconcile.list.path: must be a path relative to base_url`},
-		{"unknown placeholder", "t", swap(`limit=100`, `limit={reference}`), `reconcile.list.path: may hold only {since}, {until}, {since_unix} and {until_unix}, not {reference}`},
-		{"no window start", "t", swap(`created[gte]={since_unix}&`, ``), `reconcile.list.path: must hold {since} or {since_unix}`},
+		{"unknown placeholder", "t", swap(`limit=100`, `limit={reference}`), `reconcile.list.path: may hold only {since}, {until}, {since_unix}, {until_unix}, {since_local} and {until_local}, not {reference}`},
+		{"no window start", "t", swap(`created[gte]={since_unix}&`, ``), `reconcile.list.path: must hold {since}, {since_unix} or {since_local}`},
 		{"no records", "t", swap("        records: response.data\n", ""), `reconcile.list.records: is required with reconcile`},
 		{"records not a list", "t", swap("records: response.data", "records: '1'"), `reconcile.list.records: must be a list, is int`},
 		{"bad match", "t", swap("match: record.amount == params.amount", "match: record.amount =="), `provider "stripe-refunds": reconcile.match: `},

@@ -296,6 +296,52 @@ func TestLookupMatchesCountsTheSuppliersRecords(t *testing.T) {
 	}
 }
 
+// githubLike searches as GitHub's search API answers: an answer with
+// incomplete_results true stopped at a timeout
+// (https://docs.github.com/rest/search/search, "Timeouts and incomplete
+// results").
+var githubLike = strings.Replace(zendeskLike, "      matches: response.tickets\n", "      matches: response.tickets\n      complete: '!response.incomplete_results'\n", 1)
+
+// An answer for which lookup.complete is false proves neither the effect
+// nor its absence, whatever records it holds: it is inconclusive, and
+// says why.
+func TestLookupCompleteFalseIsInconclusiveNeverAbsentNorFound(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		body   string
+		want   LookupStatus
+		ref    string
+		errHas string
+	}{
+		{"complete and empty is absent", `{"tickets":[],"incomplete_results":false}`, LookupAbsent, "", ""},
+		{"complete with one is found", `{"tickets":[{"id":7}],"incomplete_results":false}`, LookupFound, "7", ""},
+		{"incomplete and empty is inconclusive", `{"tickets":[],"incomplete_results":true}`, LookupInconclusive, "", "lookup.complete is false"},
+		{"incomplete with one is inconclusive", `{"tickets":[{"id":7}],"incomplete_results":true}`, LookupInconclusive, "", "lookup.complete is false"},
+		{"an answer complete cannot read is an error", `{"tickets":[]}`, LookupError, "", "lookup.complete"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, srv := newRecorder(t, answer(200, tt.body))
+			res := NewHTTP(mustV3(t, srv.URL, githubLike), HTTPOptions{}).Lookup(t.Context(), LookupRequest{ExternalKey: "op-1"})
+			if res.Status != tt.want || res.ProviderReference != tt.ref || !strings.Contains(res.Error, tt.errHas) {
+				t.Errorf("lookup = %+v; want %s %q, error containing %q", res, tt.want, tt.ref, tt.errHas)
+			}
+		})
+	}
+}
+
+// lookup.complete is compiled and type-checked when the file loads: one
+// that is not a bool stops the load naming the field.
+func TestLookupCompleteMustBeABoolAtLoad(t *testing.T) {
+	t.Parallel()
+	_, err := parseV3(t, "https://helpdesk.example", strings.Replace(githubLike, "'!response.incomplete_results'", "'\"yes\"'", 1))
+	if err == nil || !strings.Contains(err.Error(), "lookup.complete") {
+		t.Fatalf("parse = %v, want an error naming lookup.complete", err)
+	}
+}
+
 func TestABodyThatCannotBeBuiltIsNotSentAndGoesToAPerson(t *testing.T) {
 	t.Parallel()
 	tests := []struct{ name, params string }{

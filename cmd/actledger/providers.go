@@ -131,6 +131,10 @@ func describe(pc *provider.Config, getenv func(string) string) []string {
 	default:
 		lost = "holds the operation for a person (review outcome_unknown): the supplier takes no idempotency key and has no lookup"
 	}
+	if lookup != nil && lookup.Complete != "" {
+		lost += fmt.Sprintf("; an answer for which lookup.complete (%s) is false is inconclusive: never taken for absent, asked again after %s, and held for a person (outcome_unknown) once the retry budget ends",
+			strings.Join(strings.Fields(lookup.Complete), " "), short(lookup.VisibilityLag.Duration))
+	}
 	lines = append(lines, "after a lost response (timeout, reset, 5xx): "+lost+".")
 	if pc.WebhookSecretEnv != "" || pc.Webhook != nil {
 		env := pc.WebhookSecretEnv

@@ -23,6 +23,7 @@ const checkedFile = `providers:
       path: "/api/v2/tickets.json?external_id={reference}"
       matches: response.tickets
       reference: match.id
+      complete: '!response.incomplete_results'
       visibility_lag: 5s
     outcomes:
       - {when: 'status == 422 && response.error == "RecordInvalid"', outcome: rejected, reason: the ticket is invalid}
@@ -59,6 +60,7 @@ func TestProvidersCheckSaysWhatHappensAfterALostResponse(t *testing.T) {
 		"credentials: Authorization: Bearer from HELPDESK_TOKEN",
 		"never resends blindly (the supplier takes no idempotency key): looks the effect up",
 		"two or more go to a person (duplicate_effect)",
+		"an answer for which lookup.complete (!response.incomplete_results) is false is inconclusive: never taken for absent",
 		"outcomes[0]: when",
 		`one operation per business key "case-" + params.case_id, whatever key the caller sends`,
 	} {

@@ -48,6 +48,9 @@ type fake struct {
 	url string
 	// effects counts the supplier's effects carrying reference.
 	effects func(reference string) int
+	// effectID, when set, is the supplier's own id of the effect carrying
+	// reference ("" when there is none).
+	effectID func(reference string) string
 	// loseNext makes the next create commit, then drop the connection
 	// without an answer.
 	loseNext func()

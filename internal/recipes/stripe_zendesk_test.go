@@ -2,8 +2,11 @@ package recipes_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +14,7 @@ import (
 	"github.com/actledger/actledger/internal/mocksupplier/stripe"
 	"github.com/actledger/actledger/internal/mocksupplier/zendesk"
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/ledger"
 )
 
 const (
@@ -18,6 +22,7 @@ const (
 	stripePaymentsSecret = "whsec_recipe_payments_9f8e7d6c"
 	stripeRefundsSecret  = "whsec_recipe_refunds_1a2b3c4d"
 	zendeskToken         = "zd-oauth-recipe-token-77aa88bb"
+	zendeskSecret        = "zd-webhook-signing-secret-5e6f7a8b"
 )
 
 var stripeEnv = map[string]string{
@@ -65,39 +70,93 @@ var stripeRefundsRecipe = recipe{
 		_, f := stripeFake(t, clock, stripe.PathRefunds, stripeRefundsSecret, "refund.created")
 		// The payment the refund refunds, made at the fake beforehand.
 		f.setup = func(t *testing.T, params string) string {
-			form := url.Values{"amount": {"1999"}, "currency": {"usd"}, "customer": {"cus_Nx1"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}}
-			req, _ := http.NewRequest("POST", f.url+"/v1/payment_intents", strings.NewReader(form.Encode()))
-			req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-			req.Header.Set("Authorization", "Bearer "+stripeKey)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer resp.Body.Close()
-			var pi struct{ ID string }
-			if err := json.NewDecoder(resp.Body).Decode(&pi); err != nil || pi.ID == "" {
-				t.Fatalf("create the payment to refund: %d %v", resp.StatusCode, err)
-			}
-			return strings.Replace(params, `"PI"`, `"`+pi.ID+`"`, 1)
+			return strings.Replace(params, `"PI"`, `"`+stripePayment(t, f.url, nil)+`"`, 1)
 		}
 		return f
 	},
 }
 
+// stripePost sends a create to the fake Stripe as someone working by hand
+// in the account would (its own request, no idempotency key) and returns
+// the created object's id.
+func stripePost(t *testing.T, baseURL, path string, form url.Values) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", baseURL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Authorization", "Bearer "+stripeKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var obj struct{ ID string }
+	if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil || obj.ID == "" {
+		t.Fatalf("POST %s: %d %v", path, resp.StatusCode, err)
+	}
+	return obj.ID
+}
+
+// stripePayment makes a succeeded payment of 1999 usd at the fake, with
+// metadata (nil: none), and returns its PaymentIntent's id.
+func stripePayment(t *testing.T, baseURL string, metadata map[string]string) string {
+	t.Helper()
+	form := url.Values{"amount": {"1999"}, "currency": {"usd"}, "customer": {"cus_Nx1"}, "payment_method": {"pm_card_visa"}, "confirm": {"true"}}
+	for k, v := range metadata {
+		form.Set("metadata["+k+"]", v)
+	}
+	return stripePost(t, baseURL, "/v1/payment_intents", form)
+}
+
 var zendeskRecipe = recipe{
 	page: "zendesk.md", provider: "zendesk", action: "support.open_ticket",
 	params:  `{"case_id":"case-81","subject":"Printer on fire","body":"Third floor, since 9:00."}`,
-	env:     map[string]string{"ZENDESK_OAUTH_TOKEN": zendeskToken},
-	secrets: []string{zendeskToken},
+	env:     map[string]string{"ZENDESK_OAUTH_TOKEN": zendeskToken, "ZENDESK_WEBHOOK_SECRET": zendeskSecret},
+	secrets: []string{zendeskToken, zendeskSecret},
 	start: func(t *testing.T, clock *testpipeline.Clock) *fake {
 		s := zendesk.New(zendesk.Config{OAuthToken: zendeskToken, LookupLag: 5 * time.Second, Now: clock.Now})
 		t.Cleanup(s.Close)
 		return &fake{
 			url: newServer(t, s), effects: s.Effects, credential: "Authorization",
 			loseNext: func() { s.Fail(zendesk.Fault{Kind: zendesk.DropAfterCommit}) },
+			effectID: func(reference string) string {
+				if ts := s.Tickets(reference); len(ts) > 0 {
+					return strconv.FormatInt(ts[0].ID, 10)
+				}
+				return ""
+			},
+			refuseResends: func() {
+				for range 5 {
+					s.Fail(zendesk.Fault{Kind: zendesk.RateLimited, RetryAfter: time.Minute})
+				}
+			},
 			requests: s.Requests,
+			webhooks: func(url string) {
+				s.SetWebhook(&zendesk.Webhook{URL: url, Secret: zendeskSecret, Delay: 100 * time.Millisecond})
+			},
 		}
 	},
+}
+
+// zendeskTicket opens a ticket at the fake Zendesk as an agent working by
+// hand would (no idempotency key), with externalID when it is not empty.
+func zendeskTicket(t *testing.T, baseURL, externalID string) {
+	t.Helper()
+	ticket := map[string]any{"subject": "By hand", "comment": map[string]string{"body": "Opened in the agent workspace."}}
+	if externalID != "" {
+		ticket["external_id"] = externalID
+	}
+	body, _ := json.Marshal(map[string]any{"ticket": ticket})
+	req, _ := http.NewRequest("POST", baseURL+"/api/v2/tickets.json", strings.NewReader(string(body)))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+zendeskToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("open a ticket by hand: %d", resp.StatusCode)
+	}
 }
 
 // Stripe keeps an idempotency key 24 hours: after a response lost once
@@ -134,4 +193,113 @@ func TestStripeRefundsRecipeLostResponseIsSettledByTheSignedWebhook(t *testing.T
 func TestZendeskRecipeLostResponseOpensOneTicket(t *testing.T) {
 	t.Parallel()
 	run(t, zendeskRecipe, false)
+}
+
+// Stripe cannot search refunds, but lists them: a refund whose answer was
+// lost while Stripe rate-limits the resends is settled by the statement
+// with the refund it lists (one refund at Stripe, never a second create);
+// a refund made through actledger is matched; one made by hand under a
+// copied reference is unexplained, and one made by hand without a
+// reference is foreign.
+func TestStripeRefundsRecipeStatementSettlesALostRefund(t *testing.T) {
+	t.Parallel()
+	clock := &testpipeline.Clock{}
+	s, f := stripeFake(t, clock, stripe.PathRefunds, stripeRefundsSecret)
+	p := statementPipeline(t, stripeRefundsRecipe, f, clock)
+	refund := func(request string) string {
+		return fmt.Sprintf(`{"refund_request_id":%q,"payment_intent":%q}`, request, stripePayment(t, f.url, nil))
+	}
+
+	matched := p.WaitStatus(p.EnqueueAction("payments.refund", "k-1", refund("rr-1")), ledger.StatusSucceeded, settle)
+	copied := stranger()
+	stripePost(t, f.url, "/v1/refunds", url.Values{"payment_intent": {stripePayment(t, f.url, nil)}, "metadata[reference]": {copied}})
+	stripePost(t, f.url, "/v1/refunds", url.Values{"payment_intent": {stripePayment(t, f.url, nil)}})
+	params := refund("rr-2")
+	f.loseNext()
+	f.refuseResends()
+	lost := p.EnqueueAction("payments.refund", "k-2", params)
+	refusedOnce(t, p, lost)
+
+	// Stripe's lists do not lag: the run may read up to now.
+	rep := reconcileLastHour(t, p, "stripe-refunds", 2*time.Second)
+	wantFindings(t, rep, map[ledger.Finding]int64{ledger.FindingMatched: 1, ledger.FindingSettles: 1, ledger.FindingUnexplained: 1, ledger.FindingForeign: 1})
+	if got := unexplained(rep); !slices.Equal(got, []string{copied}) {
+		t.Fatalf("unexplained %v, want the copied reference %s", got, copied)
+	}
+	settledByTheStatement(t, p, f, lost, s.Refunds(lost.ExternalKey)[0].ID)
+	if got := p.Get(matched); got.Status != ledger.StatusSucceeded {
+		t.Fatalf("the matched refund is %s after the run", got.Status)
+	}
+}
+
+// The PaymentIntents list is the statement of the payments: a charge
+// whose answer was lost while Stripe rate-limits the resends is settled
+// by it (one PaymentIntent, never a second), a charge made through
+// actledger is matched, one made by hand under a copied reference is
+// unexplained and one made by hand without any is foreign.
+func TestStripePaymentsRecipeStatementSettlesALostCharge(t *testing.T) {
+	t.Parallel()
+	clock := &testpipeline.Clock{}
+	s, f := stripeFake(t, clock, stripe.PathPaymentIntents, stripePaymentsSecret)
+	p := statementPipeline(t, stripePaymentsRecipe, f, clock)
+	order := func(id string) string {
+		return fmt.Sprintf(`{"order_id":%q,"amount":1999,"currency":"usd","customer":"cus_Nx1","payment_method":"pm_card_visa"}`, id)
+	}
+
+	p.WaitStatus(p.EnqueueAction("payments.create_intent", "k-1", order("po-1")), ledger.StatusSucceeded, settle)
+	copied := stranger()
+	stripePayment(t, f.url, map[string]string{"reference": copied})
+	stripePayment(t, f.url, nil)
+	f.loseNext()
+	f.refuseResends()
+	lost := p.EnqueueAction("payments.create_intent", "k-2", order("po-2"))
+	refusedOnce(t, p, lost)
+
+	rep := reconcileLastHour(t, p, "stripe-payments", 2*time.Second)
+	wantFindings(t, rep, map[ledger.Finding]int64{ledger.FindingMatched: 1, ledger.FindingSettles: 1, ledger.FindingUnexplained: 1, ledger.FindingForeign: 1})
+	if got := unexplained(rep); !slices.Equal(got, []string{copied}) {
+		t.Fatalf("unexplained %v, want the copied reference %s", got, copied)
+	}
+	settledByTheStatement(t, p, f, lost, s.PaymentIntents(lost.ExternalKey)[0].ID)
+}
+
+// While Zendesk rate-limits the resends under the key, its signed
+// ticket.created webhook (X-Zendesk-Webhook-Signature, base64 of the
+// HMAC-SHA256 of timestamp + body) names the reference in external_id and
+// settles the lost response: one ticket.
+func TestZendeskRecipeLostResponseIsSettledByTheSignedWebhook(t *testing.T) {
+	t.Parallel()
+	run(t, zendeskRecipe, true)
+}
+
+// The incremental ticket export is Zendesk's statement: a ticket whose
+// answer was lost while the resends are rate-limited is settled by it
+// (one ticket, never a second create), a ticket opened through actledger
+// is matched, one opened by hand under a copied external_id is
+// unexplained and one opened by hand without any is foreign.
+func TestZendeskRecipeStatementSettlesALostTicket(t *testing.T) {
+	t.Parallel()
+	clock := &testpipeline.Clock{}
+	f := zendeskRecipe.start(t, clock)
+	p := statementPipeline(t, zendeskRecipe, f, clock)
+	ticket := func(id string) string {
+		return fmt.Sprintf(`{"case_id":%q,"subject":"Printer on fire","body":"Third floor, since 9:00."}`, id)
+	}
+
+	p.WaitStatus(p.EnqueueAction("support.open_ticket", "k-1", ticket("case-1")), ledger.StatusSucceeded, settle)
+	copied := stranger()
+	zendeskTicket(t, f.url, copied)
+	zendeskTicket(t, f.url, "")
+	f.loseNext()
+	f.refuseResends()
+	lost := p.EnqueueAction("support.open_ticket", "k-2", ticket("case-2"))
+	refusedOnce(t, p, lost)
+
+	// The export leaves out what changed in the minute before it is asked.
+	rep := reconcileLastHour(t, p, "zendesk", 2*time.Minute)
+	wantFindings(t, rep, map[ledger.Finding]int64{ledger.FindingMatched: 1, ledger.FindingSettles: 1, ledger.FindingUnexplained: 1, ledger.FindingForeign: 1})
+	if got := unexplained(rep); !slices.Equal(got, []string{copied}) {
+		t.Fatalf("unexplained %v, want the copied reference %s", got, copied)
+	}
+	settledByTheStatement(t, p, f, lost, f.effectID(lost.ExternalKey))
 }

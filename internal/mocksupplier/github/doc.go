@@ -39,7 +39,15 @@
 //     GitHub documents no bound for that lag; reports of it run from seconds to about ten
 //     minutes (e.g. https://github.com/guettli/agentloop/issues/204).
 //   - GET /repos/{owner}/{repo}/issues (list) and GET /repos/{owner}/{repo}/issues/{number}
-//     answer at once, without lag.
+//     answer at once, without lag. The list takes state, sort, direction, per_page (at most 100)
+//     and page, and since, which "only show[s] results that were last updated after the given
+//     time" (an ISO 8601 timestamp; the fake's issues are never updated after they are created);
+//     a page followed by more has a Link header with rel="next"
+//     (https://docs.github.com/rest/issues/issues#list-repository-issues,
+//     https://docs.github.com/rest/using-the-rest-api/using-pagination-in-the-rest-api).
+//     SetListOutages makes it answer 503, SetSearchTimeouts makes the search answer
+//     incomplete_results: true with none of the matches it did not reach ("Timeouts and
+//     incomplete results", https://docs.github.com/rest/search/search).
 //   - Webhooks (Config.Webhook, SetWebhook): every new issue sends an "issues" event,
 //     {"action":"opened","issue":{…},"repository":{…},"sender":{…}}, with X-GitHub-Event: issues,
 //     X-GitHub-Delivery: <GUID>, User-Agent: GitHub-Hookshot/…, and, when the webhook has a

@@ -426,11 +426,38 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	var since time.Time
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse(time.RFC3339, v)
+		if err != nil {
+			writeValidationFailed(w, docs, fieldError{Resource: "Issue", Field: "since", Code: "invalid"})
+			return
+		}
+		since = t
+	}
+	if sortBy := q.Get("sort"); sortBy != "" && sortBy != "created" && sortBy != "updated" && sortBy != "comments" {
+		writeValidationFailed(w, docs, fieldError{Resource: "Issue", Field: "sort", Code: "invalid"})
+		return
+	}
 	s.mu.Lock()
+	if s.listOutages != 0 {
+		if s.listOutages > 0 {
+			s.listOutages--
+		}
+		s.mu.Unlock()
+		writeMessage(w, http.StatusServiceUnavailable, "Service unavailable", docs)
+		return
+	}
 	var picked []*Issue
 	if state != "closed" {
-		picked = append(picked, repo.issues...)
+		for _, is := range repo.issues {
+			// The fake's issues never change: an issue was last updated when it was created.
+			if since.IsZero() || !is.CreatedAt.Before(since) {
+				picked = append(picked, is)
+			}
+		}
 	}
+	// Numbers follow creation, so created (the default sort) and updated order alike here.
 	if q.Get("direction") == "asc" {
 		sort.SliceStable(picked, func(i, j int) bool { return picked[i].Number < picked[j].Number })
 	} else {
@@ -441,6 +468,13 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		views = append(views, s.viewLocked(is))
 	}
 	s.mu.Unlock()
+	if page*perPage < len(picked) {
+		next := *r.URL
+		nq := next.Query()
+		nq.Set("page", strconv.Itoa(page+1))
+		next.RawQuery = nq.Encode()
+		w.Header().Set("Link", `<https://`+r.Host+next.RequestURI()+`>; rel="next"`)
+	}
 	s.rateLimitHeaders(w, "core", 4999, s.now().Add(time.Hour))
 	writeJSON(w, http.StatusOK, views)
 }

@@ -153,6 +153,26 @@ func (sq searchQuery) matches(is *Issue) bool {
 	return true
 }
 
+// SetSearchTimeouts makes the next n searches stop at GitHub's time limit before they reached
+// any match: they answer 200 with no items and incomplete_results true, as GitHub answers a
+// query that "exceeds the time limit" with "the matches that were already found prior to the
+// timeout" (https://docs.github.com/rest/search/search, "Timeouts and incomplete results"). A
+// negative n makes every search time out; 0 ends it.
+func (s *Server) SetSearchTimeouts(n int) {
+	s.mu.Lock()
+	s.searchTimeouts = n
+	s.mu.Unlock()
+}
+
+// SetListOutages makes the next n lists of a repository's issues answer 503 Service
+// unavailable (an answer the REST reference lists for GitHub's endpoints), so that nothing
+// reads the repository's issues while a test needs it not to; negative: every one, 0 ends it.
+func (s *Server) SetListOutages(n int) {
+	s.mu.Lock()
+	s.listOutages = n
+	s.mu.Unlock()
+}
+
 // searchResult is the answer of GET /search/issues.
 type searchResult struct {
 	TotalCount        int         `json:"total_count"`
@@ -207,7 +227,11 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	cutoff := s.now().Add(-s.lag)
 	var hits []*Issue
-	if a == authOK {
+	timedOut := s.searchTimeouts != 0
+	if s.searchTimeouts > 0 {
+		s.searchTimeouts--
+	}
+	if a == authOK && !timedOut {
 		for i := len(s.issues) - 1; i >= 0; i-- {
 			is := s.issues[i]
 			if !is.CreatedAt.After(cutoff) && sq.matches(is) {
@@ -219,7 +243,7 @@ func (s *Server) handleSearch(w http.ResponseWriter, r *http.Request) {
 	if len(hits) > 1000 {
 		hits = hits[:1000]
 	}
-	res := searchResult{TotalCount: total, Items: []issueView{}}
+	res := searchResult{TotalCount: total, IncompleteResults: timedOut, Items: []issueView{}}
 	score := 1.0
 	for _, is := range pageOf(hits, perPage, page) {
 		v := s.viewLocked(is)

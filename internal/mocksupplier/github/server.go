@@ -76,6 +76,12 @@ type Server struct {
 	issues  []*Issue               // every issue, oldest first
 	nextID  int64
 	faults  fault.Queues[Fault] // by reference: a string the issue body contains
+	// searchTimeouts is how many of the next searches stop at GitHub's time
+	// limit (SetSearchTimeouts); negative: every one.
+	searchTimeouts int
+	// listOutages is how many of the next issue lists answer 503
+	// (SetListOutages); negative: every one.
+	listOutages int
 }
 
 var _ http.Handler = (*Server)(nil)

@@ -2,6 +2,7 @@ package github_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -395,5 +396,53 @@ func TestTheRecipesLookupFindsTheIssue(t *testing.T) {
 	r.Decode(t, &res)
 	if r.Status != http.StatusOK || res.TotalCount != 1 || len(res.Items) != 1 || res.Items[0].HTMLURL != is.HTMLURL {
 		t.Errorf("recipe lookup: status %d, %+v; want the one issue %s", r.Status, res, is.HTMLURL)
+	}
+}
+
+// A search that times out answers 200 with incomplete_results true and
+// none of the matches it did not reach, for as many searches as asked;
+// then the search finds the issue again.
+func TestSearchThatTimesOutSaysItsResultsAreIncomplete(t *testing.T) {
+	t.Parallel()
+	f := setup(t, github.Config{})
+	f.create(t, issueBody("al_timeout"))
+	f.gh.SetSearchTimeouts(2)
+	for i := range 2 {
+		if got := f.search(t, "al_timeout"); !got.IncompleteResults || len(got.Items) != 0 {
+			t.Fatalf("search %d while timing out = %+v, want incomplete_results and no items", i+1, got)
+		}
+	}
+	if got := f.search(t, "al_timeout"); got.IncompleteResults || len(got.Items) != 1 {
+		t.Fatalf("search after the timeouts = %+v, want the issue, complete", got)
+	}
+}
+
+// The issue list takes since (issues updated at or after it; the fake's
+// are updated only when created), pages by page and per_page, and says
+// rel="next" while more follow; SetListOutages makes it answer 503.
+func TestListFiltersBySinceAndLinksTheNextPage(t *testing.T) {
+	t.Parallel()
+	f := setup(t, github.Config{})
+	f.create(t, issueBody("al_old"))
+	f.clock.Advance(time.Hour)
+	since := f.clock.Now().UTC().Format(time.RFC3339)
+	for i := range 3 {
+		f.create(t, issueBody(fmt.Sprintf("al_%d", i)))
+	}
+	list := "/repos/acme/support/issues?state=all&sort=created&direction=asc&per_page=2&since=" + since
+	var first, second []issue
+	r := f.must(t, http.MethodGet, list, "")
+	r.Decode(t, &first)
+	if len(first) != 2 || first[0].Number != 2 || !strings.Contains(r.Header.Get("Link"), `page=2`) || !strings.Contains(r.Header.Get("Link"), `rel="next"`) {
+		t.Fatalf("first page = %+v, Link %q; want issues 2 and 3 and a next page", first, r.Header.Get("Link"))
+	}
+	r = f.must(t, http.MethodGet, list+"&page=2", "")
+	r.Decode(t, &second)
+	if len(second) != 1 || second[0].Number != 4 || r.Header.Get("Link") != "" {
+		t.Fatalf("second page = %+v, Link %q; want issue 4 and no next page", second, r.Header.Get("Link"))
+	}
+	f.gh.SetListOutages(1)
+	if r := f.must(t, http.MethodGet, list, ""); r.Status != http.StatusServiceUnavailable {
+		t.Fatalf("a list during an outage answered %d, want 503", r.Status)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	_ "time/tzdata" // Eastern time wherever the tests run
 
 	"github.com/google/uuid"
 
@@ -132,9 +133,15 @@ type sendResponse struct {
 	Message     string `json:"Message"`
 }
 
-// eastern is the zone of Postmark's timestamps ("Our API uses Eastern Time Zone"). The fake uses
-// a fixed UTC-05:00 and ignores daylight saving time.
-var eastern = time.FixedZone("EST", -5*60*60)
+// eastern is the zone of Postmark's timestamps ("Our API uses Eastern Time Zone"), daylight
+// saving time included, as a statement's fromdate and todate are written in it.
+var eastern = func() *time.Location {
+	loc, err := time.LoadLocation("America/New_York")
+	if err != nil {
+		panic("postmark: the Eastern time zone: " + err.Error())
+	}
+	return loc
+}()
 
 // submittedAtFormat is the shape of SubmittedAt in Postmark's example,
 // "2014-02-17T07:25:01.4178645-05:00".

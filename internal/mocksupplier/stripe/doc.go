@@ -24,10 +24,15 @@
 //   - POST /v1/payment_intents and the PaymentIntent object: id pi_…, object, amount,
 //     currency, status, metadata, latest_charge, client_secret, livemode…; confirm=true
 //     confirms in the same call (https://docs.stripe.com/api/payment_intents/create,
-//     https://docs.stripe.com/api/payment_intents/object). GET /v1/payment_intents/{id}.
+//     https://docs.stripe.com/api/payment_intents/object). GET /v1/payment_intents/{id}, and
+//     GET /v1/payment_intents, the list (https://docs.stripe.com/api/payment_intents/list).
 //   - POST /v1/refunds (payment_intent or charge, amount, reason, metadata), the Refund object
 //     (id re_…, status), GET /v1/refunds[?payment_intent=…|charge=…] and GET /v1/refunds/{id}
-//     (https://docs.stripe.com/api/refunds, https://docs.stripe.com/api/refunds/object).
+//     (https://docs.stripe.com/api/refunds, https://docs.stripe.com/api/refunds/object). Both
+//     lists are newest first, filtered by created[gte], created[gt], created[lte] and
+//     created[lt] in unix seconds, paged by limit (1 to 100, default 10), has_more and
+//     starting_after, the id of the previous page's last object
+//     (https://docs.stripe.com/api/refunds/list, https://docs.stripe.com/api/pagination).
 //     Metadata limits: 50 keys, names up to 40 characters, values up to 500
 //     (https://docs.stripe.com/api/metadata).
 //   - Idempotency: the Idempotency-Key header (at most 255 characters). The status and body of
@@ -97,7 +102,7 @@
 // only from the CardDeclined fault, always as generic_decline); capture, cancel and update;
 // refunds that are pending or fail; Connect (Stripe-Account), API versions (Stripe-Version is
 // accepted and ignored: objects have one shape, events say APIVersion), expand, restricted keys
-// and 403; pagination of the refund list beyond limit; search data mismatches (Stripe filters
+// and 403; ending_before; search data mismatches (Stripe filters
 // some fields from a cache); rate limits by volume (a 429 or 503 comes only from a fault, with
 // Retry-After only when the fault sets it: Stripe does not document that header); the
 // Stripe-Should-Retry and Request-Id headers; Stripe's retry schedule for webhooks (up to three

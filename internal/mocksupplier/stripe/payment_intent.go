@@ -232,3 +232,22 @@ func (s *Server) handleGetIntent(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, c)
 }
+
+// handleListIntents serves GET /v1/payment_intents[?customer=…][&created[…]=…][&starting_after=…]
+// [&limit=n]: every PaymentIntent, newest first, consistent (a list is not the search, and does
+// not lag), a page at a time (https://docs.stripe.com/api/payment_intents/list,
+// https://docs.stripe.com/api/pagination).
+func (s *Server) handleListIntents(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	s.mu.Lock()
+	var match []PaymentIntent
+	for i := len(s.intents) - 1; i >= 0; i-- {
+		pi := s.intents[i]
+		if c := q.Get("customer"); c != "" && (pi.Customer == nil || *pi.Customer != c) {
+			continue
+		}
+		match = append(match, pi.clone())
+	}
+	s.mu.Unlock()
+	writeList(w, q, "/v1/payment_intents", match, func(pi PaymentIntent) (string, int64) { return pi.ID, pi.Created })
+}

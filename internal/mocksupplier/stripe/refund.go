@@ -139,15 +139,12 @@ type list struct {
 	Data    any    `json:"data"`
 }
 
-// handleListRefunds serves GET /v1/refunds[?payment_intent=…|charge=…][&limit=n]: newest first,
-// consistent (list APIs are not subject to the search lag).
+// handleListRefunds serves GET /v1/refunds[?payment_intent=…|charge=…][&created[gte|gt|lte|lt]=…]
+// [&starting_after=…][&limit=n]: newest first, consistent (list APIs are not subject to the search
+// lag), a page at a time (https://docs.stripe.com/api/refunds/list,
+// https://docs.stripe.com/api/pagination).
 func (s *Server) handleListRefunds(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	limit, ref := listLimit(q)
-	if ref != nil {
-		writeError(w, ref.status, ref.err)
-		return
-	}
 	s.mu.Lock()
 	var match []Refund
 	for _, re := range slices.Backward(s.refunds) {
@@ -160,12 +157,61 @@ func (s *Server) handleListRefunds(w http.ResponseWriter, r *http.Request) {
 		match = append(match, re.clone())
 	}
 	s.mu.Unlock()
-	page := list{Object: "list", URL: "/v1/refunds", Data: []Refund{}}
-	if len(match) > limit {
-		match, page.HasMore = match[:limit], true
+	writeList(w, q, "/v1/refunds", match, func(re Refund) (string, int64) { return re.ID, re.Created })
+}
+
+// writeList answers one page of items (newest first) as Stripe's list object: created[gte],
+// created[gt], created[lte] and created[lt] (unix seconds) bound the items' created time;
+// starting_after names the last object of the previous page, the page starting after it; limit
+// (1 to 100, default 10) bounds the page, and has_more says whether more follow
+// (https://docs.stripe.com/api/pagination). A starting_after that names no object of the list
+// answers 400 resource_missing, as Stripe answers an unknown id.
+func writeList[T any](w http.ResponseWriter, q url.Values, path string, items []T, key func(T) (id string, created int64)) {
+	limit, ref := listLimit(q)
+	if ref != nil {
+		writeError(w, ref.status, ref.err)
+		return
 	}
-	if len(match) > 0 {
-		page.Data = match
+	bounds := []struct {
+		name string
+		keep func(created, bound int64) bool
+	}{
+		{"created[gte]", func(c, b int64) bool { return c >= b }}, {"created[gt]", func(c, b int64) bool { return c > b }},
+		{"created[lte]", func(c, b int64) bool { return c <= b }}, {"created[lt]", func(c, b int64) bool { return c < b }},
+	}
+	kept := items[:0:0]
+	for _, it := range items {
+		_, created := key(it)
+		ok := true
+		for _, b := range bounds {
+			if !q.Has(b.name) {
+				continue
+			}
+			bound, err := strconv.ParseInt(q.Get(b.name), 10, 64)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, invalid("parameter_invalid_integer", b.name, "Invalid integer: "+q.Get(b.name)).err)
+				return
+			}
+			ok = ok && b.keep(created, bound)
+		}
+		if ok {
+			kept = append(kept, it)
+		}
+	}
+	if after := q.Get("starting_after"); after != "" {
+		i := slices.IndexFunc(kept, func(it T) bool { id, _ := key(it); return id == after })
+		if i < 0 {
+			writeError(w, http.StatusBadRequest, invalid("resource_missing", "starting_after", "No such object: '"+after+"'").err)
+			return
+		}
+		kept = kept[i+1:]
+	}
+	page := list{Object: "list", URL: path, Data: []T{}}
+	if len(kept) > limit {
+		kept, page.HasMore = kept[:limit], true
+	}
+	if len(kept) > 0 {
+		page.Data = kept
 	}
 	writeJSON(w, http.StatusOK, page)
 }

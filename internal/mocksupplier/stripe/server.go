@@ -136,6 +136,7 @@ func (c Config) validate() error {
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/payment_intents", s.handleCreateIntent)
+	s.mux.HandleFunc("GET /v1/payment_intents", s.handleListIntents)
 	s.mux.HandleFunc("GET /v1/payment_intents/search", s.handleSearchIntents)
 	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.handleGetIntent)
 	s.mux.HandleFunc("POST /v1/refunds", s.handleCreateRefund)

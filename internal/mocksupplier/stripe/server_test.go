@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -543,5 +544,42 @@ func TestRefunds(t *testing.T) {
 	listed := f.get(t, "/v1/refunds?payment_intent="+pi["id"].(string)).object(t)
 	if listed["object"] != "list" || len(listed["data"].([]any)) != 2 {
 		t.Errorf("list of refunds (consistent, no lag): %v", listed)
+	}
+}
+
+// The PaymentIntents list is newest first, bounded by created[gte] and
+// created[lt], and paged by starting_after until has_more is false; an
+// unknown starting_after is a 400, as an unknown id is.
+func TestListPagesNewestFirstWithinCreatedBounds(t *testing.T) {
+	t.Parallel()
+	f := setup(t, stripe.Config{})
+	before := f.clock.Now().Unix()
+	f.mustPost(t, "/v1/payment_intents", "", intent("al_old", "100"))
+	f.clock.Advance(time.Minute)
+	from := f.clock.Now().Unix()
+	var ids []string
+	for i := range 3 {
+		ids = append(ids, f.mustPost(t, "/v1/payment_intents", "", intent(fmt.Sprintf("al_%d", i), "100")).object(t)["id"].(string))
+		f.clock.Advance(time.Second)
+	}
+	to := f.clock.Now().Unix()
+	type page struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+		HasMore bool `json:"has_more"`
+	}
+	var first, second page
+	window := fmt.Sprintf("/v1/payment_intents?created[gte]=%d&created[lt]=%d&limit=2", from, to)
+	f.get(t, window).Decode(t, &first)
+	if len(first.Data) != 2 || first.Data[0].ID != ids[2] || first.Data[1].ID != ids[1] || !first.HasMore {
+		t.Fatalf("first page = %+v, want %s and %s and more to come", first, ids[2], ids[1])
+	}
+	f.get(t, window+"&starting_after="+first.Data[1].ID).Decode(t, &second)
+	if len(second.Data) != 1 || second.Data[0].ID != ids[0] || second.HasMore {
+		t.Fatalf("second page = %+v, want %s alone (al_old, made at %d, is before the window)", second, ids[0], before)
+	}
+	if r := f.get(t, window+"&starting_after=pi_nobody"); r.Status != http.StatusBadRequest {
+		t.Fatalf("an unknown starting_after answered %d, want 400", r.Status)
 	}
 }

@@ -35,6 +35,13 @@
 //     (https://developer.zendesk.com/api-reference/ticketing/tickets/tickets/#list-tickets).
 //     Zendesk documents no lag for this endpoint; Config.LookupLag lets a test add one.
 //     GET /api/v2/tickets/{id}.json shows one ticket (404 RecordNotFound otherwise).
+//   - The cursor-based incremental ticket export, GET /api/v2/incremental/tickets/cursor.json
+//     ?start_time=<unix>|cursor=<after_cursor>: the tickets created or changed since start_time,
+//     a page at a time, {"tickets", "after_url", "after_cursor", "before_url", "before_cursor",
+//     "end_of_stream"}; items changed within the minute before the request are left out
+//     (https://developer.zendesk.com/api-reference/ticketing/ticket-management/incremental_exports/,
+//     https://developer.zendesk.com/documentation/ticketing/managing-tickets/using-the-incremental-export-api).
+//     Its rate limit (10 requests a minute) and the sideloads are not imitated.
 //   - Rate limiting: 429 with a Retry-After header "that tells you how many seconds to wait"
 //     (https://developer.zendesk.com/api-reference/introduction/rate-limits/), in plain text
 //     ("Number of allowed API requests per minute exceeded", as reported at

@@ -162,6 +162,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/v2/tickets", s.handleList)
 	s.mux.HandleFunc("GET /api/v2/tickets.json", s.handleList)
 	s.mux.HandleFunc("GET /api/v2/tickets/{id}", s.handleShow)
+	s.mux.HandleFunc("GET /api/v2/incremental/tickets/cursor", s.handleExport)
+	s.mux.HandleFunc("GET /api/v2/incremental/tickets/cursor.json", s.handleExport)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusNotFound, errorBody{Error: "InvalidEndpoint", Description: "Not found"})
 	})

@@ -401,3 +401,36 @@ func TestWebhookSignatureVerifiesWithAnIndependentComputation(t *testing.T) {
 		t.Errorf("deliveries %+v", ds)
 	}
 }
+
+// The cursor-based incremental export lists the tickets changed since
+// start_time a page at a time, after_cursor going on until end_of_stream,
+// and leaves out what changed in the minute before the request.
+func TestIncrementalExportPagesByCursorAndLeavesOutTheLastMinute(t *testing.T) {
+	t.Parallel()
+	f := setup(t, zendesk.Config{})
+	start := f.clock.Now().Unix()
+	for i := range 3 {
+		f.mustCreate(t, fmt.Sprintf("k-%d", i), ticketBody(fmt.Sprintf("al_%d", i), "Printer"))
+	}
+	f.clock.Advance(2 * time.Minute)
+	f.mustCreate(t, "k-late", ticketBody("al_late", "Printer"))
+	type page struct {
+		Tickets []struct {
+			ExternalID string `json:"external_id"`
+		} `json:"tickets"`
+		AfterCursor string `json:"after_cursor"`
+		EndOfStream bool   `json:"end_of_stream"`
+	}
+	var first, second page
+	f.get(t, fmt.Sprintf("/api/v2/incremental/tickets/cursor.json?start_time=%d&per_page=2", start)).Decode(t, &first)
+	if len(first.Tickets) != 2 || first.EndOfStream || first.AfterCursor == "" {
+		t.Fatalf("first page = %+v, want two tickets, a cursor and more to come", first)
+	}
+	f.get(t, "/api/v2/incremental/tickets/cursor.json?per_page=2&cursor="+first.AfterCursor).Decode(t, &second)
+	if len(second.Tickets) != 1 || second.Tickets[0].ExternalID != "al_2" || !second.EndOfStream {
+		t.Fatalf("second page = %+v, want al_2 alone and the end of the stream (al_late is under a minute old)", second)
+	}
+	if r := f.get(t, fmt.Sprintf("/api/v2/incremental/tickets/cursor.json?start_time=%d", f.clock.Now().Unix())); r.Status != http.StatusBadRequest {
+		t.Fatalf("a start_time of now answered %d, want 400", r.Status)
+	}
+}
