@@ -58,7 +58,13 @@ type supplier struct {
 
 // startSupplier serves a new mock supplier and parses the providers
 // configuration that points at it.
-func startSupplier() (*supplier, error) {
+func startSupplier() (*supplier, error) { return serveSupplier("") }
+
+// serveSupplier serves a new mock supplier and parses the providers
+// configuration that points at it, with extra (lines of the provider's
+// section, such as its tenant and reconcile section) added to the
+// provider.
+func serveSupplier(extra string) (*supplier, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("mock supplier: %w", err)
@@ -76,6 +82,7 @@ func startSupplier() (*supplier, error) {
 	y.WriteString("    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: 2s}\n")
 	y.WriteString("    retry: {max_attempts: 5, initial: 100ms, max: 5s, max_elapsed: 60s}\n")
 	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
+	y.WriteString(extra)
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: %s}\n", benchAction, benchProvider)
 	if s.registry, err = provider.Parse([]byte(y.String())); err != nil {
 		s.close()

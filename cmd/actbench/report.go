@@ -208,6 +208,8 @@ func lines(r *results) []line {
 		add(line{figure: "operations not succeeded", vals: failed, format: thousands, target: "0", result: passIf(sum(failed) == 0)})
 	}
 
+	statementLines(add, r)
+
 	if len(r.API) > 0 {
 		last := len(r.Plan.APIClients) - 1
 		api := collect(r.API, func(x []apiResult) apiResult { return x[last] })
@@ -227,6 +229,13 @@ func lines(r *results) []line {
 			collect(e, func(x e2eResult) resources.Use { return x.MaxCPU }), collect(e, func(x e2eResult) int { return x.MaxOps }), limitPG)
 		add(line{figure: "WAL bytes/op", format: thousands, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxWAL) / float64(x.MaxOps) })})
 		add(line{figure: "WAL full-page images/op", format: hundredths, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxFPI) / float64(x.MaxOps) })})
+	}
+	if len(r.Statement) > 0 {
+		for j, n := range r.Plan.StatementRecords {
+			runs := collect(r.Statement, func(x []statementResult) statementResult { return x[j] })
+			addCost(add, fmt.Sprintf("cost: statement run, %s records", thousands(float64(n))), "records",
+				collect(runs, func(x statementResult) resources.Use { return x.CPU }), collect(runs, func(x statementResult) int { return x.Records }), -1)
+		}
 	}
 	return out
 }
@@ -326,6 +335,11 @@ func writeReport(w io.Writer, r *results) {
 	fmt.Fprintf(w, "      for %s held at most %s operations ahead of the supplier, successes within the window per second\n",
 		pl.MaxDuration, thousands(float64(pl.MaxBacklog)))
 	fmt.Fprintln(w, "  6   every operation of the end-to-end ledgers against the mock supplier's order count for its external key")
+	if len(r.Statement) > 0 {
+		fmt.Fprintln(w, "  8   one statement.Runner.Run per window, the mock supplier listing it 100 a page (computed, not stored), against as many")
+		fmt.Fprintln(w, "      operations written set-based; RSS: VmRSS before, VmHWM after (reset by /proc/self/clear_refs at the start), of this")
+		fmt.Fprintln(w, "      whole process (runner, supplier, pools); Go heap: runtime/metrics heap objects, sampled every 1 ms")
+	}
 	fmt.Fprintln(w, "  7   CPU: getrusage of this process; /proc/PID/stat of nats-server, of the Postgres server processes and of the")
 	fmt.Fprintln(w, "      backends of this run's databases; /proc/stat for the machine. WAL: pg_current_wal_lsn() before and after")
 }

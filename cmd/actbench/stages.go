@@ -48,9 +48,12 @@ type plan struct {
 	Settle time.Duration
 	// The large stage's ledger: LargeOperations operations, written
 	// LargeRange per transaction, LargeWorkers ranges at a time.
-	LargeOperations int64
-	LargeRange      int64
-	LargeWorkers    int
+	// StatementRecords are the windows of the statement stage, each
+	// run once per repetition: as many records as operations.
+	StatementRecords []int
+	LargeOperations  int64
+	LargeRange       int64
+	LargeWorkers     int
 	// LargeDatabase names the kept database (default actbench_large_10m
 	// for ten million, and so on).
 	LargeDatabase string
