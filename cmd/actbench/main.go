@@ -18,7 +18,7 @@
 //
 // Usage:
 //
-//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,statement,large] [--refill] [--large-operations N] [--cpuprofile FILE]
+//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,statement,large] [--refill] [--large-operations N] [--reconcile-every D] [--cpuprofile FILE]
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
 // a maintenance database: the benchmark creates and drops its own) and
@@ -128,6 +128,7 @@ func run(ctx context.Context, args []string) error {
 	stagesFlag := fs.String("stages", strings.Join(allStages, ","), "comma-separated stages to run: "+strings.Join(allStages, ","))
 	refill := fs.Bool("refill", false, "write the large stage's ledger again even if a kept one holds the same fill")
 	largeOps := fs.Int64("large-operations", 0, "operations of the large stage's ledger (default 10,000,000, or 1,000,000 with --quick)")
+	reconcileEvery := fs.Duration("reconcile-every", 0, "run the provider's statement on this schedule beside the end-to-end stage (e.g. 10s; 0: never)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -158,8 +159,9 @@ func run(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	e := &env{
-		adminURL: cmp.Or(os.Getenv("BENCH_DATABASE_URL"), defaultDatabaseURL),
-		natsURL:  cmp.Or(os.Getenv("BENCH_NATS_URL"), defaultNATSURL),
+		adminURL:       cmp.Or(os.Getenv("BENCH_DATABASE_URL"), defaultDatabaseURL),
+		natsURL:        cmp.Or(os.Getenv("BENCH_NATS_URL"), defaultNATSURL),
+		reconcileEvery: *reconcileEvery,
 	}
 	res, err := bench(ctx, e, pl, stages, *refill)
 	if err != nil {
@@ -203,6 +205,8 @@ type results struct {
 	// plan.StatementRecords.
 	Statement [][]statementResult
 	Large     *largeResult
+	// ReconcileEvery is --reconcile-every.
+	ReconcileEvery time.Duration
 	// TotalOrders is the supplier's order count over the whole run.
 	TotalOrders int
 	Elapsed     time.Duration
@@ -216,7 +220,13 @@ func bench(ctx context.Context, e *env, pl plan, stages []string, refill bool) (
 		return nil, err
 	}
 	logf("%d cores, %s; Postgres %s; nats-server %s", res.Facts.Cores, res.Facts.GoVersion, res.Facts.Postgres, res.Facts.NATS)
-	if e.supplier, err = startSupplier(); err != nil {
+	if e.reconcileEvery > 0 {
+		e.supplier, err = serveSupplier(scheduledReconcile(e.reconcileEvery))
+		res.ReconcileEvery = e.reconcileEvery
+	} else {
+		e.supplier, err = startSupplier()
+	}
+	if err != nil {
 		return nil, err
 	}
 	defer e.supplier.close()

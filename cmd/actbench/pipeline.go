@@ -39,6 +39,9 @@ type env struct {
 	// large, when set, is the ledger every pipeline runs on instead of a
 	// fresh database (the large stage's).
 	large *database
+	// reconcileEvery, when above 0, runs the provider's statement on
+	// that schedule beside every end-to-end stage (--reconcile-every).
+	reconcileEvery time.Duration
 }
 
 // benchAccount and benchEnvironment are the supplier's account and
@@ -104,6 +107,9 @@ type roles struct {
 	// Later builds the roles without starting them: the stage calls
 	// pipeline.start when its timing begins.
 	Later bool
+	// Statements runs the statement schedule (the reconciler's role, as
+	// `actledger serve` runs it), looking for a due run every second.
+	Statements bool
 }
 
 // pipeline is actledger assembled in-process by app.Build, as `actledger
@@ -150,8 +156,9 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 		NATS:     broker.Config{URL: e.natsURL, Prefix: prefix, Name: "actbench"},
 		Registry: e.supplier.registry,
 		// The stages measure the pipeline without the lease sweeper.
-		Roles:  app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Sweeper: app.SweeperNever},
-		Logger: quiet(),
+		Roles:          app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Reconciler: r.Statements, Sweeper: app.SweeperNever},
+		StatementCheck: time.Second,
+		Logger:         quiet(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build the pipeline (is nats-server -js running at %s? set BENCH_NATS_URL): %w", e.natsURL, err)

@@ -206,6 +206,17 @@ func lines(r *results) []line {
 			vs: fmt.Sprintf("%s orders", thousands(float64(r.TotalOrders))), target: "0", result: passIf(r.TotalOrders == ops)})
 		add(line{figure: "operations left open", vals: open, format: thousands, target: "0", result: passIf(sum(open) == 0)})
 		add(line{figure: "operations not succeeded", vals: failed, format: thousands, target: "0", result: passIf(sum(failed) == 0)})
+		if r.ReconcileEvery > 0 && e[0].Statements != nil {
+			st := func(f func(scheduledRuns) float64) []float64 {
+				return collect(e, func(x e2eResult) float64 { return f(*x.Statements) })
+			}
+			add(line{id: "5", stage: fmt.Sprintf("statement every %s beside it", r.ReconcileEvery), figure: "runs, complete",
+				vals: st(func(s scheduledRuns) float64 { return float64(s.Complete) }), format: thousands,
+				vs: fmt.Sprintf("of %s", thousands(median(st(func(s scheduledRuns) float64 { return float64(s.Runs) }))))})
+			add(line{figure: "records read", vals: st(func(s scheduledRuns) float64 { return float64(s.records()) }), format: thousands})
+			attention := st(func(s scheduledRuns) float64 { return float64(s.attention()) })
+			add(line{figure: "findings for a person", vals: attention, format: thousands, target: "0", result: passIf(sum(attention) == 0)})
+		}
 	}
 
 	statementLines(add, r)

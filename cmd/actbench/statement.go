@@ -482,3 +482,76 @@ func statementLines(add func(line), r *results) {
 			target: "0", result: passIf(sum(wrong) == 0)})
 	}
 }
+
+// scheduledReconcile is the provider's reconcile section of
+// --reconcile-every: a run every every over the last 2·every ending 2 s
+// ago (so consecutive runs overlap and every record is read twice), the
+// successes of all but 3 s at either end judged for missing orders.
+func scheduledReconcile(every time.Duration) string {
+	window := 2 * every
+	skew := min(3*time.Second, window/4)
+	return "    tenant: " + benchTenant + "\n" +
+		"    reconcile:\n" +
+		"      list:\n" +
+		"        path: \"/v1/statement?created_gte={since}&created_lt={until}&limit=100\"\n" +
+		"        records: response.orders\n" +
+		"        next: 'response.next != null ? {\"after\": response.next} : {}'\n" +
+		"        reference: 'record.client_reference != \"\" ? record.client_reference : null'\n" +
+		"        provider_reference: record.id\n" +
+		"        created: record.created_at\n" +
+		"        max_pages: 10000\n" +
+		"      match: 'record.params.sku == params.sku && (has(params.qty) ? record.params.qty == params.qty : !has(record.params.qty))'\n" +
+		"      every: " + every.String() + "\n" +
+		"      window: " + window.String() + "\n" +
+		"      lag: 2s\n" +
+		"      skew: " + skew.String() + "\n"
+}
+
+// scheduledRuns is what the statement schedule did beside one end-to-end
+// stage.
+type scheduledRuns struct {
+	Runs, Complete, Pages int
+	Findings              map[ledger.Finding]int64
+}
+
+// attention is how many findings of the runs need a person.
+func (s scheduledRuns) attention() int64 {
+	var n int64
+	for f, c := range s.Findings {
+		if f != ledger.FindingMatched && f != ledger.FindingForeign {
+			n += c
+		}
+	}
+	return n
+}
+
+// records is how many records the runs read.
+func (s scheduledRuns) records() int64 {
+	var n int64
+	for f, c := range s.Findings {
+		if f != ledger.FindingMissing {
+			n += c
+		}
+	}
+	return n
+}
+
+// readScheduledRuns sums the pipeline's statement runs.
+func readScheduledRuns(ctx context.Context, p *pipeline) (scheduledRuns, error) {
+	s := scheduledRuns{Findings: map[ledger.Finding]int64{}}
+	runs, err := p.store.StatementRuns(ctx, ledger.WholeTenant(p.tenantID), nil, 10_000)
+	if err != nil {
+		return s, err
+	}
+	for _, run := range runs {
+		s.Runs++
+		if run.Status == ledger.RunComplete {
+			s.Complete++
+		}
+		s.Pages += run.Pages
+		for f, n := range run.Findings {
+			s.Findings[f] += n
+		}
+	}
+	return s, nil
+}
