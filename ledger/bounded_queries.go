@@ -109,8 +109,9 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 	)
 	// A prune (retention) selects a tenant's old terminal operations a
 	// batch at a time, from the oldest and from where a batch ended,
-	// reads them and their histories, and walks the outbox and the
-	// webhook events from their oldest rows.
+	// reads them and their histories, walks the outbox and the webhook
+	// events from their oldest rows, and deletes old statement runs and
+	// records.
 	cutoff := time.Now().Add(-30 * 24 * time.Hour)
 	prunable := func(afterAt time.Time, afterID uuid.UUID) pgx.StrictNamedArgs {
 		return pgx.StrictNamedArgs{"tenant": tenant, "cutoff": cutoff, "after_at": afterAt, "after_id": afterID,
@@ -124,6 +125,10 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "prune: read its histories (eventsOfPrune)", SQL: eventsOfPrune, Args: []any{f.Old}},
 		bounded.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
 		bounded.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
+		bounded.Query{Name: "prune: statement records (statementRecordsPrune)", SQL: statementRecordsPrune, Args: []any{
+			pgx.StrictNamedArgs{"cutoff": cutoff, "limit": DefaultPruneBatch}}},
+		bounded.Query{Name: "prune: statement runs (statementRunsPrune)", SQL: statementRunsPrune, Args: []any{
+			pgx.StrictNamedArgs{"cutoff": cutoff, "limit": DefaultPruneBatch}}},
 	)
 	// A statement run starts (taking its provider's lease), reads a page's
 	// operations by key and renews its lease after each page, reads the
