@@ -346,11 +346,11 @@ func writeReport(w io.Writer, r *results) {
 	fmt.Fprintf(w, "      for %s held at most %s operations ahead of the supplier, successes within the window per second\n",
 		pl.MaxDuration, thousands(float64(pl.MaxBacklog)))
 	fmt.Fprintln(w, "  6   every operation of the end-to-end ledgers against the mock supplier's order count for its external key")
+	fmt.Fprintln(w, "  7   CPU: getrusage of this process; /proc/PID/stat of nats-server, of the Postgres server processes and of the")
+	fmt.Fprintln(w, "      backends of this run's databases; /proc/stat for the machine. WAL: pg_current_wal_lsn() before and after")
 	if len(r.Statement) > 0 {
 		fmt.Fprintln(w, "  8   one statement.Runner.Run per window, the mock supplier listing it 100 a page (computed, not stored), against as many")
 		fmt.Fprintln(w, "      operations written set-based; RSS: VmRSS before, VmHWM after (reset by /proc/self/clear_refs at the start), of this")
 		fmt.Fprintln(w, "      whole process (runner, supplier, pools); Go heap: runtime/metrics heap objects, sampled every 1 ms")
 	}
-	fmt.Fprintln(w, "  7   CPU: getrusage of this process; /proc/PID/stat of nats-server, of the Postgres server processes and of the")
-	fmt.Fprintln(w, "      backends of this run's databases; /proc/stat for the machine. WAL: pg_current_wal_lsn() before and after")
 }
