@@ -48,7 +48,12 @@ func notificationsSettled(t *testing.T, p *testpipeline.Pipeline) {
 		}
 		return consumers.Err() == nil
 	}
-	p.Eventually(20*time.Second, "the notifications to settle", func() bool { return quiet() && quiet() })
+	p.Eventually(20*time.Second, "the notifications to settle", func() bool {
+		if !quiet() {
+			return false
+		}
+		return quiet()
+	})
 }
 
 // The review items a scheduled statement run opens are announced as any
