@@ -152,3 +152,39 @@ func TestStatementStage(t *testing.T) {
 		}
 	}
 }
+
+// TestEndToEndWithStatementSchedule runs the end-to-end stage with a
+// statement every second beside it (--reconcile-every): the schedule
+// ran in the stage's pipeline, its runs completed with nothing for a
+// person, the stage's own counts still add up, and row 5 reports the
+// runs. (At these sizes a run may read no record yet; bench-peers' runs
+// read thousands, docs/benchmarks.md.)
+func TestEndToEndWithStatementSchedule(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := &env{adminURL: testdb.AdminURL(), natsURL: testnats.URL(), reconcileEvery: time.Second}
+	var err error
+	if e.supplier, err = serveSupplier(scheduledReconcile(e.reconcileEvery)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.supplier.close)
+	r, err := endToEnd(ctx, e, tinyPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Statements
+	if s == nil || s.Runs == 0 || s.Complete != s.Runs || s.attention() != 0 {
+		t.Fatalf("statement runs beside the stage: %+v, want at least one, all complete, nothing for a person", s)
+	}
+	if o := r.Orders; o.ExactlyOne != o.Operations || o.Succeeded != o.Operations {
+		t.Errorf("end to end ledger: %+v, want every operation succeeded with exactly one order", o)
+	}
+	res := &results{Plan: tinyPlan, E2E: []e2eResult{r}, ReconcileEvery: e.reconcileEvery}
+	var out bytes.Buffer
+	writeReport(&out, res)
+	for _, want := range []string{"statement every 1s beside it", "runs, complete", "findings for a person"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report has no %q:\n%s", want, out.String())
+		}
+	}
+}
