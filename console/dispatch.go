@@ -44,15 +44,25 @@ type statementRow struct {
 type findingCount struct {
 	Finding ledger.Finding
 	N       int64
-	// Review: the finding's items wait in the review queue.
-	Review bool
+	// Reason is the review reason of the items the finding opens (they
+	// wait in the review queue, which the count links to filtered by
+	// it); empty for a finding that opens none.
+	Reason ledger.ReviewReason
+}
+
+// findingReasons are the review items each finding opens: an operation
+// in review with that reason, or (unexplained) unmatched evidence.
+var findingReasons = map[ledger.Finding]ledger.ReviewReason{
+	ledger.FindingMismatch:    ledger.ReasonEffectMismatch,
+	ledger.FindingDuplicate:   ledger.ReasonDuplicateEffect,
+	ledger.FindingMissing:     ledger.ReasonEffectMissing,
+	ledger.FindingUnexplained: ledger.ReasonUnmatchedEvidence,
 }
 
 func newStatementRow(run ledger.StatementRun) statementRow {
 	row := statementRow{StatementRun: run}
 	for _, f := range ledger.Findings {
-		review := f == ledger.FindingMismatch || f == ledger.FindingDuplicate || f == ledger.FindingMissing || f == ledger.FindingUnexplained
-		row.Counts = append(row.Counts, findingCount{Finding: f, N: run.Findings[f], Review: review})
+		row.Counts = append(row.Counts, findingCount{Finding: f, N: run.Findings[f], Reason: findingReasons[f]})
 	}
 	return row
 }

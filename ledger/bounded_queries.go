@@ -109,8 +109,9 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 	)
 	// A prune (retention) selects a tenant's old terminal operations a
 	// batch at a time, from the oldest and from where a batch ended,
-	// reads them and their histories, and walks the outbox and the
-	// webhook events from their oldest rows.
+	// reads them and their histories, walks the outbox and the webhook
+	// events from their oldest rows, and deletes old statement runs and
+	// records.
 	cutoff := time.Now().Add(-30 * 24 * time.Hour)
 	prunable := func(afterAt time.Time, afterID uuid.UUID) pgx.StrictNamedArgs {
 		return pgx.StrictNamedArgs{"tenant": tenant, "cutoff": cutoff, "after_at": afterAt, "after_id": afterID,
@@ -124,12 +125,45 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "prune: read its histories (eventsOfPrune)", SQL: eventsOfPrune, Args: []any{f.Old}},
 		bounded.Query{Name: "prune: webhook events (webhookEventsPrune)", SQL: webhookEventsPrune, Args: []any{rowArgs}},
 		bounded.Query{Name: "prune: outbox (outboxPrune)", SQL: outboxPrune, Args: []any{rowArgs}},
+		bounded.Query{Name: "prune: statement records (statementRecordsPrune)", SQL: statementRecordsPrune, Args: []any{
+			pgx.StrictNamedArgs{"cutoff": cutoff, "limit": DefaultPruneBatch}}},
+		bounded.Query{Name: "prune: statement runs (statementRunsPrune)", SQL: statementRunsPrune, Args: []any{
+			pgx.StrictNamedArgs{"cutoff": cutoff, "limit": DefaultPruneBatch}}},
 	)
-	// A statement run reads a page's operations by key, the successes of
-	// a day that its records do not name, a page at a time, and the list
-	// and last runs of GET /v1/reconciliations, the console and /metrics.
+	// A statement run starts (taking its provider's lease), reads a page's
+	// operations by key and renews its lease after each page, reads the
+	// successes of a day that its records do not name, a page at a time,
+	// and ends: it marks duplicates, counts and deletes what needs nobody,
+	// and records its findings; its report and the console page its
+	// findings; GET /v1/reconciliations, the console and /metrics list the
+	// runs and the last ones. Every statement of statement_records is
+	// bounded by the run's own records (its primary key's and
+	// statement_records_operation_idx's first column).
 	run := uuid.New()
+	start, err := statementRunStart.args(pgx.StrictNamedArgs{
+		"id": run, "tenant": tenant, "provider": "mock", "since": day, "until": f.MiddleAt,
+		"actor": "schedule", "lease": 2 * time.Minute, "now": now,
+	})
+	if err != nil {
+		panic(err)
+	}
+	finish, err := statementRunFinish.args(pgx.StrictNamedArgs{
+		"id": run, "provider": "mock", "status": RunComplete, "pages": 10,
+		"error": nil, "findings": []byte(`{"matched": 1}`), "now": now,
+	})
+	if err != nil {
+		panic(err)
+	}
 	queries = append(queries,
+		bounded.Query{Name: "statement: start a run (statementRunStart)", SQL: statementRunStart.SQL, Args: start},
+		bounded.Query{Name: "statement: renew the lease (statementLeaseRenew)", SQL: statementLeaseRenew, Args: []any{"mock", run, now, 2 * time.Minute}},
+		bounded.Query{Name: "statement: mark duplicates (statementRecordsDuplicates)", SQL: statementRecordsDuplicates, Args: []any{run}},
+		bounded.Query{Name: "statement: count findings (statementRecordsCount)", SQL: statementRecordsCount, Args: []any{run}},
+		bounded.Query{Name: "statement: delete what needs nobody (statementRecordsDeleteSettled)", SQL: statementRecordsDeleteSettled, Args: []any{run}},
+		bounded.Query{Name: "statement: add to the totals (statementTotalsAdd)", SQL: statementTotalsAdd, Args: []any{"mock", FindingMatched, int64(1)}},
+		bounded.Query{Name: "statement: finish a run (statementRunFinish)", SQL: statementRunFinish.SQL, Args: finish},
+		bounded.Query{Name: "statement: a run's findings, as a report lists them (statementRecordsPage)", SQL: statementRecordsPage, Args: []any{run, 0, 1000}},
+		bounded.Query{Name: "statement: discard a dry run (statementRunDelete)", SQL: statementRunDelete, Args: []any{run}},
 		bounded.Query{Name: "statement: a page's operations (operationsOfStatement)", SQL: operationsOfStatement, Args: []any{[]uuid.UUID{f.Settled}, "mock"}},
 		bounded.Query{Name: "statement: unlisted successes (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, nil, uuid.Nil, 500}},
 		bounded.Query{Name: "statement: unlisted successes, next page (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, day.Add(time.Hour), uuid.Nil, 500}},

@@ -1,7 +1,9 @@
 // Package retention keeps the ledger from growing forever: terminal
 // operations older than a retention period are archived, then deleted,
-// with their events, attempts and evidence; published outbox messages and
-// applied webhook events older than the period go too.
+// with their events, attempts and evidence; published outbox messages,
+// applied webhook events and statement runs older than the period go too
+// (a provider's last run stays), and the records of statement runs a week
+// old.
 //
 // A Pruner works in small batches (ledger.DefaultPruneBatch operations a
 // transaction). Each batch selects and locks its operations (terminal

@@ -51,6 +51,11 @@ type Config struct {
 	Archive string
 	// Stdout is where Archive Stdout writes; default os.Stdout.
 	Stdout io.Writer
+	// StatementRecords is how long the records (the findings) of a
+	// statement run that is not its provider's last are kept; default
+	// ledger.DefaultStatementRecordsKept, and never longer than
+	// OlderThan, after which the run itself goes.
+	StatementRecords time.Duration
 	// Interval is how often Start prunes; default DefaultInterval.
 	Interval time.Duration
 	// Batch is the most operations (and evidence rows) per transaction;
@@ -88,6 +93,7 @@ func New(cfg Config) (*Pruner, error) {
 		}
 	}
 	cfg.Stdout = cmp.Or[io.Writer](cfg.Stdout, os.Stdout)
+	cfg.StatementRecords = min(cmp.Or(cfg.StatementRecords, ledger.DefaultStatementRecordsKept), cfg.OlderThan)
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	cfg.Batch = cmp.Or(cfg.Batch, ledger.DefaultPruneBatch)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, DefaultProgressEvery)
@@ -113,6 +119,11 @@ type Summary struct {
 	// WebhookEvents and OutboxMessages went by age alone.
 	WebhookEvents  int64
 	OutboxMessages int64
+	// StatementRuns went by age, with their records; StatementRecords
+	// counts every record that went, with its run or alone (after
+	// Config.StatementRecords). A provider's last finished run stays.
+	StatementRuns    int64
+	StatementRecords int64
 	// Archive is the file written ("-": standard output; empty: none,
 	// nothing was pruned or it was a dry run).
 	Archive  string
@@ -125,6 +136,7 @@ func (s Summary) logAttrs() []any {
 		"dry_run", s.DryRun, "cutoff", s.Cutoff.UTC().Format(time.RFC3339), "operations", s.Operations,
 		"events", s.Events, "stale_results", s.StaleResults, "key_conflicts", s.KeyConflicts,
 		"webhook_events", s.WebhookEvents, "outbox_messages", s.OutboxMessages,
+		"statement_runs", s.StatementRuns, "statement_records", s.StatementRecords,
 		"archive", s.Archive, "duration", s.Duration.Round(time.Millisecond).String(),
 	}
 	for _, st := range slices.Sorted(maps.Keys(s.ByStatus)) {
@@ -193,6 +205,9 @@ func (p *Pruner) Run(ctx context.Context, dryRun bool) (Summary, error) {
 	if err == nil {
 		err = p.pruneRows(ctx, &s, dryRun, progress)
 	}
+	if err == nil {
+		err = p.pruneStatements(ctx, &s, start, dryRun, progress)
+	}
 	s.Duration = time.Since(clock)
 	if err != nil {
 		level := slog.LevelError
@@ -257,6 +272,43 @@ func (p *Pruner) pruneRows(ctx context.Context, s *Summary, dryRun bool, progres
 		}
 	}
 	return nil
+}
+
+// pruneStatements deletes the records of statement runs older than
+// Config.StatementRecords, then the runs older than the retention period,
+// in batches, each provider's last finished run excepted. Neither is
+// archived: what a run changed is in its operations' histories (its
+// evidence and review events) and in the unmatched evidence it opened,
+// and the run's counts are in the providers' totals of /metrics.
+func (p *Pruner) pruneStatements(ctx context.Context, s *Summary, start time.Time, dryRun bool, progress func()) error {
+	records := start.Add(-p.cfg.StatementRecords)
+	for {
+		got, err := p.cfg.Store.PruneStatementRecords(ctx, records, p.cfg.Batch, dryRun)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		s.StatementRecords += got.Records
+		progress()
+		if got.Done {
+			break
+		}
+	}
+	for {
+		got, err := p.cfg.Store.PruneStatementRuns(ctx, s.Cutoff, p.cfg.Batch, dryRun)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		s.StatementRuns += got.Runs
+		if !dryRun {
+			// A dry run's records of these runs were counted above: the
+			// records' cutoff is never before the runs'.
+			s.StatementRecords += got.Records
+		}
+		progress()
+		if got.Done {
+			return nil
+		}
+	}
 }
 
 // Start prunes every Config.Interval until Stop (the first run one

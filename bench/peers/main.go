@@ -62,6 +62,10 @@ type plan struct {
 	RunActledger bool
 	Root         string
 	ActbenchArgs []string
+	// StatementEvery, when above 0, adds a system: actledger's stage
+	// again with a statement run on that schedule beside the load
+	// (actbench --reconcile-every), reported against actledger without.
+	StatementEvery time.Duration
 }
 
 // peer is one system doing the job. Start prepares it against a fresh
@@ -173,6 +177,7 @@ func run(ctx context.Context, args []string) error {
 	actbenchArgs := fs.String("actbench-args", "--stages e2e --reps 1", "actbench's arguments: its full-length end-to-end stage (8s open loop, 6s closed loop); \"--quick --stages e2e\" is a 2s smoke run")
 	fs.StringVar(&pl.Root, "root", "../..", "the actledger repository root, where actbench runs")
 	peersFlag := fs.String("peers", "river,watermill", "comma-separated peers to run: river,watermill")
+	fs.DurationVar(&pl.StatementEvery, "statement-every", 10*time.Second, "also run actledger's stage with a statement run on this schedule beside the load, and compare it with the stage without (0: do not)")
 	fs.IntVar(&pl.Rounds, "rounds", 3, "rounds: every system runs once per round, in an order that rotates, and the table shows medians")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -209,7 +214,11 @@ func run(ctx context.Context, args []string) error {
 		})
 	}
 	if pl.RunActledger {
-		systems = append(systems, func() result { return runActledger(ctx, pl) })
+		systems = append(systems, func() result { return runActledger(ctx, pl, "actledger", pl.ActbenchArgs) })
+		if pl.StatementEvery > 0 {
+			args := append(slices.Clone(pl.ActbenchArgs), "--reconcile-every", pl.StatementEvery.String())
+			systems = append(systems, func() result { return runActledger(ctx, pl, statementSystem(pl), args) })
+		}
 	}
 
 	var rounds [][]result
@@ -664,9 +673,9 @@ func scratchDB(ctx context.Context, adminURL, name string) (string, func(), erro
 
 // runActledger runs actbench's end-to-end stage (one repetition) from the
 // repository root and reads its figures from the report.
-func runActledger(ctx context.Context, pl plan) result {
-	res := result{Name: "actledger"}
-	args := append([]string{"run", "./cmd/actbench"}, pl.ActbenchArgs...)
+func runActledger(ctx context.Context, pl plan, name string, actbenchArgs []string) result {
+	res := result{Name: name}
+	args := append([]string{"run", "./cmd/actbench"}, actbenchArgs...)
 	logf("actledger: go %s", strings.Join(args, " "))
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = pl.Root
@@ -757,21 +766,54 @@ func printTable(w io.Writer, pl plan, rounds [][]result) {
 			s.Abandoned, s.Duplicates, s.Open, len(rounds)-s.OK)
 	}
 	_ = tw.Flush()
+	with := slices.IndexFunc(systems, func(s summary) bool { return s.Name == statementSystem(pl) })
 	if act >= 0 && systems[act].OK > 0 {
-		printRatios(w, rounds, systems, act)
+		printRatios(w, rounds, systems, act, with)
+	}
+	if act >= 0 && with >= 0 && systems[act].OK > 0 && systems[with].OK > 0 {
+		printStatementRatios(w, pl, rounds, systems, act, with)
 	}
 	printCost(w, systems)
 }
 
-// printRatios prints actledger's (system act's) ratio to each peer.
-func printRatios(w io.Writer, rounds [][]result, systems []summary, act int) {
+// statementSystem names actledger's stage with the statement schedule.
+func statementSystem(pl plan) string { return "actledger+statement/" + pl.StatementEvery.String() }
+
+// printStatementRatios prints actledger with the statement schedule ÷
+// actledger without: the ratio of the medians and [min … max] of the
+// ratios within one round, for the sustained rate and the latencies.
+func printStatementRatios(w io.Writer, pl plan, rounds [][]result, systems []summary, act, with int) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "actledger with a statement run every %s beside the load ÷ without: ratio of the medians, and [min … max] of the\n", pl.StatementEvery)
+	fmt.Fprintln(w, "ratios within one round (ops/s: below 1 is the statement slowing the hot path; p50, p99: above 1 is)")
+	var ops, p50, p99 []float64
+	for _, round := range rounds {
+		a, s := round[act], round[with]
+		if a.Err == nil && s.Err == nil && a.OpsPerSec > 0 && a.P50 > 0 && a.P99 > 0 {
+			ops = append(ops, s.OpsPerSec/a.OpsPerSec)
+			p50 = append(p50, ms(s.P50)/ms(a.P50))
+			p99 = append(p99, ms(s.P99)/ms(a.P99))
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "\tops/s\t\tp50\t\tp99\t\t")
+	fmt.Fprintf(tw, "with ÷ without\t%.2f×\t%s\t%.2f×\t%s\t%.2f×\t%s\t\n",
+		median(systems[with].Ops)/median(systems[act].Ops), spread(ops, "%.2f×"),
+		median(systems[with].P50)/median(systems[act].P50), spread(p50, "%.2f×"),
+		median(systems[with].P99)/median(systems[act].P99), spread(p99, "%.2f×"))
+	_ = tw.Flush()
+}
+
+// printRatios prints actledger's (system act's) ratio to each peer (not
+// to system skip, actledger with the statement schedule).
+func printRatios(w io.Writer, rounds [][]result, systems []summary, act, skip int) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "actledger ÷ peer: ratio of the medians, and [min … max] of the ratios within one round")
 	fmt.Fprintln(w, "(ops/s: above 1 is actledger ahead; p99: below 1 is actledger ahead)")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "peer\tops/s\t\tp99\t\t")
 	for i, s := range systems {
-		if i == act || s.OK == 0 {
+		if i == act || i == skip || s.OK == 0 {
 			continue
 		}
 		var ops, p99 []float64

@@ -188,3 +188,42 @@ func TestCostTableLeavesOutWhatWasNotMeasured(t *testing.T) {
 		})
 	}
 }
+
+// TestTableComparesActledgerWithTheStatementScheduleWithoutIt: the stage
+// run again with a statement every 10 s is a system of its own, left out
+// of the ratios to the peers, and compared with actledger without it: the
+// ratio of the medians and the range of the ratios within one round.
+func TestTableComparesActledgerWithTheStatementScheduleWithoutIt(t *testing.T) {
+	t.Parallel()
+	ms := func(v float64) time.Duration { return fromMS(v) }
+	pl := plan{Clients: 16, Closed: 6 * time.Second, Backlog: 500, Rate: 1000, Open: 8 * time.Second, StatementEvery: 10 * time.Second}
+	with := statementSystem(pl)
+	rounds := [][]result{
+		{
+			{Name: "River", OpsPerSec: 800, P50: ms(5), P99: ms(40)},
+			{Name: "actledger", OpsPerSec: 1000, P50: ms(10), P99: ms(20)},
+			{Name: with, OpsPerSec: 900, P50: ms(12), P99: ms(30)},
+		},
+		{
+			{Name: "River", OpsPerSec: 1000, P50: ms(6), P99: ms(50)},
+			{Name: "actledger", OpsPerSec: 1200, P50: ms(10), P99: ms(40)},
+			{Name: with, OpsPerSec: 1200, P50: ms(10), P99: ms(40)},
+		},
+	}
+	var out strings.Builder
+	printTable(&out, pl, rounds)
+	got := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"actledger+statement/10s 1050 [900 … 1200] 11.0 35.0",
+		// 1050/1100 = 0.95; per round 0.90 and 1.00. p50 11/10; p99 35/30.
+		"with ÷ without 0.95× [0.90× … 1.00×] 1.10× [1.00× … 1.20×] 1.17× [1.00× … 1.50×]",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	peers := got[strings.Index(got, "actledger ÷ peer"):strings.Index(got, "with a statement run")]
+	if !strings.Contains(peers, "River") || strings.Contains(peers, with) {
+		t.Errorf("the ratios to the peers should name River and not %s: %q", with, peers)
+	}
+}

@@ -2,12 +2,14 @@ package main
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/internal/testdb"
 	"github.com/actledger/actledger/internal/testnats"
+	"github.com/actledger/actledger/ledger"
 )
 
 // tinyPlan runs every stage at a size that proves the harness, not the
@@ -109,6 +111,78 @@ func TestStages(t *testing.T) {
 	// (its parseActbench).
 	for _, want := range []string{"1a", "1b", "API enqueue, 4 client(s)", "relay drain", "enqueue → published", "end to end, maximum", "operations ≠ 1 order",
 		"cost: end to end, maximum", "CPU s/1,000 ops, Postgres", "CPU s/1,000 ops, this process", "CPU s/1,000 ops, nats-server", "WAL bytes/op"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report has no %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestStatementStage runs the statement stage once over a small window
+// and checks that the run read every page and found what the window
+// holds: every kind of finding, each as many times as it was placed, and
+// the report has row 8. It asserts no timing.
+func TestStatementStage(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := &env{adminURL: testdb.AdminURL(), natsURL: testnats.URL()}
+	pl := tinyPlan
+	pl.StatementRecords = []int{1_000, 12_000}
+	res := &results{Plan: pl}
+	if err := benchStatement(ctx, e, pl, res); err != nil {
+		t.Fatal(err)
+	}
+	for j, r := range res.Statement[0] {
+		n := pl.StatementRecords[j]
+		if r.Status != ledger.RunComplete || r.Pages != n/100 || r.Operations != int64(n) || !maps.Equal(nonZero(r.Findings), stmtExpected(n)) {
+			t.Errorf("window of %d: run %s (%s), %d pages, %d operations, %s; want complete, %d pages, %d operations, %s",
+				n, r.Status, r.Error, r.Pages, r.Operations, findingsText(r.Findings), n/100, n, findingsText(stmtExpected(n)))
+		}
+		if r.Mem.RSSPeak < r.Mem.RSSBefore || r.Mem.HeapPeak == 0 {
+			t.Errorf("window of %d: memory %+v", n, r.Mem)
+		}
+	}
+	if got := stmtExpected(12_000); got[ledger.FindingDuplicate] != 2 || got[ledger.FindingMissing] != 6 || got[ledger.FindingForeign] != 2 {
+		t.Errorf("12,000 records hold %s: want two of each kind that is no match, six missing", findingsText(got))
+	}
+	var out bytes.Buffer
+	writeReport(&out, res)
+	for _, want := range []string{"statement run, 12,000 records", "peak RSS MiB, process", "Go heap peak MiB", "runs not as the window holds"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report has no %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestEndToEndWithStatementSchedule runs the end-to-end stage with a
+// statement every second beside it (--reconcile-every): the schedule
+// ran in the stage's pipeline, its runs completed with nothing for a
+// person, the stage's own counts still add up, and row 5 reports the
+// runs. (At these sizes a run may read no record yet; bench-peers' runs
+// read thousands, docs/benchmarks.md.)
+func TestEndToEndWithStatementSchedule(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := &env{adminURL: testdb.AdminURL(), natsURL: testnats.URL(), reconcileEvery: time.Second}
+	var err error
+	if e.supplier, err = serveSupplier(scheduledReconcile(e.reconcileEvery)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.supplier.close)
+	r, err := endToEnd(ctx, e, tinyPlan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Statements
+	if s == nil || s.Runs == 0 || s.Complete != s.Runs || s.attention() != 0 {
+		t.Fatalf("statement runs beside the stage: %+v, want at least one, all complete, nothing for a person", s)
+	}
+	if o := r.Orders; o.ExactlyOne != o.Operations || o.Succeeded != o.Operations {
+		t.Errorf("end to end ledger: %+v, want every operation succeeded with exactly one order", o)
+	}
+	res := &results{Plan: tinyPlan, E2E: []e2eResult{r}, ReconcileEvery: e.reconcileEvery}
+	var out bytes.Buffer
+	writeReport(&out, res)
+	for _, want := range []string{"statement every 1s beside it", "runs, complete", "findings for a person"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report has no %q:\n%s", want, out.String())
 		}

@@ -18,7 +18,7 @@
 //
 // Usage:
 //
-//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,large] [--refill] [--large-operations N] [--cpuprofile FILE]
+//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,statement,large] [--refill] [--large-operations N] [--reconcile-every D] [--cpuprofile FILE]
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
 // a maintenance database: the benchmark creates and drops its own) and
@@ -48,57 +48,59 @@ const (
 )
 
 // allStages are the stages in the order they run.
-var allStages = []string{"limits", "api", "relay", "latency", "e2e", "large"}
+var allStages = []string{"limits", "api", "relay", "latency", "e2e", "statement", "large"}
 
 // fullPlan is `make bench`: three repetitions, about four minutes on two
 // cores.
 var fullPlan = plan{
-	Reps:            3,
-	InsertClients:   16,
-	InsertDuration:  4 * time.Second,
-	PublishMessages: 100_000,
-	APIClients:      []int{1, 8, 16},
-	APIDuration:     5 * time.Second,
-	DrainRows:       20_000,
-	LatencyRates:    []float64{1000, 2500},
-	LatencyDuration: 8 * time.Second,
-	E2ERate:         1000,
-	E2EDuration:     8 * time.Second,
-	MaxClients:      16,
-	MaxDuration:     6 * time.Second,
-	MaxBacklog:      500,
-	OpenLoopClients: 128,
-	GiveUp:          time.Second,
-	Warmup:          800,
-	Settle:          60 * time.Second,
-	LargeOperations: 10_000_000,
-	LargeRange:      250_000,
-	LargeWorkers:    2,
+	Reps:             3,
+	InsertClients:    16,
+	InsertDuration:   4 * time.Second,
+	PublishMessages:  100_000,
+	APIClients:       []int{1, 8, 16},
+	APIDuration:      5 * time.Second,
+	DrainRows:        20_000,
+	LatencyRates:     []float64{1000, 2500},
+	LatencyDuration:  8 * time.Second,
+	E2ERate:          1000,
+	E2EDuration:      8 * time.Second,
+	MaxClients:       16,
+	MaxDuration:      6 * time.Second,
+	MaxBacklog:       500,
+	OpenLoopClients:  128,
+	GiveUp:           time.Second,
+	Warmup:           800,
+	Settle:           60 * time.Second,
+	StatementRecords: []int{10_000, 100_000},
+	LargeOperations:  10_000_000,
+	LargeRange:       250_000,
+	LargeWorkers:     2,
 }
 
 // quickPlan is a smoke test of the whole harness: one short repetition.
 var quickPlan = plan{
-	Reps:            1,
-	InsertClients:   16,
-	InsertDuration:  time.Second,
-	PublishMessages: 20_000,
-	APIClients:      []int{1, 8, 16},
-	APIDuration:     time.Second,
-	DrainRows:       5_000,
-	LatencyRates:    []float64{1000, 2500},
-	LatencyDuration: 2 * time.Second,
-	E2ERate:         1000,
-	E2EDuration:     2 * time.Second,
-	MaxClients:      16,
-	MaxDuration:     2 * time.Second,
-	MaxBacklog:      500,
-	OpenLoopClients: 128,
-	GiveUp:          time.Second,
-	Warmup:          160,
-	Settle:          60 * time.Second,
-	LargeOperations: 1_000_000,
-	LargeRange:      250_000,
-	LargeWorkers:    2,
+	Reps:             1,
+	InsertClients:    16,
+	InsertDuration:   time.Second,
+	PublishMessages:  20_000,
+	APIClients:       []int{1, 8, 16},
+	APIDuration:      time.Second,
+	DrainRows:        5_000,
+	LatencyRates:     []float64{1000, 2500},
+	LatencyDuration:  2 * time.Second,
+	E2ERate:          1000,
+	E2EDuration:      2 * time.Second,
+	MaxClients:       16,
+	MaxDuration:      2 * time.Second,
+	MaxBacklog:       500,
+	OpenLoopClients:  128,
+	GiveUp:           time.Second,
+	Warmup:           160,
+	Settle:           60 * time.Second,
+	StatementRecords: []int{1_000, 10_000},
+	LargeOperations:  1_000_000,
+	LargeRange:       250_000,
+	LargeWorkers:     2,
 }
 
 var started = time.Now()
@@ -126,6 +128,7 @@ func run(ctx context.Context, args []string) error {
 	stagesFlag := fs.String("stages", strings.Join(allStages, ","), "comma-separated stages to run: "+strings.Join(allStages, ","))
 	refill := fs.Bool("refill", false, "write the large stage's ledger again even if a kept one holds the same fill")
 	largeOps := fs.Int64("large-operations", 0, "operations of the large stage's ledger (default 10,000,000, or 1,000,000 with --quick)")
+	reconcileEvery := fs.Duration("reconcile-every", 0, "run the provider's statement on this schedule beside the end-to-end stage (e.g. 10s; 0: never)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file (for go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -156,8 +159,9 @@ func run(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	e := &env{
-		adminURL: cmp.Or(os.Getenv("BENCH_DATABASE_URL"), defaultDatabaseURL),
-		natsURL:  cmp.Or(os.Getenv("BENCH_NATS_URL"), defaultNATSURL),
+		adminURL:       cmp.Or(os.Getenv("BENCH_DATABASE_URL"), defaultDatabaseURL),
+		natsURL:        cmp.Or(os.Getenv("BENCH_NATS_URL"), defaultNATSURL),
+		reconcileEvery: *reconcileEvery,
 	}
 	res, err := bench(ctx, e, pl, stages, *refill)
 	if err != nil {
@@ -197,7 +201,12 @@ type results struct {
 	Drain   []drainResult
 	Latency [][]latencyResult
 	E2E     []e2eResult
-	Large   *largeResult
+	// Statement is, per repetition, one run per window of
+	// plan.StatementRecords.
+	Statement [][]statementResult
+	Large     *largeResult
+	// ReconcileEvery is --reconcile-every.
+	ReconcileEvery time.Duration
 	// TotalOrders is the supplier's order count over the whole run.
 	TotalOrders int
 	Elapsed     time.Duration
@@ -211,7 +220,13 @@ func bench(ctx context.Context, e *env, pl plan, stages []string, refill bool) (
 		return nil, err
 	}
 	logf("%d cores, %s; Postgres %s; nats-server %s", res.Facts.Cores, res.Facts.GoVersion, res.Facts.Postgres, res.Facts.NATS)
-	if e.supplier, err = startSupplier(); err != nil {
+	if e.reconcileEvery > 0 {
+		e.supplier, err = serveSupplier(scheduledReconcile(e.reconcileEvery))
+		res.ReconcileEvery = e.reconcileEvery
+	} else {
+		e.supplier, err = startSupplier()
+	}
+	if err != nil {
 		return nil, err
 	}
 	defer e.supplier.close()
@@ -244,6 +259,8 @@ func bench(ctx context.Context, e *env, pl plan, stages []string, refill bool) (
 				}
 				return err
 			})
+		case "statement":
+			err = benchStatement(ctx, e, pl, res)
 		case "large":
 			err = benchLarge(ctx, e, pl, refill, res)
 		case "e2e":

@@ -39,6 +39,9 @@ type env struct {
 	// large, when set, is the ledger every pipeline runs on instead of a
 	// fresh database (the large stage's).
 	large *database
+	// reconcileEvery, when above 0, runs the provider's statement on
+	// that schedule beside every end-to-end stage (--reconcile-every).
+	reconcileEvery time.Duration
 }
 
 // benchAccount and benchEnvironment are the supplier's account and
@@ -58,7 +61,13 @@ type supplier struct {
 
 // startSupplier serves a new mock supplier and parses the providers
 // configuration that points at it.
-func startSupplier() (*supplier, error) {
+func startSupplier() (*supplier, error) { return serveSupplier("") }
+
+// serveSupplier serves a new mock supplier and parses the providers
+// configuration that points at it, with extra (lines of the provider's
+// section, such as its tenant and reconcile section) added to the
+// provider.
+func serveSupplier(extra string) (*supplier, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("mock supplier: %w", err)
@@ -76,6 +85,7 @@ func startSupplier() (*supplier, error) {
 	y.WriteString("    lookup: {path: \"/v1/orders?client_reference={reference}\", visibility_lag: 2s}\n")
 	y.WriteString("    retry: {max_attempts: 5, initial: 100ms, max: 5s, max_elapsed: 60s}\n")
 	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
+	y.WriteString(extra)
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: %s}\n", benchAction, benchProvider)
 	if s.registry, err = provider.Parse([]byte(y.String())); err != nil {
 		s.close()
@@ -97,6 +107,9 @@ type roles struct {
 	// Later builds the roles without starting them: the stage calls
 	// pipeline.start when its timing begins.
 	Later bool
+	// Statements runs the statement schedule (the reconciler's role, as
+	// `actledger serve` runs it), looking for a due run every second.
+	Statements bool
 }
 
 // pipeline is actledger assembled in-process by app.Build, as `actledger
@@ -143,8 +156,9 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 		NATS:     broker.Config{URL: e.natsURL, Prefix: prefix, Name: "actbench"},
 		Registry: e.supplier.registry,
 		// The stages measure the pipeline without the lease sweeper.
-		Roles:  app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Sweeper: app.SweeperNever},
-		Logger: quiet(),
+		Roles:          app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Reconciler: r.Statements, Sweeper: app.SweeperNever},
+		StatementCheck: time.Second,
+		Logger:         quiet(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("build the pipeline (is nats-server -js running at %s? set BENCH_NATS_URL): %w", e.natsURL, err)

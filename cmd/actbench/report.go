@@ -206,7 +206,20 @@ func lines(r *results) []line {
 			vs: fmt.Sprintf("%s orders", thousands(float64(r.TotalOrders))), target: "0", result: passIf(r.TotalOrders == ops)})
 		add(line{figure: "operations left open", vals: open, format: thousands, target: "0", result: passIf(sum(open) == 0)})
 		add(line{figure: "operations not succeeded", vals: failed, format: thousands, target: "0", result: passIf(sum(failed) == 0)})
+		if r.ReconcileEvery > 0 && e[0].Statements != nil {
+			st := func(f func(scheduledRuns) float64) []float64 {
+				return collect(e, func(x e2eResult) float64 { return f(*x.Statements) })
+			}
+			add(line{id: "5", stage: fmt.Sprintf("statement every %s beside it", r.ReconcileEvery), figure: "runs, complete",
+				vals: st(func(s scheduledRuns) float64 { return float64(s.Complete) }), format: thousands,
+				vs: fmt.Sprintf("of %s", thousands(median(st(func(s scheduledRuns) float64 { return float64(s.Runs) }))))})
+			add(line{figure: "records read", vals: st(func(s scheduledRuns) float64 { return float64(s.records()) }), format: thousands})
+			attention := st(func(s scheduledRuns) float64 { return float64(s.attention()) })
+			add(line{figure: "findings for a person", vals: attention, format: thousands, target: "0", result: passIf(sum(attention) == 0)})
+		}
 	}
+
+	statementLines(add, r)
 
 	if len(r.API) > 0 {
 		last := len(r.Plan.APIClients) - 1
@@ -227,6 +240,13 @@ func lines(r *results) []line {
 			collect(e, func(x e2eResult) resources.Use { return x.MaxCPU }), collect(e, func(x e2eResult) int { return x.MaxOps }), limitPG)
 		add(line{figure: "WAL bytes/op", format: thousands, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxWAL) / float64(x.MaxOps) })})
 		add(line{figure: "WAL full-page images/op", format: hundredths, vals: collect(e, func(x e2eResult) float64 { return float64(x.MaxFPI) / float64(x.MaxOps) })})
+	}
+	if len(r.Statement) > 0 {
+		for j, n := range r.Plan.StatementRecords {
+			runs := collect(r.Statement, func(x []statementResult) statementResult { return x[j] })
+			addCost(add, fmt.Sprintf("cost: statement run, %s records", thousands(float64(n))), "records",
+				collect(runs, func(x statementResult) resources.Use { return x.CPU }), collect(runs, func(x statementResult) int { return x.Records }), -1)
+		}
 	}
 	return out
 }
@@ -328,4 +348,9 @@ func writeReport(w io.Writer, r *results) {
 	fmt.Fprintln(w, "  6   every operation of the end-to-end ledgers against the mock supplier's order count for its external key")
 	fmt.Fprintln(w, "  7   CPU: getrusage of this process; /proc/PID/stat of nats-server, of the Postgres server processes and of the")
 	fmt.Fprintln(w, "      backends of this run's databases; /proc/stat for the machine. WAL: pg_current_wal_lsn() before and after")
+	if len(r.Statement) > 0 {
+		fmt.Fprintln(w, "  8   one statement.Runner.Run per window, the mock supplier listing it 100 a page (computed, not stored), against as many")
+		fmt.Fprintln(w, "      operations written set-based; RSS: VmRSS before, VmHWM after (reset by /proc/self/clear_refs at the start), of this")
+		fmt.Fprintln(w, "      whole process (runner, supplier, pools); Go heap: runtime/metrics heap objects, sampled every 1 ms")
+	}
 }

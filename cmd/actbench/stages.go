@@ -48,9 +48,12 @@ type plan struct {
 	Settle time.Duration
 	// The large stage's ledger: LargeOperations operations, written
 	// LargeRange per transaction, LargeWorkers ranges at a time.
-	LargeOperations int64
-	LargeRange      int64
-	LargeWorkers    int
+	// StatementRecords are the windows of the statement stage, each
+	// run once per repetition: as many records as operations.
+	StatementRecords []int
+	LargeOperations  int64
+	LargeRange       int64
+	LargeWorkers     int
 	// LargeDatabase names the kept database (default actbench_large_10m
 	// for ten million, and so on).
 	LargeDatabase string
@@ -268,13 +271,19 @@ type e2eResult struct {
 	MaxFPI     int64         // full-page images among them
 
 	Orders orderCheck
+	// Statements is what the statement schedule did beside the stage
+	// (--reconcile-every); nil when it did not run.
+	Statements *scheduledRuns
 }
 
 // endToEnd runs the whole pipeline against the mock supplier: enqueue →
 // relay → JetStream → dispatcher → provider call → succeeded recorded.
 func endToEnd(ctx context.Context, e *env, pl plan) (e2eResult, error) {
 	var r e2eResult
-	p, err := newPipeline(ctx, e, roles{API: true, Relay: true, Dispatcher: true})
+	// The schedule runs beside the stage on a fresh ledger only: the
+	// large ledger's clean-up knows nothing of statement runs.
+	statements := e.reconcileEvery > 0 && e.large == nil
+	p, err := newPipeline(ctx, e, roles{API: true, Relay: true, Dispatcher: true, Statements: statements})
 	if err != nil {
 		return r, err
 	}
@@ -318,8 +327,18 @@ func endToEnd(ctx context.Context, e *env, pl plan) (e2eResult, error) {
 	if err := p.logStages(ctx); err != nil {
 		return r, err
 	}
-	r.Orders, err = checkOrders(ctx, p, e.supplier)
-	return r, err
+	if r.Orders, err = checkOrders(ctx, p, e.supplier); err != nil {
+		return r, err
+	}
+	if statements {
+		s, err := readScheduledRuns(ctx, p)
+		if err != nil {
+			return r, err
+		}
+		r.Statements = &s
+		logf("  statement every %s beside the stage: %d runs (%d complete), %d pages, %s", e.reconcileEvery, s.Runs, s.Complete, s.Pages, findingsText(s.Findings))
+	}
+	return r, nil
 }
 
 // stageLatencies reads, from the ledger's own timestamps, how long every

@@ -75,8 +75,9 @@ func prune(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		}
 		fmt.Fprintf(stdout, "%s %d", st, s.ByStatus[st])
 	}
-	fmt.Fprintf(stdout, ") unchanged since before %s, %d events, %d stale results, %d key-conflict counts, %d webhook events, %d outbox messages in %s",
-		s.Cutoff.Format(time.RFC3339), s.Events, s.StaleResults, s.KeyConflicts, s.WebhookEvents, s.OutboxMessages, s.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stdout, ") unchanged since before %s, %d events, %d stale results, %d key-conflict counts, %d webhook events, %d outbox messages, %d statement runs, %d statement records in %s",
+		s.Cutoff.Format(time.RFC3339), s.Events, s.StaleResults, s.KeyConflicts, s.WebhookEvents, s.OutboxMessages,
+		s.StatementRuns, s.StatementRecords, s.Duration.Round(time.Millisecond))
 	if s.Archive != "" {
 		fmt.Fprintf(stdout, "; archive %s", s.Archive)
 	}

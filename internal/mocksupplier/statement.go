@@ -119,6 +119,12 @@ type Generated struct {
 	Every           time.Duration
 	ReferencePrefix string
 	Params          json.RawMessage
+	// Adjust, when set, changes order i after it was computed (its reference, its params; not its
+	// id or its time, which the cursor is computed from), so that a large window can hold what a reconciliation must find among its matches: a
+	// second order naming one reference, params that differ, a reference nothing made, no
+	// reference at all. It must depend on i alone: a page is computed again whenever it is asked
+	// for.
+	Adjust func(i int, o *Order)
 }
 
 // GeneratedID is the id of generated order i.
@@ -352,10 +358,14 @@ func (g *Generated) page(sq statementQuery) StatementPage {
 	}
 	out := StatementPage{Orders: []Order{}}
 	for i := lo; i < hi && len(out.Orders) < sq.limit; i++ {
-		out.Orders = append(out.Orders, Order{
+		o := Order{
 			ID: GeneratedID(i), ClientReference: g.ReferencePrefix + strconv.Itoa(i), Status: "created",
 			CreatedAt: g.created(i), Params: g.Params,
-		})
+		}
+		if g.Adjust != nil {
+			g.Adjust(i, &o)
+		}
+		out.Orders = append(out.Orders, o)
 	}
 	if end := lo + len(out.Orders); end < hi {
 		next := orderKey{created: g.created(end - 1), id: GeneratedID(end - 1)}.cursor()

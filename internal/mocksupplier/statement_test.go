@@ -354,6 +354,52 @@ func TestGeneratedStatementServesTheWholeLargeWindowAHundredPerPage(t *testing.T
 	})
 }
 
+// Adjust changes what a generated order says, order by order, and the cursor still walks the
+// window: a reference another order holds, no reference, other params.
+func TestGeneratedStatementAdjustChangesOrdersAndPagingStillWalksTheWindow(t *testing.T) {
+	t.Parallel()
+	f := setup(t, mocksupplier.Config{})
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.sup.SetGenerated(&mocksupplier.Generated{Count: 250, Start: start, Every: time.Second, ReferencePrefix: "op-",
+		Params: json.RawMessage(`{"qty":1}`), Adjust: func(i int, o *mocksupplier.Order) {
+			switch i % 100 {
+			case 3:
+				o.ClientReference = "op-" + strconv.Itoa(i-1)
+			case 4:
+				o.ClientReference = ""
+			case 5:
+				o.Params = json.RawMessage(`{"qty":2}`)
+			}
+		}})
+	q := url.Values{"limit": {"100"}}
+	refs := map[string]int{}
+	var seen, unreferenced, other int
+	for {
+		p := f.statementPage(t, q)
+		for _, o := range p.Orders {
+			if o.ID != mocksupplier.GeneratedID(seen) {
+				t.Fatalf("record %d: id %s", seen, o.ID)
+			}
+			seen++
+			refs[o.ClientReference]++
+			if o.ClientReference == "" {
+				unreferenced++
+			}
+			if string(o.Params) != `{"qty":1}` {
+				other++
+			}
+		}
+		if p.Next == nil {
+			break
+		}
+		q.Set("after", *p.Next)
+	}
+	if seen != 250 || unreferenced != 3 || other != 3 || refs["op-2"] != 2 || refs["op-102"] != 2 || refs["op-3"] != 0 {
+		t.Errorf("read %d records, %d without reference, %d with other params, op-2 twice: %d, op-3: %d; want 250, 3, 3, 2, 0",
+			seen, unreferenced, other, refs["op-2"], refs["op-3"])
+	}
+}
+
 // TestGeneratedStatementPageCostDoesNotGrowWithTheWindow holds the large-window mode to its
 // promise: a page deep in a window of ten million records allocates what a page of a window of a
 // thousand does.
