@@ -106,18 +106,13 @@ type Principal struct {
 
 // Person is a signed-in person as the identity provider's verified ID
 // token names them.
-type Person struct {
-	Issuer  string `json:"issuer"`
-	Subject string `json:"subject"`
-	Email   string `json:"email,omitempty"`
-	Name    string `json:"name,omitempty"`
-}
+type Person = ledger.Person
 
 // Actor names the principal in operation events: "person:<email or
 // subject>" for a person, "<role>:<token name>" for a token.
 func (p Principal) Actor() string {
 	if p.Person != nil {
-		return "person:" + cmp.Or(p.Person.Email, p.Person.Subject)
+		return p.Person.Actor()
 	}
 	return string(p.Role) + ":" + p.Name
 }

@@ -312,6 +312,11 @@ func (c *Console) guard(h pageHandler, roles ...auth.Role) http.Handler {
 			c.fail(w, r, nil, err)
 			return
 		}
+		if p.Person != nil {
+			// The events of this request's decisions hold who the
+			// person is (ledger.WithPerson).
+			r = r.WithContext(ledger.WithPerson(r.Context(), p.Person))
+		}
 		for _, role := range roles {
 			if p.Role == role {
 				h(w, r, p)

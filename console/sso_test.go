@@ -170,13 +170,21 @@ func TestPersonSignedInWithTheIdentityProviderApprovesAndTheHistoryNamesThem(t *
 		t.Fatal(err)
 	}
 	var approvedBy string
+	var detail struct{ Person ledger.Person }
 	for _, e := range events {
 		if e.Kind == ledger.EventApproved {
 			approvedBy = e.Actor
+			if err := json.Unmarshal(e.Detail, &detail); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	if approvedBy != "person:ann@acme.example" {
 		t.Errorf("the approval's event names %q, want person:ann@acme.example\n%s", approvedBy, p.History(op))
+	}
+	want := ledger.Person{Issuer: m.Issuer(), Subject: "00u1ann", Email: "ann@acme.example", Name: "Ann Example"}
+	if detail.Person != want {
+		t.Errorf("the approval's event holds the person %+v, want %+v", detail.Person, want)
 	}
 	status, out := p.Do(http.MethodGet, "/v1/operations/"+op.ID.String(), p.Agent, "")
 	if status != http.StatusOK || out["approved_by"] != "person:ann@acme.example" {
