@@ -41,6 +41,7 @@ import (
 	"github.com/actledger/actledger/reconciler"
 	"github.com/actledger/actledger/relay"
 	"github.com/actledger/actledger/retention"
+	"github.com/actledger/actledger/sso"
 	"github.com/actledger/actledger/statement"
 )
 
@@ -144,6 +145,10 @@ type Config struct {
 	// Notify: ConsoleURL, the retry window and backoff, timeout and
 	// concurrency per receiver are taken from here.
 	Notify notify.Config
+	// ConsoleURL is the console's address as people's browsers reach it
+	// (CONSOLE_URL): the sign-in's redirect URL is ConsoleURL +
+	// "/oidc/callback". Default Notify.ConsoleURL's.
+	ConsoleURL string
 	// API: WebhookSecrets, ReadyChecks (default: postgres and nats),
 	// MaxBody and RequestTimeout are taken from here.
 	API api.Config
@@ -408,8 +413,18 @@ func (a *App) newHandler() (http.Handler, error) {
 		return nil, err
 	}
 	apiHandler = srv
+	var signIn *sso.SignIn
+	if access := a.cfg.Registry.Access(); access != nil {
+		// People sign in at the console's address as they reach it, the
+		// one notifications link to (CONSOLE_URL).
+		signIn, err = sso.New(sso.Config{Access: access, Pool: a.Pool,
+			ConsoleURL: cmp.Or(a.cfg.ConsoleURL, a.cfg.Notify.ConsoleURL, notify.DefaultConsoleURL)})
+		if err != nil {
+			return nil, err
+		}
+	}
 	con, err := console.New(console.Config{API: srv, Ledger: a.Store, Tokens: a.Tokens, Reconciler: a.Reconciler,
-		RequestTimeout: ac.RequestTimeout, Logger: a.cfg.Logger})
+		SignIn: signIn, RequestTimeout: ac.RequestTimeout, Logger: a.cfg.Logger})
 	if err != nil {
 		return nil, err
 	}

@@ -97,10 +97,25 @@ type Principal struct {
 	// Scope is the token's access scope inside its tenant; empty: the
 	// whole tenant.
 	Scope string
+	// Person is who signed in with the organisation's identity provider;
+	// nil for a token. A person's principal has no token (TokenID is
+	// uuid.Nil): their tenant, role and scope are what the access rule
+	// that admitted them gave.
+	Person *Person
 }
 
-// Actor names the principal in operation events.
-func (p Principal) Actor() string { return string(p.Role) + ":" + p.Name }
+// Person is a signed-in person as the identity provider's verified ID
+// token names them.
+type Person = ledger.Person
+
+// Actor names the principal in operation events: "person:<email or
+// subject>" for a person, "<role>:<token name>" for a token.
+func (p Principal) Actor() string {
+	if p.Person != nil {
+		return p.Person.Actor()
+	}
+	return string(p.Role) + ":" + p.Name
+}
 
 // Access is what the principal may see and act on in the ledger: its
 // tenant, narrowed to its scope when it has one. Every request reads and

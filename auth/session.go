@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -29,11 +30,19 @@ VALUES ($1, $2, now() + $3::bigint * interval '1 microsecond')`
 	// those of the last few hours.
 	sessionsExpiredDelete = `DELETE FROM console_sessions WHERE expires_at <= now()`
 
+	// personSessionInsert starts a person's session (schema 039).
+	personSessionInsert = `INSERT INTO console_sessions (id_hash, tenant_id, role, scope, person, expires_at)
+VALUES ($1, $2, $3, nullif($4, ''), $5, $6)`
+
 	// sessionAuthenticate is tokenAuthenticate for a session: the
-	// session unexpired, its token unrevoked.
-	sessionAuthenticate = `SELECT k.id, k.name, k.tenant_id, t.name, k.role, coalesce(k.scope, '')
-FROM console_sessions s JOIN api_tokens k ON k.id = s.token_id JOIN tenants t ON t.id = k.tenant_id
-WHERE s.id_hash = $1 AND s.expires_at > now() AND k.revoked_at IS NULL`
+	// session unexpired and, for a token's, its token unrevoked.
+	sessionAuthenticate = `SELECT coalesce(k.id, '00000000-0000-0000-0000-000000000000'::uuid), coalesce(k.name, ''),
+    t.id, t.name, coalesce(k.role, s.role), coalesce(k.scope, s.scope, ''), s.person
+FROM console_sessions s
+LEFT JOIN api_tokens k ON k.id = s.token_id
+JOIN tenants t ON t.id = coalesce(k.tenant_id, s.tenant_id)
+WHERE s.id_hash = $1 AND s.expires_at > now()
+  AND (s.token_id IS NULL OR k.revoked_at IS NULL)`
 
 	sessionDelete = `DELETE FROM console_sessions WHERE id_hash = $1`
 
@@ -49,13 +58,11 @@ func (t *Tokens) StartSession(ctx context.Context, p Principal, lifetime time.Du
 	if lifetime <= 0 {
 		return "", fmt.Errorf("auth: session lifetime %s must be positive", lifetime)
 	}
-	raw := make([]byte, 32)
-	if _, err := rand.Read(raw); err != nil {
-		return "", fmt.Errorf("auth: random session id: %w", err)
+	secret, h, err := newSessionID()
+	if err != nil {
+		return "", err
 	}
-	secret := sessionPrefix + base64.RawURLEncoding.EncodeToString(raw)
-	h := hash(secret)
-	err := pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, sessionsExpiredDelete); err != nil {
 			return fmt.Errorf("auth: delete expired sessions: %w", err)
 		}
@@ -70,6 +77,47 @@ func (t *Tokens) StartSession(ctx context.Context, p Principal, lifetime time.Du
 	return secret, nil
 }
 
+// StartPersonSession begins a console session of a person the identity
+// provider signed in and an access rule admitted, as p (Person set, no
+// token), that ends at expires (the ID token's expiry or the session
+// lifetime, whichever the caller found first). It returns the session's
+// secret id for the browser's cookie, stored as StartSession stores it.
+func (t *Tokens) StartPersonSession(ctx context.Context, p Principal, expires time.Time) (string, error) {
+	if p.Person == nil {
+		return "", errors.New("auth: a person's session needs the person")
+	}
+	if p.Role != RoleApprover && p.Role != RoleOperator {
+		return "", fmt.Errorf("auth: a person may be an approver or an operator, not %s", p.Role)
+	}
+	secret, h, err := newSessionID()
+	if err != nil {
+		return "", err
+	}
+	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, sessionsExpiredDelete); err != nil {
+			return fmt.Errorf("auth: delete expired sessions: %w", err)
+		}
+		if _, err := tx.Exec(ctx, personSessionInsert, h[:], p.TenantID, p.Role, p.Scope, p.Person, expires); err != nil {
+			return fmt.Errorf("auth: start a session of %s: %w", p.Actor(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	return secret, nil
+}
+
+// newSessionID is a new session's secret id and its SHA-256.
+func newSessionID() (string, [32]byte, error) {
+	raw := make([]byte, 32)
+	if _, err := rand.Read(raw); err != nil {
+		return "", [32]byte{}, fmt.Errorf("auth: random session id: %w", err)
+	}
+	secret := sessionPrefix + base64.RawURLEncoding.EncodeToString(raw)
+	return secret, hash(secret), nil
+}
+
 // Session returns the principal of the session secret names: one that
 // has not expired, was not ended, and whose token is not revoked;
 // otherwise ErrUnauthenticated. It asks the database on every call, as
@@ -80,12 +128,16 @@ func (t *Tokens) Session(ctx context.Context, secret string) (Principal, error) 
 	}
 	h := hash(secret)
 	var p Principal
-	err := t.pool.QueryRow(ctx, sessionAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role, &p.Scope)
+	err := t.pool.QueryRow(ctx, sessionAuthenticate, h[:]).Scan(&p.TokenID, &p.Name, &p.TenantID, &p.Tenant, &p.Role, &p.Scope, &p.Person)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Principal{}, ErrUnauthenticated
 	}
 	if err != nil {
 		return Principal{}, fmt.Errorf("auth: look up session: %w", err)
+	}
+	if p.Person != nil {
+		// A person has no token name: pages and logs name them.
+		p.Name = cmp.Or(p.Person.Name, p.Person.Email, p.Person.Subject)
 	}
 	return p, nil
 }

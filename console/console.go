@@ -22,6 +22,7 @@ import (
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/ledger"
 	"github.com/actledger/actledger/reconciler"
+	"github.com/actledger/actledger/sso"
 )
 
 // Page sizes of the console's lists.
@@ -68,6 +69,10 @@ type Config struct {
 	// RequestTimeout bounds the work of one request. Default
 	// DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// SignIn, when set, offers sign-in with the organisation's identity
+	// provider beside the token form (the providers file's access:
+	// section); nil: tokens only.
+	SignIn *sso.SignIn
 	// SessionLifetime is how long a sign-in lasts at most, kept by the
 	// server (the cookie itself has no lifetime). Default
 	// auth.DefaultSessionLifetime.
@@ -177,6 +182,8 @@ func (c *Console) table() []route {
 	return []route{
 		{Method: "GET", Path: "/console/signin", Does: "the sign-in form: paste an approver or operator token", open: c.signInPage},
 		{Method: "POST", Path: "/console/signin", Calls: "auth.Tokens.Authenticate, auth.Tokens.StartSession", Does: "checks the token (agent tokens refused) and starts a server-side session; the cookie holds the session's id, never the token", open: c.signIn},
+		{Method: "POST", Path: "/console/signin/oidc", Calls: "sso.SignIn.Begin", Does: "with an access: section: sends the browser to the organisation's identity provider (authorization code with PKCE, a state and a nonce), keeping a pending-sign-in cookie for the way back", open: c.ssoStart},
+		{Method: "GET", Path: "/console/oidc/callback", Calls: "sso.SignIn.Finish, auth.Tokens.StartPersonSession", Does: "the identity provider's redirect back: the state must be this browser's and unused, the ID token verified, and a people rule must admit the person; then a server-side session of the person starts", open: c.ssoCallback},
 		{Method: "POST", Path: "/console/signout", Calls: "auth.Tokens.EndSession", Does: "ends the session on the server and clears the cookie", open: c.signOut},
 		{Method: "GET", Path: "/console/{$}", Roles: []auth.Role{approver, operator}, Calls: "ledger.Store.OperationCounts, api.Server.ApprovalRequests, reconciler.Reconciler.ReviewPage, api.Server.Circuits, ledger.Store.NotificationFailures",
 			Does: "the overview, where a sign-in lands: operations by state (the counts the ledger keeps, never a count of its rows), the oldest proposal waiting, the oldest review item and its owner, open circuits, notification receivers that gave up an event in the last day", page: c.overview},
@@ -305,6 +312,11 @@ func (c *Console) guard(h pageHandler, roles ...auth.Role) http.Handler {
 			c.fail(w, r, nil, err)
 			return
 		}
+		if p.Person != nil {
+			// The events of this request's decisions hold who the
+			// person is (ledger.WithPerson).
+			r = r.WithContext(ledger.WithPerson(r.Context(), p.Person))
+		}
 		for _, role := range roles {
 			if p.Role == role {
 				h(w, r, p)
@@ -403,12 +415,18 @@ type view struct {
 	Data   any
 	// Next is the address of the next page of a list; empty on the last.
 	Next string
+	// SSO is the identity provider's issuer when people may sign in with
+	// it (render sets it).
+	SSO string
 }
 
 // render executes page into a buffer first, so a template error never
 // sends half a page.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page string, v view) {
 	start := time.Now()
+	if c.cfg.SignIn != nil {
+		v.SSO = c.cfg.SignIn.Issuer()
+	}
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, "layout", v); err != nil {
 		c.log.ErrorContext(r.Context(), "console page failed", "page", page, "err", err)

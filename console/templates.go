@@ -14,7 +14,7 @@ import (
 
 // pageNames are the templates/*.html pages; each defines "content" and is
 // parsed with templates/layout.html.
-var pageNames = []string{"signin", "error", "overview", "approvals", "review", "results", "operations", "operation", "dispatch"}
+var pageNames = []string{"signin", "error", "overview", "approvals", "review", "results", "operations", "operation", "dispatch", "signedin"}
 
 func parsePages() (map[string]*template.Template, error) {
 	layout, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html")

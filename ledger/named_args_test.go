@@ -28,7 +28,7 @@ func TestWideStatementsTakeExactlyTheirNamedArguments(t *testing.T) {
 	}
 	var ts []*transition
 	for name, c := range map[string]Change{"claim": claim, "review": review} {
-		tr, err := newTransition(c, &Target{Account: "a"})
+		tr, err := newTransition(context.Background(), c, &Target{Account: "a"})
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}

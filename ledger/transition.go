@@ -141,7 +141,11 @@ type transition struct {
 
 // newTransition checks c against the transition table and the rules of
 // its target state.
-func newTransition(c Change, target *Target) (*transition, error) {
+func newTransition(ctx context.Context, c Change, target *Target) (*transition, error) {
+	c, err := withPersonDetail(ctx, c)
+	if err != nil {
+		return nil, err
+	}
 	if !c.From.CanMoveTo(c.To) {
 		return nil, fmt.Errorf("%w: %s → %s", ErrBadTransition, c.From, c.To)
 	}
@@ -303,7 +307,7 @@ func (s *Store) transitionsTx(ctx context.Context, tx *Tx, c Change, then []Chan
 
 // transitionOne runs c alone through operationTransitions on db.
 func (s *Store) transitionOne(ctx context.Context, db DBTX, c Change) (Operation, error) {
-	t, err := newTransition(c, nil)
+	t, err := newTransition(ctx, c, nil)
 	if err != nil {
 		return Operation{}, err
 	}
@@ -329,7 +333,7 @@ func (s *Store) Claim(ctx context.Context, c Change, at Target) (Operation, Laps
 	if c.To != StatusDispatching {
 		return Operation{}, LapseNone, fmt.Errorf("claim must move to %s, not %s", StatusDispatching, c.To)
 	}
-	t, err := newTransition(c, &at)
+	t, err := newTransition(ctx, c, &at)
 	if err != nil {
 		return Operation{}, LapseNone, err
 	}
@@ -357,7 +361,7 @@ func (s *Store) Record(ctx context.Context, c Change, then ...Change) (Operation
 		})
 		return op, err
 	}
-	t, err := newTransition(c, nil)
+	t, err := newTransition(ctx, c, nil)
 	if err != nil {
 		return Operation{}, err
 	}

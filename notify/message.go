@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -104,31 +105,49 @@ func NewClient(timeout time.Duration) *http.Client {
 	}
 }
 
-// Send POSTs body to r signed as Standard Webhooks: webhook-id id (the
-// event's, the same on every attempt), webhook-timestamp at, and
-// webhook-signature v1,<base64 HMAC-SHA256 of id.timestamp.body> under r's
-// secret. An answer that came back is returned even when it is not a
-// success; err says why there is none, or that it was a redirect.
+// Send POSTs body to r: signed as Standard Webhooks (webhook-id id, the
+// event's, the same on every attempt; webhook-timestamp at; and
+// webhook-signature v1,<base64 HMAC-SHA256 of id.timestamp.body> under
+// r's secret), or, for a Slack receiver, as a Slack message (SlackMessage).
+// An answer that came back is returned even when it is not a success; err
+// says why there is none, or that it was a redirect.
 func Send(ctx context.Context, client *http.Client, r *provider.Notification, id string, at time.Time, body Body) (Answer, error) {
-	raw, err := json.Marshal(body)
+	var raw []byte
+	var err error
+	if r.Format == provider.FormatSlack {
+		raw, err = json.Marshal(SlackMessage(body))
+	} else {
+		raw, err = json.Marshal(body)
+	}
 	if err != nil {
 		return Answer{}, fmt.Errorf("encode notification %s: %w", id, err)
 	}
-	sig, err := webhook.SignStandard(r.Secret(), id, at, raw)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.Endpoint(), bytes.NewReader(raw))
 	if err != nil {
-		return Answer{}, fmt.Errorf("sign notification %s for %s: %w", id, r.Name, err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL, bytes.NewReader(raw))
-	if err != nil {
-		return Answer{}, fmt.Errorf("notification request to %s: %w", r.Name, err)
+		// Not err itself: it would quote a Slack receiver's URL.
+		return Answer{}, fmt.Errorf("notification request to %s: cannot build it", r.Name)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "actledger-notifications")
-	req.Header.Set(webhook.StandardIDHeader, id)
-	req.Header.Set(webhook.StandardTimestampHeader, strconv.FormatInt(at.Unix(), 10))
-	req.Header.Set(webhook.StandardSignatureHeader, sig)
+	if r.Format != provider.FormatSlack {
+		sig, err := webhook.SignStandard(r.Secret(), id, at, raw)
+		if err != nil {
+			return Answer{}, fmt.Errorf("sign notification %s for %s: %w", id, r.Name, err)
+		}
+		req.Header.Set(webhook.StandardIDHeader, id)
+		req.Header.Set(webhook.StandardTimestampHeader, strconv.FormatInt(at.Unix(), 10))
+		req.Header.Set(webhook.StandardSignatureHeader, sig)
+	}
 	res, err := client.Do(req)
 	if err != nil {
+		if r.Format == provider.FormatSlack {
+			// A *url.Error quotes the URL, which is a Slack receiver's
+			// secret: keep the cause only.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = fmt.Errorf("%s %s: %w", ue.Op, r.URL, ue.Err)
+			}
+		}
 		return Answer{}, err
 	}
 	defer res.Body.Close()

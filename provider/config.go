@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/action"
+	"github.com/actledger/actledger/sso"
 )
 
 // Defaults for fields left out of the providers config. Zero values in a File mean these.
@@ -75,6 +76,10 @@ type File struct {
 	// Notifications are the receivers of signed notifications by name
 	// (yaml "notifications"); their secrets are read through Getenv.
 	Notifications map[string]Notification
+	// Access is the access: section (yaml "access"): how people sign in
+	// to the console with the organisation's identity provider and what
+	// each may do; checked and compiled with the rest.
+	Access sso.Section
 	// Getenv reads the environment variables the providers name
 	// (credentials, webhook secrets) when the registry is built; nil is
 	// os.Getenv.

@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
@@ -23,15 +25,34 @@ const (
 // contract's order.
 var NotificationEvents = []string{EventApprovalRequested, EventReviewOpened, EventOperationSettled}
 
+// The formats of a receiver (yaml notifications.<name>.format).
+const (
+	// FormatStandardWebhooks is the default: the event as JSON, signed
+	// as Standard Webhooks with secret_env's secret.
+	FormatStandardWebhooks = "standard-webhooks"
+	// FormatSlack posts a Slack message to an incoming webhook whose URL
+	// url_env holds: a Slack incoming webhook cannot verify a signature,
+	// and its URL is itself the secret.
+	FormatSlack = "slack"
+)
+
 // Notification is one receiver of the providers file's notifications: key.
 // It hears about its tenant's events, signed as Standard Webhooks with the
-// secret its secret_env names, read once when the file loads.
+// secret its secret_env names, read once when the file loads, or, with
+// format slack, as Slack messages to the URL its url_env names.
 type Notification struct {
 	// Name is the receiver's key under notifications; it names its
 	// durable consumer, its log lines and its metric label.
 	Name string
+	// Format is FormatStandardWebhooks or FormatSlack.
+	Format string
 	// URL is where events are POSTed; https, or http to a loopback host.
+	// For a Slack receiver it is the URL's scheme and host only, safe to
+	// print: the whole URL is a secret (Endpoint).
 	URL string
+	// URLEnv names the variable holding a Slack receiver's URL (yaml
+	// url_env).
+	URLEnv string
 	// SecretEnv names the variable holding the whsec_ secret (yaml
 	// secret_env); the secret itself never appears in the file.
 	SecretEnv string
@@ -40,11 +61,16 @@ type Notification struct {
 	// Events are the event types it takes (NotificationEvents).
 	Events []string
 
-	secret []byte
+	secret   []byte
+	endpoint string
 }
 
 // Secret is the signing secret read from SecretEnv when the file loaded.
 func (n *Notification) Secret() []byte { return n.secret }
+
+// Endpoint is the address events are POSTed to: URL, or a Slack
+// receiver's URL read from URLEnv when the file loaded. Never log it.
+func (n *Notification) Endpoint() string { return cmp.Or(n.endpoint, n.URL) }
 
 // Takes reports whether the receiver subscribes to event.
 func (n *Notification) Takes(event string) bool { return slices.Contains(n.Events, event) }
@@ -55,7 +81,9 @@ var receiverName = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 
 // notificationYAML is a receiver as the file spells it.
 type notificationYAML struct {
+	Format    string   `yaml:"format"`
 	URL       string   `yaml:"url"`
+	URLEnv    string   `yaml:"url_env"`
 	SecretEnv string   `yaml:"secret_env"`
 	Tenant    string   `yaml:"tenant"`
 	Events    []string `yaml:"events"`
@@ -66,7 +94,7 @@ type notificationYAML struct {
 func notificationsSection(doc map[string]notificationYAML) map[string]Notification {
 	out := make(map[string]Notification, len(doc))
 	for name, n := range doc {
-		out[name] = Notification{Name: name, URL: n.URL, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
+		out[name] = Notification{Name: name, Format: n.Format, URL: n.URL, URLEnv: n.URLEnv, SecretEnv: n.SecretEnv, Tenant: n.Tenant, Events: n.Events}
 	}
 	return out
 }
@@ -82,19 +110,18 @@ func notifications(doc map[string]Notification, getenv func(string) string) (map
 		bad := func(field string, format string, args ...any) {
 			errs = append(errs, &FieldError{Notification: name, Field: field, Err: fmt.Errorf(format, args...)})
 		}
-		n := &Notification{Name: name, URL: strings.TrimSpace(y.URL), SecretEnv: strings.TrimSpace(y.SecretEnv), Tenant: strings.TrimSpace(y.Tenant)}
+		n := &Notification{Name: name, Format: cmp.Or(strings.TrimSpace(y.Format), FormatStandardWebhooks),
+			URL: strings.TrimSpace(y.URL), URLEnv: strings.TrimSpace(y.URLEnv), SecretEnv: strings.TrimSpace(y.SecretEnv), Tenant: strings.TrimSpace(y.Tenant)}
 		if !receiverName.MatchString(name) {
 			bad("name", "%q may hold only letters, digits, '-' and '_'", name)
 		}
-		switch u, err := url.Parse(n.URL); {
-		case n.URL == "":
-			bad("url", "is required")
-		case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
-			bad("url", "%q is not an absolute http(s) URL", n.URL)
-		case u.User != nil:
-			bad("url", "must not carry credentials: events are signed with secret_env")
-		case u.Scheme == "http" && !isLoopback(u.Hostname()):
-			bad("url", "%q is plain http to a host that is not loopback: use https", n.URL)
+		switch n.Format {
+		case FormatSlack:
+			slackReceiver(n, getenv, bad)
+		case FormatStandardWebhooks:
+			signedReceiver(n, getenv, bad)
+		default:
+			bad("format", "%q is not a format; formats are %s (the default) and %s", n.Format, FormatStandardWebhooks, FormatSlack)
 		}
 		if n.Tenant == "" {
 			bad("tenant", "is required: a receiver hears one tenant's events only")
@@ -115,26 +142,83 @@ func notifications(doc map[string]Notification, getenv func(string) string) (map
 		if len(y.Events) == 0 {
 			bad("events", "must list at least one of %s", strings.Join(NotificationEvents, ", "))
 		}
-		switch {
-		case n.SecretEnv == "":
-			bad("secret_env", "is required (the variable holding the whsec_ signing secret)")
-		case !envNamePattern.MatchString(n.SecretEnv):
-			bad("secret_env", "%q is not an environment variable name (give the variable's name, never the secret)", n.SecretEnv)
-		default:
-			v := strings.TrimSpace(getenv(n.SecretEnv))
-			if v == "" {
-				bad("secret_env", "environment variable %s is not set or is empty", n.SecretEnv)
-				break
-			}
-			if err := webhook.SchemeStandard.CheckSecret([]byte(v)); err != nil {
-				bad("secret_env", "environment variable %s: %v", n.SecretEnv, err)
-				break
-			}
-			n.secret = []byte(v)
-		}
 		out[name] = n
 	}
 	return out, errs
+}
+
+// signedReceiver checks a Standard Webhooks receiver's url and reads its
+// secret_env.
+func signedReceiver(n *Notification, getenv func(string) string, bad func(field, format string, args ...any)) {
+	if n.URLEnv != "" {
+		bad("url_env", "is for format %s; this receiver's url is in the file and its events are signed with secret_env", FormatSlack)
+	}
+	if n.URL == "" {
+		bad("url", "is required")
+	} else if err := receiverURL(n.URL); err != nil {
+		bad("url", "%v", err)
+	}
+	switch {
+	case n.SecretEnv == "":
+		bad("secret_env", "is required (the variable holding the whsec_ signing secret)")
+	case !envNamePattern.MatchString(n.SecretEnv):
+		bad("secret_env", "%q is not an environment variable name (give the variable's name, never the secret)", n.SecretEnv)
+	default:
+		v := strings.TrimSpace(getenv(n.SecretEnv))
+		if v == "" {
+			bad("secret_env", "environment variable %s is not set or is empty", n.SecretEnv)
+			return
+		}
+		if err := webhook.SchemeStandard.CheckSecret([]byte(v)); err != nil {
+			bad("secret_env", "environment variable %s: %v", n.SecretEnv, err)
+			return
+		}
+		n.secret = []byte(v)
+	}
+}
+
+// slackReceiver reads a Slack receiver's URL from url_env: the URL is the
+// secret, so it is neither in the file nor signed.
+func slackReceiver(n *Notification, getenv func(string) string, bad func(field, format string, args ...any)) {
+	if n.URL != "" {
+		bad("url", "a %s receiver's URL is itself a secret: put it in the variable url_env names, not in the file", FormatSlack)
+	}
+	if n.SecretEnv != "" {
+		bad("secret_env", "a %s receiver is not signed (a Slack incoming webhook cannot verify a signature); remove secret_env", FormatSlack)
+	}
+	switch {
+	case n.URLEnv == "":
+		bad("url_env", "is required (the variable holding the Slack incoming webhook's URL)")
+	case !envNamePattern.MatchString(n.URLEnv):
+		bad("url_env", "%q is not an environment variable name (give the variable's name, never the URL)", n.URLEnv)
+	default:
+		v := strings.TrimSpace(getenv(n.URLEnv))
+		if v == "" {
+			bad("url_env", "environment variable %s is not set or is empty", n.URLEnv)
+			return
+		}
+		if err := receiverURL(v); err != nil {
+			// The URL is a secret: the error names the variable only.
+			bad("url_env", "environment variable %s does not hold an https URL (or http to a loopback host) without credentials", n.URLEnv)
+			return
+		}
+		u, _ := url.Parse(v)
+		n.endpoint, n.URL = v, u.Scheme+"://"+u.Host+"/…"
+	}
+}
+
+// receiverURL says why raw cannot be a receiver's address.
+func receiverURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return fmt.Errorf("%q is not an absolute http(s) URL", raw)
+	case u.User != nil:
+		return errors.New("must not carry credentials: events are signed with secret_env")
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		return fmt.Errorf("%q is plain http to a host that is not loopback: use https", raw)
+	}
+	return nil
 }
 
 // Notifications returns every notification receiver, sorted by name.

@@ -20,7 +20,48 @@ func notifyDoc(name string, lines ...string) string {
 const notifySecret = "whsec_c2VjcmV0LWtleS1vZi10aGUtcmVjZWl2ZXI="
 
 func notifyEnv(name string) string {
-	return map[string]string{"NOTIFY_SECRET": notifySecret, "NOT_A_SECRET": "whsec_!!!"}[name]
+	return map[string]string{"NOTIFY_SECRET": notifySecret, "NOT_A_SECRET": "whsec_!!!",
+		"SLACK_URL": "https://hooks.slack.com/services/T000/B000/XXXX", "SLACK_PLAIN": "http://hooks.slack.com/services/T000/B000/XXXX"}[name]
+}
+
+// TestSlackReceiverReadsItsURLFromTheEnvironmentAndShowsOnlyItsHost: the
+// URL of a Slack incoming webhook is the secret: it is read from url_env,
+// used to send, and never shown (URL is its host only).
+func TestSlackReceiverReadsItsURLFromTheEnvironmentAndShowsOnlyItsHost(t *testing.T) {
+	t.Parallel()
+	reg, err := ParseEnv([]byte(notifyDoc("approvers", "format: slack", "url_env: SLACK_URL", "tenant: acme-corp", "events: [approval.requested]")), notifyEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, _ := reg.Notification("approvers")
+	if n.Endpoint() != "https://hooks.slack.com/services/T000/B000/XXXX" || n.URL != "https://hooks.slack.com/…" || n.Format != FormatSlack {
+		t.Errorf("receiver %+v (endpoint %q), want the URL read and shown by its host", n, n.Endpoint())
+	}
+	for _, tt := range []struct{ name, line, want string }{
+		{"url in the file", "url: https://hooks.slack.com/services/T000/B000/XXXX", `url: a slack receiver's URL is itself a secret`},
+		{"a secret_env", "secret_env: NOTIFY_SECRET", `secret_env: a slack receiver is not signed`},
+	} {
+		_, err := ParseEnv([]byte(notifyDoc("r", "format: slack", "url_env: SLACK_URL", "tenant: t", "events: [review.opened]", tt.line)), notifyEnv)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+	}
+	for _, tt := range []struct{ name, urlEnv, want string }{
+		{"no url_env", "", `url_env: is required`},
+		{"unset", "url_env: UNSET_URL", `url_env: environment variable UNSET_URL is not set`},
+		{"plain http", "url_env: SLACK_PLAIN", `url_env: environment variable SLACK_PLAIN does not hold an https URL`},
+	} {
+		_, err := ParseEnv([]byte(notifyDoc("r", "format: slack", tt.urlEnv, "tenant: t", "events: [review.opened]")), notifyEnv)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", tt.name, err, tt.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "XXXX") {
+			t.Errorf("%s: the error shows the URL: %v", tt.name, err)
+		}
+	}
+	if _, err := ParseEnv([]byte(notifyDoc("r", "format: teams", "url: https://x.example/a", "secret_env: NOTIFY_SECRET", "tenant: t", "events: [review.opened]")), notifyEnv); err == nil || !strings.Contains(err.Error(), `format: "teams" is not a format`) {
+		t.Errorf("unknown format: %v", err)
+	}
 }
 
 // TestNotificationsLoadWithTheirSecretRead: the contract's example loads,

@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/actledger/actledger/action"
+	"github.com/actledger/actledger/sso"
 )
 
 // Registry is the validated providers configuration: the lookup from an action to the provider
@@ -21,6 +22,7 @@ type Registry struct {
 	actions       map[string]*Config
 	contracts     map[string]*action.Contract
 	notifications map[string]*Notification
+	access        *sso.Access
 }
 
 // Load reads and validates the providers config file at path (YAML, or JSON since YAML is a
@@ -97,7 +99,10 @@ func firstReports(convErrs, valErrs []error) []error {
 func place(err error) [3]string {
 	var fe *FieldError
 	var ae *action.FieldError
+	var se *sso.FieldError
 	switch {
+	case errors.As(err, &se):
+		return [3]string{"access", "", se.Field}
 	case errors.As(err, &ae):
 		return [3]string{"actions", ae.Action, ae.Field}
 	case errors.As(err, &fe) && fe.Notification != "":
@@ -133,17 +138,19 @@ func newRegistry(f File) (*Registry, []error) {
 		return ok
 	})
 	receivers, receiverErrs := notifications(f.Notifications, getenv)
+	access, accessErrs := f.Access.Compile(getenv)
 	var errs []error
 	errs = appendProblems(errs, providerErrs)
 	errs = appendProblems(errs, actionErrs)
 	errs = appendProblems(errs, receiverErrs)
+	errs = append(errs, accessErrs...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	for name, contract := range contracts {
 		reg.actions[name] = providers[contract.Provider]
 	}
-	reg.providers, reg.contracts, reg.notifications = providers, contracts, receivers
+	reg.providers, reg.contracts, reg.notifications, reg.access = providers, contracts, receivers, access
 	return reg, nil
 }
 
@@ -185,6 +192,10 @@ func (r *Registry) Action(name string) (contract *action.Contract, ok bool) {
 	return contract, ok
 }
 
+// Access is the compiled access: section, how people sign in to the
+// console and what each may do; nil when the file has none.
+func (r *Registry) Access() *sso.Access { return r.access }
+
 // Provider returns the config of the named provider (e.g. for /v1/webhooks/{provider}).
 func (r *Registry) Provider(name string) (cfg *Config, ok bool) {
 	cfg, ok = r.providers[name]
@@ -211,6 +222,7 @@ type fileYAML struct {
 	Providers     map[string]providerYAML     `yaml:"providers"`
 	Actions       action.Section              `yaml:"actions"`
 	Notifications map[string]notificationYAML `yaml:"notifications"`
+	Access        sso.Section                 `yaml:"access"`
 }
 
 // file converts the decoded document section by section, collecting errors for values that
@@ -218,7 +230,7 @@ type fileYAML struct {
 func (doc fileYAML) file() (File, []error) {
 	providers, providerErrs := providersSection(doc.Providers)
 	actions, actionErrs := doc.Actions.Contracts()
-	f := File{Providers: providers, Actions: actions, Notifications: notificationsSection(doc.Notifications)}
+	f := File{Providers: providers, Actions: actions, Notifications: notificationsSection(doc.Notifications), Access: doc.Access}
 	var errs []error
 	errs = appendProblems(errs, providerErrs)
 	errs = appendProblems(errs, actionErrs)

@@ -125,6 +125,9 @@ type Options struct {
 	TokenCacheTTL time.Duration
 	// MCPAllowedOrigins is the API's api.Config.MCPAllowedOrigins.
 	MCPAllowedOrigins []string
+	// Access, when set, is the providers file's access: section (its
+	// lines, indented two spaces); its client secret is read from Env.
+	Access string
 	// Notifications, when set, are the providers file's notifications:
 	// block, as YAML lines each indented two spaces (a receiver's name)
 	// or four (its keys); the process then runs the notification worker.
@@ -195,6 +198,8 @@ type Pipeline struct {
 
 	app     *app.App
 	running []startstop.Service
+	// consoleURL is the console's address on the API's listener.
+	consoleURL string
 	// urls are the suppliers' addresses, by provider; targets the
 	// accounts and environments Retarget set (default DefaultTarget).
 	urls    map[string]string
@@ -246,6 +251,10 @@ func New(t *testing.T, opts Options) *Pipeline {
 
 	p.urls = map[string]string{"acme": supplierSrv.URL, "beta": otherSrv.URL}
 	p.targets = map[string]ledger.Target{}
+	// The API's listener is bound before the process is wired, so that
+	// the console knows its own address (the sign-in's redirect URL).
+	p.API = httptest.NewUnstartedServer(nil)
+	p.consoleURL = "http://" + p.API.Listener.Addr().String() + "/console"
 	p.build()
 	tenant := testfactory.NewTenant(t, p.Tokens, p.Tenant)
 	p.Agent, p.Approver, p.Operator = tenant.Agent.Secret, tenant.Approver.Secret, tenant.Operator.Secret
@@ -254,7 +263,8 @@ func New(t *testing.T, opts Options) *Pipeline {
 	// Every request a pipeline test makes of the API, and every answer,
 	// is checked against the OpenAPI document; the web console beside it
 	// is not part of the document.
-	p.API = httptest.NewServer(openapitest.Handler(t, p.app.Handler, "/console/"))
+	p.API.Config.Handler = openapitest.Handler(t, p.app.Handler, "/console/")
+	p.API.Start()
 	t.Cleanup(p.API.Close)
 	if opts.Webhooks {
 		p.Supplier.SetWebhook(&mocksupplier.WebhookConfig{URL: p.API.URL + "/v1/webhooks/acme", Secret: WebhookSecret, Delay: opts.WebhookDelay})
@@ -281,6 +291,7 @@ func (p *Pipeline) build() {
 		// process's would be.
 		Roles:      app.Roles{API: true, Relay: true, Sweeper: app.SweeperAlways, Reconciler: true, Notify: opts.Notifications != ""},
 		Notify:     opts.Notify,
+		ConsoleURL: p.consoleURL,
 		Dispatcher: dispatcher.Config{LeaseDuration: opts.Lease, Concurrency: 4},
 		Sweeper:    dispatcher.SweeperConfig{Interval: 100 * time.Millisecond, StuckAfter: StuckAfter},
 		Relay:      relay.Config{PollInterval: 100 * time.Millisecond},
@@ -349,6 +360,9 @@ func (p *Pipeline) registry() *provider.Registry {
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: acme%s}\n  %s: {provider: beta}\n", Action, contract, OtherAction)
 	if p.Opts.Notifications != "" {
 		fmt.Fprintf(&y, "notifications:\n%s", p.Opts.Notifications)
+	}
+	if p.Opts.Access != "" {
+		fmt.Fprintf(&y, "access:\n%s", p.Opts.Access)
 	}
 	reg, err := provider.ParseEnv([]byte(y.String()), p.getenv)
 	if err != nil {
