@@ -257,7 +257,7 @@ const notFoundText = "There is nothing here: no such page or object."
 func secureHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("Content-Security-Policy", contentSecurityPolicy("'self'"))
 		h.Set("X-Content-Type-Options", "nosniff")
 		// same-origin, not no-referrer: under no-referrer a browser sends
 		// "Origin: null" with the console's own forms, and one without
@@ -267,6 +267,14 @@ func secureHeaders(next http.Handler) http.Handler {
 		h.Set("Cache-Control", "no-store")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// contentSecurityPolicy is the console's policy with forms allowed to
+// post to formAction: its own origin, and on the sign-in page the
+// identity provider's too (the sign-in form's answer redirects there,
+// and a browser holds a form's redirects to form-action).
+func contentSecurityPolicy(formAction string) string {
+	return "default-src 'none'; style-src 'self'; img-src 'self'; form-action " + formAction + "; frame-ancestors 'none'; base-uri 'none'"
 }
 
 // pageHandler is a handler that runs for a signed-in person.
@@ -426,6 +434,9 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	start := time.Now()
 	if c.cfg.SignIn != nil {
 		v.SSO = c.cfg.SignIn.Issuer()
+		if page == "signin" {
+			w.Header().Set("Content-Security-Policy", contentSecurityPolicy("'self' "+c.cfg.SignIn.Origin()))
+		}
 	}
 	var buf bytes.Buffer
 	if err := c.pages[page].ExecuteTemplate(&buf, "layout", v); err != nil {

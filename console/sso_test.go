@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/oauth2-proxy/mockoidc"
 
@@ -441,5 +442,46 @@ func TestIDTokensThatDoNotProveThePersonAreRefused(t *testing.T) {
 	s := newSession(t, p)
 	if res := s.signInAs(m, person{subject: "00u7", email: "gu@acme.example", groups: []string{"purchasing-approvers"}}); res.status != http.StatusOK {
 		t.Errorf("untampered sign-in: %d\n%s", res.status, res.body)
+	}
+}
+
+// TestBrowserPersonSignsInWithTheIdentityProviderApprovesAndIsNamed drives
+// headless chromium through the whole sign-in: the sign-in page's "Sign in
+// with your organisation", the identity provider's redirect back, the page
+// that hands over to the console (the SameSite=Strict session cookie must
+// ride along), the approval; the timeline names the person.
+func TestBrowserPersonSignsInWithTheIdentityProviderApprovesAndIsNamed(t *testing.T) {
+	t.Parallel()
+	m := newIDP(t)
+	p := ssoPipeline(t, m)
+	ctx := browser(t)
+	op := propose(t, p, "po-browser-sso", `{"sku":"A-1","qty":5}`)
+	p.Start(1)
+	m.QueueUser(person{subject: "00u9hal", email: "hal@acme.example", name: "Hal Example", groups: []string{"purchasing-approvers"}})
+	step(t, ctx, "sign in with the organisation",
+		chromedp.Navigate(p.API.URL+"/console/signin"),
+		chromedp.WaitVisible(chromedp.CSS("#sso button")),
+		chromedp.Click(chromedp.CSS("#sso button")),
+		chromedp.WaitVisible(chromedp.CSS("#overview")),
+	)
+	if got := text(t, ctx, "form.who span"); !strings.Contains(got, "Hal Example · approver") {
+		t.Fatalf("the header names %q, want Hal Example · approver", got)
+	}
+	step(t, ctx, "approve",
+		chromedp.Click(chromedp.CSS(`nav a[href="/console/approvals"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#op-"+op.ID.String())),
+		chromedp.Click(chromedp.CSS("#op-"+op.ID.String()+" button.approve")),
+		chromedp.WaitVisible(chromedp.CSS("p.notice")),
+	)
+	done := p.WaitStatus(op, ledger.StatusSucceeded, 30*time.Second)
+	if n := p.Orders(done); n != 1 {
+		t.Fatalf("the supplier holds %d orders, want exactly 1", n)
+	}
+	step(t, ctx, "open the timeline",
+		chromedp.Navigate(p.API.URL+"/console/operations/"+op.ID.String()),
+		chromedp.WaitVisible(chromedp.CSS("table.timeline")),
+	)
+	if got := text(t, ctx, "table.timeline tbody"); !strings.Contains(got, "person:hal@acme.example") {
+		t.Errorf("the timeline does not name the person:\n%s", got)
 	}
 }

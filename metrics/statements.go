@@ -21,10 +21,21 @@ const (
 	// statementTotals reads the totals FinishStatementRun keeps: a row per
 	// provider and finding.
 	statementTotals = `SELECT provider, finding, n FROM statement_totals ORDER BY provider, finding LIMIT 10000`
-	// statementLastRuns reads each provider's newest ended run from
-	// statement_runs_provider_idx.
-	statementLastRuns = `SELECT DISTINCT ON (provider) provider, extract(epoch FROM finished_at)::float8
-FROM statement_runs WHERE finished_at IS NOT NULL ORDER BY provider, started_at DESC`
+	// statementLastRuns reads each provider's newest ended run, skipping
+	// from provider to provider along statement_runs_provider_idx: a few
+	// index probes per provider, however many runs are kept.
+	statementLastRuns = `WITH RECURSIVE providers(name) AS (
+    (SELECT provider FROM statement_runs ORDER BY provider LIMIT 1)
+    UNION ALL
+    SELECT (SELECT provider FROM statement_runs WHERE provider > providers.name ORDER BY provider LIMIT 1)
+    FROM providers WHERE providers.name IS NOT NULL
+)
+SELECT providers.name, r.finished FROM providers CROSS JOIN LATERAL (
+    SELECT extract(epoch FROM finished_at)::float8 AS finished FROM statement_runs
+    WHERE provider = providers.name AND finished_at IS NOT NULL
+    ORDER BY started_at DESC LIMIT 1
+) r
+WHERE providers.name IS NOT NULL`
 )
 
 // statementCollector reports the statement runs from the ledger, which

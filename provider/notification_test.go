@@ -21,7 +21,7 @@ const notifySecret = "whsec_c2VjcmV0LWtleS1vZi10aGUtcmVjZWl2ZXI="
 
 func notifyEnv(name string) string {
 	return map[string]string{"NOTIFY_SECRET": notifySecret, "NOT_A_SECRET": "whsec_!!!",
-		"SLACK_URL": "https://hooks.slack.com/services/T000/B000/XXXX", "SLACK_PLAIN": "http://hooks.slack.com/services/T000/B000/XXXX"}[name]
+		"SLACK_URL": "https://hooks.slack.com/services/T000/B000/XXXX", "SLACK_APPROVERS_URL": "https://hooks.slack.com/services/T000/B001/YYYY", "SLACK_PLAIN": "http://hooks.slack.com/services/T000/B000/XXXX"}[name]
 }
 
 // TestSlackReceiverReadsItsURLFromTheEnvironmentAndShowsOnlyItsHost: the

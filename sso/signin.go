@@ -103,6 +103,16 @@ func New(cfg Config) (*SignIn, error) {
 // Issuer is the identity provider's issuer URL, for pages that name it.
 func (s *SignIn) Issuer() string { return s.cfg.Access.Issuer }
 
+// Origin is the issuer's origin (scheme://host[:port]), where the
+// console's sign-in form sends the browser.
+func (s *SignIn) Origin() string {
+	u, err := url.Parse(s.cfg.Access.Issuer)
+	if err != nil {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
 // RedirectURL is the URL to register with the identity provider.
 func (s *SignIn) RedirectURL() string { return s.redirect }
 
