@@ -21,6 +21,7 @@ import (
 	"github.com/oauth2-proxy/mockoidc"
 
 	"github.com/actledger/actledger/internal/testpipeline"
+	"github.com/actledger/actledger/internal/testreceiver"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -140,7 +141,13 @@ var nextPage = regexp.MustCompile(`<a id="continue" href="([^"]+)"`)
 func TestPersonSignedInWithTheIdentityProviderApprovesAndTheHistoryNamesThem(t *testing.T) {
 	t.Parallel()
 	m := newIDP(t)
-	p := ssoPipeline(t, m)
+	secret := testreceiver.Secret(t)
+	rc := testreceiver.New(t, nil)
+	p := testpipeline.New(t, testpipeline.Options{
+		Access:        accessSection(m, "Acme Corp."),
+		Env:           map[string]string{"OIDC_CLIENT_SECRET": m.ClientSecret, "NOTIFY_SECRET": secret},
+		Notifications: fmt.Sprintf("  settled:\n    url: %s\n    secret_env: NOTIFY_SECRET\n    tenant: \"Acme Corp.\"\n    events: [operation.settled]\n", rc.URL),
+	})
 	op := propose(t, p, "po-sso", `{"sku":"A-1","qty":2}`)
 
 	s := newSession(t, p)
@@ -190,6 +197,10 @@ func TestPersonSignedInWithTheIdentityProviderApprovesAndTheHistoryNamesThem(t *
 	status, out := p.Do(http.MethodGet, "/v1/operations/"+op.ID.String(), p.Agent, "")
 	if status != http.StatusOK || out["approved_by"] != "person:ann@acme.example" {
 		t.Errorf("GET /v1/operations/{id}: %d approved_by %v, want person:ann@acme.example", status, out["approved_by"])
+	}
+	p.Eventually(10*time.Second, "the operation.settled notification", func() bool { return len(rc.Distinct()) > 0 })
+	if e := rc.Distinct()[0].Event(t); e.Type != "operation.settled" || e.Data["approved_by"] != "person:ann@acme.example" {
+		t.Errorf("the notification is %s with approved_by %v, want operation.settled naming person:ann@acme.example", e.Type, e.Data["approved_by"])
 	}
 }
 

@@ -182,6 +182,10 @@ type Notification struct {
 	Scope          *string  `db:"scope"`
 	Flags          []string `db:"flags"`
 	DecisionReason *string  `db:"decision_reason"`
+	// ApprovedBy names who granted the operation's approval (a person, a
+	// token, a policy), as GET /v1/operations/{id} does; nil before a
+	// decision and for evidence.
+	ApprovedBy *string `db:"approved_by"`
 }
 
 // Summary is the event's plain sentence: the operation's summary as it
@@ -202,7 +206,9 @@ func (n Notification) Summary() string {
 }
 
 const notificationByID = `SELECT n.id, n.tenant_id, t.name AS tenant, n.type, n.status, n.at, n.operation_id, n.evidence_id,
-    o.action, coalesce(o.provider, u.provider) AS provider, o.scope, coalesce(o.flags, '{}') AS flags, o.decision_reason
+    o.action, coalesce(o.provider, u.provider) AS provider, o.scope, coalesce(o.flags, '{}') AS flags, o.decision_reason,
+    (SELECT coalesce(a.approver, 'approver:' || k.name) FROM approvals a LEFT JOIN api_tokens k ON k.id = a.approver_token_id
+     WHERE a.id = o.approval_id) AS approved_by
 FROM notifications n JOIN tenants t ON t.id = n.tenant_id
 LEFT JOIN operations o ON o.id = n.operation_id
 LEFT JOIN unmatched_evidence u ON u.id = n.evidence_id

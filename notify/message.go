@@ -48,6 +48,10 @@ type Data struct {
 	// tenant's, so a receiver can route it.
 	Scope      *string `json:"scope"`
 	ConsoleURL string  `json:"console_url"`
+	// ApprovedBy names who approved the operation ("person:<email>",
+	// "approver:<token name>", "policy:<version>"); absent before a
+	// decision.
+	ApprovedBy *string `json:"approved_by,omitempty"`
 }
 
 // NewBody builds n's body, with console links under consoleURL (the
@@ -55,7 +59,7 @@ type Data struct {
 func NewBody(n ledger.Notification, consoleURL string) Body {
 	base := strings.TrimRight(consoleURL, "/")
 	d := Data{OperationID: n.OperationID, EvidenceID: n.EvidenceID, Action: n.Action, Status: string(n.Status),
-		Summary: n.Summary(), Scope: n.Scope, ConsoleURL: base + "/review"}
+		Summary: n.Summary(), Scope: n.Scope, ConsoleURL: base + "/review", ApprovedBy: n.ApprovedBy}
 	if n.OperationID != nil {
 		d.ConsoleURL = base + "/operations/" + n.OperationID.String()
 	}

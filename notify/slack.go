@@ -39,8 +39,12 @@ func SlackMessage(body Body) Slack {
 	if body.Type == "operation.settled" && body.Data.Status != "" {
 		headline += " (" + body.Data.Status + ")"
 	}
+	summary := display.Line(body.Data.Summary)
+	if body.Data.ApprovedBy != nil {
+		summary += " Approved by " + display.Line(*body.Data.ApprovedBy) + "."
+	}
 	text := fmt.Sprintf("*%s*: %s\n<%s|Open in the actledger console>",
-		slackEscape(headline), slackEscape(display.Line(body.Data.Summary)), slackLink(body.Data.ConsoleURL))
+		slackEscape(headline), slackEscape(summary), slackLink(body.Data.ConsoleURL))
 	return Slack{Text: text}
 }
 

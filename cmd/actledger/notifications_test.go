@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -157,5 +158,49 @@ func TestNotificationsTestPrintsTheReceiversAnswer(t *testing.T) {
 	}
 	if err := run(t.Context(), []string{"notifications", "test", "slack"}, getenv, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), `"slack"`) {
 		t.Errorf("unknown receiver: %v, want an error naming it", err)
+	}
+}
+
+// TestNotificationsTestPostsASlackMessageWithoutShowingItsURL: for a
+// format: slack receiver, `actledger notifications test` posts one Slack
+// message (a JSON object whose text says it is a test and links the
+// console) to the URL its url_env holds, and prints the answer naming the
+// URL by its host only: the whole URL is the secret.
+func TestNotificationsTestPostsASlackMessageWithoutShowingItsURL(t *testing.T) {
+	t.Parallel()
+	var got []map[string]any
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var payload map[string]any
+		if r.Header.Get("Content-Type") != "application/json" || json.NewDecoder(r.Body).Decode(&payload) != nil {
+			http.Error(w, "invalid_payload", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		got = append(got, payload)
+		mu.Unlock()
+		fmt.Fprint(w, "ok")
+	}))
+	t.Cleanup(srv.Close)
+	in := prepareServe(t, func(cfg string) string {
+		return cfg + "notifications:\n  approvers-channel:\n    format: slack\n    url_env: SLACK_URL\n    tenant: demo\n    events: [approval.requested]\n"
+	})
+	secretURL := srv.URL + "/services/T000/B000/s3cr3t-path"
+	getenv := extendEnv(in.getenv, map[string]string{"SLACK_URL": secretURL, "CONSOLE_URL": "https://actledger.acme.example/console"})
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"notifications", "test", "approvers-channel"}, getenv, &out, io.Discard); err != nil {
+		t.Fatalf("notifications test: %v", err)
+	}
+	if !strings.Contains(out.String(), "answered 200 OK") || strings.Contains(out.String(), "s3cr3t-path") {
+		t.Errorf("output %q, want the answer, and the URL shown by its host only", out.String())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 1 {
+		t.Fatalf("Slack got %d messages, want 1", len(got))
+	}
+	text, _ := got[0]["text"].(string)
+	if len(got[0]) != 1 || !strings.Contains(text, "*Test notification*") || !strings.Contains(text, "<https://actledger.acme.example/console/|") {
+		t.Errorf("message %v, want only a text saying it is a test and linking the console", got[0])
 	}
 }
