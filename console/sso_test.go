@@ -496,3 +496,42 @@ func TestBrowserPersonSignsInWithTheIdentityProviderApprovesAndIsNamed(t *testin
 		t.Errorf("the timeline does not name the person:\n%s", got)
 	}
 }
+
+// TestRotatedIssuerKeysArePickedUpAndSignOutEndsAPersonsSession: after the
+// identity provider signs with a new key (its key set then holds only the
+// new one), the next sign-in verifies with it, without a restart; signing
+// out ends the person's session on the server.
+func TestRotatedIssuerKeysArePickedUpAndSignOutEndsAPersonsSession(t *testing.T) {
+	t.Parallel()
+	m := newIDP(t)
+	p := ssoPipeline(t, m)
+	ivy := person{subject: "00u8ivy", email: "ivy@acme.example", groups: []string{"purchasing-approvers"}}
+	if res := newSession(t, p).signInAs(m, ivy); res.status != http.StatusOK {
+		t.Fatalf("first sign-in: %d\n%s", res.status, res.body)
+	}
+	rotated, err := mockoidc.RandomKeypair(2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Keypair = rotated
+	s := newSession(t, p)
+	if res := s.signInAs(m, ivy); res.status != http.StatusOK {
+		t.Fatalf("sign-in after the key rotated: %d\n%s", res.status, res.body)
+	}
+	if page := s.get("/console/"); page.status != http.StatusOK {
+		t.Fatalf("overview: %d", page.status)
+	}
+	var cookie string
+	for _, c := range s.client.Jar.Cookies(mustURL(t, p.API.URL+"/console/")) {
+		if c.Name == "actledger_console" {
+			cookie = c.Value
+		}
+	}
+	s.post("/console/signout", nil)
+	// The copied cookie opens nothing once the person signed out.
+	copied := newSession(t, p)
+	copied.client.Jar.SetCookies(mustURL(t, p.API.URL+"/console/"), []*http.Cookie{{Name: "actledger_console", Value: cookie, Path: "/console/"}})
+	if page := copied.get("/console/"); page.status != http.StatusSeeOther {
+		t.Errorf("the signed-out session's cookie: %d, want a redirect to sign in", page.status)
+	}
+}
