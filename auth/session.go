@@ -58,23 +58,7 @@ func (t *Tokens) StartSession(ctx context.Context, p Principal, lifetime time.Du
 	if lifetime <= 0 {
 		return "", fmt.Errorf("auth: session lifetime %s must be positive", lifetime)
 	}
-	secret, h, err := newSessionID()
-	if err != nil {
-		return "", err
-	}
-	err = pgx.BeginFunc(ctx, t.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sessionsExpiredDelete); err != nil {
-			return fmt.Errorf("auth: delete expired sessions: %w", err)
-		}
-		if _, err := tx.Exec(ctx, sessionInsert, h[:], p.TokenID, lifetime.Microseconds()); err != nil {
-			return fmt.Errorf("auth: start a session of %s: %w", p.Name, err)
-		}
-		return nil
-	})
-	if err != nil {
-		return "", err
-	}
-	return secret, nil
+	return t.startSession(ctx, p.Name, sessionInsert, p.TokenID, lifetime.Microseconds())
 }
 
 // StartPersonSession begins a console session of a person the identity
@@ -89,6 +73,14 @@ func (t *Tokens) StartPersonSession(ctx context.Context, p Principal, expires ti
 	if p.Role != RoleApprover && p.Role != RoleOperator {
 		return "", fmt.Errorf("auth: a person may be an approver or an operator, not %s", p.Role)
 	}
+	return t.startSession(ctx, p.Actor(), personSessionInsert, p.TenantID, p.Role, p.Scope, p.Person, expires)
+}
+
+// startSession makes a new session id and stores its hash with insert
+// (its first argument the hash, then args), deleting the expired
+// sessions in the same transaction; who names the session's owner in an
+// error.
+func (t *Tokens) startSession(ctx context.Context, who, insert string, args ...any) (string, error) {
 	secret, h, err := newSessionID()
 	if err != nil {
 		return "", err
@@ -97,8 +89,8 @@ func (t *Tokens) StartPersonSession(ctx context.Context, p Principal, expires ti
 		if _, err := tx.Exec(ctx, sessionsExpiredDelete); err != nil {
 			return fmt.Errorf("auth: delete expired sessions: %w", err)
 		}
-		if _, err := tx.Exec(ctx, personSessionInsert, h[:], p.TenantID, p.Role, p.Scope, p.Person, expires); err != nil {
-			return fmt.Errorf("auth: start a session of %s: %w", p.Actor(), err)
+		if _, err := tx.Exec(ctx, insert, append([]any{h[:]}, args...)...); err != nil {
+			return fmt.Errorf("auth: start a session of %s: %w", who, err)
 		}
 		return nil
 	})

@@ -372,10 +372,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: session, Path: "/console/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
-	})
+	setSession(w, r, session)
 	c.log.InfoContext(ctx, "console signed in", "tenant", p.Tenant, "role", p.Role, "token", p.Name)
 	http.Redirect(w, r, "/console/", http.StatusSeeOther)
 }
@@ -393,6 +390,14 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 	}
 	clearSession(w, r)
 	http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
+}
+
+// setSession gives the browser the session's cookie (sessionCookie).
+func setSession(w http.ResponseWriter, r *http.Request, session string) {
+	http.SetCookie(w, &http.Cookie{
+		Name: sessionCookie, Value: session, Path: "/console/",
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
+	})
 }
 
 func clearSession(w http.ResponseWriter, r *http.Request) {

@@ -29,11 +29,10 @@ type ssoView struct {
 // sent there with a state, a nonce and a PKCE challenge, and keeps the
 // pending-sign-in cookie for the way back.
 func (c *Console) ssoStart(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.SignIn == nil {
-		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: notFoundText})
+	ctx, cancel, ok := c.ssoRequest(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
 	defer cancel()
 	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
 	started, err := c.cfg.SignIn.Begin(ctx, r.PostFormValue("return"))
@@ -60,11 +59,10 @@ func (c *Console) ssoStart(w http.ResponseWriter, r *http.Request) {
 // wrong, no session is made and the page says what happened; neither the
 // code nor any token is logged.
 func (c *Console) ssoCallback(w http.ResponseWriter, r *http.Request) {
-	if c.cfg.SignIn == nil {
-		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: notFoundText})
+	ctx, cancel, ok := c.ssoRequest(w, r)
+	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
 	defer cancel()
 	r = r.WithContext(ctx)
 	q := r.URL.Query()
@@ -136,10 +134,7 @@ func (c *Console) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, nil, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: session, Path: "/console/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
-	})
+	setSession(w, r, session)
 	c.log.InfoContext(ctx, "console signed in", "tenant", p.Tenant, "role", p.Role, "scope", p.Scope,
 		"issuer", id.Issuer, "subject", id.Subject, "rule", grant.Rule)
 	// A page, not a redirect: this answer ends a navigation the identity
@@ -147,6 +142,17 @@ func (c *Console) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	// cookie along a redirect from another site. The page's own
 	// navigation is the console's, and carries it.
 	c.render(w, r, http.StatusOK, "signedin", view{Title: "Signed in", Data: signedIn{Who: cmp.Or(id.Name, who), Next: id.ReturnTo}})
+}
+
+// ssoRequest bounds a sign-in request's work; without an access: section
+// the sign-in routes are not there (404) and ok is false.
+func (c *Console) ssoRequest(w http.ResponseWriter, r *http.Request) (context.Context, context.CancelFunc, bool) {
+	if c.cfg.SignIn == nil {
+		c.render(w, r, http.StatusNotFound, "error", view{Title: "Not found", Error: notFoundText})
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
+	return ctx, cancel, true
 }
 
 // signedIn is the page between the identity provider and the console.

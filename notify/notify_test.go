@@ -44,37 +44,11 @@ func approvalsRelay(url, secret string, cfg notify.Config) testpipeline.Options 
 // second.
 var fastRetries = notify.Config{ConsoleURL: consoleURL, BackoffInitial: 50 * time.Millisecond, BackoffMax: 200 * time.Millisecond, Timeout: 2 * time.Second}
 
-// notificationsSettled waits until no outbox row is due and every
-// receiver's consumer has delivered and had acknowledged every message: a
-// test asserting that nothing more arrives waits on this, not on a sleep.
+// notificationsSettled waits for the pipeline's notifications to be
+// delivered and acknowledged (testpipeline.Pipeline.NotificationsSettled).
 func notificationsSettled(t *testing.T, p *testpipeline.Pipeline) {
 	t.Helper()
-	ctx := context.Background()
-	quiet := func() bool {
-		var due int
-		if err := p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&due); err != nil || due > 0 {
-			return false
-		}
-		stream, err := p.Broker.JetStream().Stream(ctx, p.Broker.NotifyStream())
-		if err != nil {
-			return false
-		}
-		consumers := stream.ListConsumers(ctx)
-		for c := range consumers.Info() {
-			if c.NumPending > 0 || c.NumAckPending > 0 {
-				return false
-			}
-		}
-		return consumers.Err() == nil
-	}
-	// Twice in a row: a delivery between its record and its ack would
-	// otherwise pass the first look.
-	p.Eventually(20*time.Second, "the notifications to settle", func() bool {
-		if !quiet() {
-			return false
-		}
-		return quiet()
-	})
+	p.NotificationsSettled(20 * time.Second)
 }
 
 // TestProposalSendsOneApprovalRequestedWhoseSignatureVerifies: an agent's

@@ -158,23 +158,33 @@ func signedReceiver(n *Notification, getenv func(string) string, bad func(field,
 	} else if err := receiverURL(n.URL); err != nil {
 		bad("url", "%v", err)
 	}
-	switch {
-	case n.SecretEnv == "":
-		bad("secret_env", "is required (the variable holding the whsec_ signing secret)")
-	case !envNamePattern.MatchString(n.SecretEnv):
-		bad("secret_env", "%q is not an environment variable name (give the variable's name, never the secret)", n.SecretEnv)
-	default:
-		v := strings.TrimSpace(getenv(n.SecretEnv))
-		if v == "" {
-			bad("secret_env", "environment variable %s is not set or is empty", n.SecretEnv)
-			return
-		}
-		if err := webhook.SchemeStandard.CheckSecret([]byte(v)); err != nil {
-			bad("secret_env", "environment variable %s: %v", n.SecretEnv, err)
-			return
-		}
-		n.secret = []byte(v)
+	v, ok := secretVar("secret_env", n.SecretEnv, "the whsec_ signing secret", getenv, bad)
+	if !ok {
+		return
 	}
+	if err := webhook.SchemeStandard.CheckSecret([]byte(v)); err != nil {
+		bad("secret_env", "environment variable %s: %v", n.SecretEnv, err)
+		return
+	}
+	n.secret = []byte(v)
+}
+
+// secretVar reads the variable name holding what (its field is field),
+// reporting through bad when there is none, it is not a variable's name
+// or it is unset; the value is never shown.
+func secretVar(field, name, what string, getenv func(string) string, bad func(field, format string, args ...any)) (string, bool) {
+	switch {
+	case name == "":
+		bad(field, "is required (the variable holding %s)", what)
+	case !envNamePattern.MatchString(name):
+		bad(field, "%q is not an environment variable name (give the variable's name, never %s)", name, what)
+	default:
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			return v, true
+		}
+		bad(field, "environment variable %s is not set or is empty", name)
+	}
+	return "", false
 }
 
 // slackReceiver reads a Slack receiver's URL from url_env: the URL is the
@@ -186,25 +196,17 @@ func slackReceiver(n *Notification, getenv func(string) string, bad func(field, 
 	if n.SecretEnv != "" {
 		bad("secret_env", "a %s receiver is not signed (a Slack incoming webhook cannot verify a signature); remove secret_env", FormatSlack)
 	}
-	switch {
-	case n.URLEnv == "":
-		bad("url_env", "is required (the variable holding the Slack incoming webhook's URL)")
-	case !envNamePattern.MatchString(n.URLEnv):
-		bad("url_env", "%q is not an environment variable name (give the variable's name, never the URL)", n.URLEnv)
-	default:
-		v := strings.TrimSpace(getenv(n.URLEnv))
-		if v == "" {
-			bad("url_env", "environment variable %s is not set or is empty", n.URLEnv)
-			return
-		}
-		if err := receiverURL(v); err != nil {
-			// The URL is a secret: the error names the variable only.
-			bad("url_env", "environment variable %s does not hold an https URL (or http to a loopback host) without credentials", n.URLEnv)
-			return
-		}
-		u, _ := url.Parse(v)
-		n.endpoint, n.URL = v, u.Scheme+"://"+u.Host+"/…"
+	v, ok := secretVar("url_env", n.URLEnv, "the Slack incoming webhook's URL", getenv, bad)
+	if !ok {
+		return
 	}
+	if err := receiverURL(v); err != nil {
+		// The URL is a secret: the error names the variable only.
+		bad("url_env", "environment variable %s does not hold an https URL (or http to a loopback host) without credentials", n.URLEnv)
+		return
+	}
+	u, _ := url.Parse(v)
+	n.endpoint, n.URL = v, u.Scheme+"://"+u.Host+"/…"
 }
 
 // receiverURL says why raw cannot be a receiver's address.

@@ -1,7 +1,6 @@
 package statement_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -24,36 +23,11 @@ import (
 // one, due after the clock moves an hour, reads every order the test made.
 var scheduledSection = strings.Replace(reconcileSection, "      window: 1h\n", "      window: 2h\n      every: 1h\n", 1)
 
-// notificationsSettled waits until no outbox row is due and every
-// consumer of the notification stream has delivered and had acknowledged
-// every message, twice in a row (a delivery between its record and its
-// ack would pass one look): what a test that counts deliveries waits on.
+// notificationsSettled waits for the pipeline's notifications to be
+// delivered and acknowledged (testpipeline.Pipeline.NotificationsSettled).
 func notificationsSettled(t *testing.T, p *testpipeline.Pipeline) {
 	t.Helper()
-	ctx := context.Background()
-	quiet := func() bool {
-		var due int
-		if err := p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox WHERE published_at IS NULL`).Scan(&due); err != nil || due > 0 {
-			return false
-		}
-		stream, err := p.Broker.JetStream().Stream(ctx, p.Broker.NotifyStream())
-		if err != nil {
-			return false
-		}
-		consumers := stream.ListConsumers(ctx)
-		for c := range consumers.Info() {
-			if c.NumPending > 0 || c.NumAckPending > 0 {
-				return false
-			}
-		}
-		return consumers.Err() == nil
-	}
-	p.Eventually(20*time.Second, "the notifications to settle", func() bool {
-		if !quiet() {
-			return false
-		}
-		return quiet()
-	})
+	p.NotificationsSettled(20 * time.Second)
 }
 
 // The review items a scheduled statement run opens are announced as any

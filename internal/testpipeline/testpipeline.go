@@ -788,15 +788,40 @@ func (p *Pipeline) Eventually(timeout time.Duration, what string, cond func() bo
 // are not waited for.
 func (p *Pipeline) Settled(timeout time.Duration) {
 	p.t.Helper()
+	p.settled(timeout, "the pipeline to settle", outboxDueWaiting, p.Broker.OpsStream(), p.Broker.EvidenceStream())
+}
+
+// NotificationsSettled waits until no outbox row waits to be published
+// (a scheduled one included) and every receiver's consumer of the
+// notification stream has delivered and had acknowledged every message:
+// what a test that counts deliveries waits on.
+func (p *Pipeline) NotificationsSettled(timeout time.Duration) {
+	p.t.Helper()
+	p.settled(timeout, "the notifications to settle", outboxWaiting, p.Broker.NotifyStream())
+}
+
+const (
+	// outboxDueWaiting counts the outbox rows due and not published.
+	outboxDueWaiting = `SELECT count(*) FROM outbox
+WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())`
+	// outboxWaiting counts every outbox row not published.
+	outboxWaiting = `SELECT count(*) FROM outbox WHERE published_at IS NULL`
+)
+
+// settled waits until waiting counts no outbox row and every durable
+// consumer of streams has nothing pending or unacknowledged, twice in a
+// row: a handler between its commit and its ack would otherwise pass the
+// first look.
+func (p *Pipeline) settled(timeout time.Duration, what, waiting string, streams ...string) {
+	p.t.Helper()
 	ctx := context.Background()
 	js := p.Broker.JetStream()
 	quiet := func() bool {
 		var due int
-		if err := p.Pool.QueryRow(ctx, `SELECT count(*) FROM outbox
-WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())`).Scan(&due); err != nil || due > 0 {
+		if err := p.Pool.QueryRow(ctx, waiting).Scan(&due); err != nil || due > 0 {
 			return false
 		}
-		for _, name := range []string{p.Broker.OpsStream(), p.Broker.EvidenceStream()} {
+		for _, name := range streams {
 			stream, err := js.Stream(ctx, name)
 			if err != nil {
 				return false
@@ -813,9 +838,7 @@ WHERE published_at IS NULL AND (deliver_after IS NULL OR deliver_after <= now())
 		}
 		return true
 	}
-	// Twice in a row: a handler between its commit and its ack would
-	// otherwise pass the first look.
-	p.Eventually(timeout, "the pipeline to settle", func() bool {
+	p.Eventually(timeout, what, func() bool {
 		if !quiet() {
 			return false
 		}
