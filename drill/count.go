@@ -1,0 +1,126 @@
+package drill
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/actledger/actledger/provider"
+)
+
+// listMargin widens the window a statement is listed for on both sides: the supplier's clock
+// is not the drill's.
+const listMargin = 10 * time.Minute
+
+// tally is what the supplier holds for one external key, as its own records say.
+type tally struct {
+	// n is nil when the count could not be established.
+	n *int
+	// references are the supplier's own ids of the effects.
+	references []string
+	// how says what counted them ("reconcile.list", "lookup").
+	how string
+	// mismatched counts the records reconcile.match refused (other params than approved).
+	mismatched int
+	// problem says why the count is not established.
+	problem string
+}
+
+// counter counts the effects of a provider at its supplier, through a client of its own that
+// no fault touches.
+type counter struct {
+	pc      *provider.Config
+	http    *provider.HTTP
+	started time.Time
+	faults  *faults
+	wait    func(ctx context.Context, d time.Duration, why string) error
+}
+
+// method says how the effects are counted; "" when they cannot be.
+func (c *counter) method() string {
+	switch {
+	case c.pc.Reconcile != nil:
+		return "reconcile.list"
+	case c.pc.Lookup != nil:
+		return "lookup"
+	}
+	return ""
+}
+
+// count counts key's effects. A statement (reconcile.list) is preferred: it lists every record
+// made in the drill's time, so an effect made twice shows twice, and it needs no wait. A lookup
+// is asked only once an absence would be believable: its visibility lag after the latest moment
+// a create of key may have landed.
+func (c *counter) count(ctx context.Context, key string, params json.RawMessage) tally {
+	switch c.method() {
+	case "reconcile.list":
+		return c.list(ctx, key, params)
+	case "lookup":
+		st := c.faults.stats(key)
+		if !st.lastSent.IsZero() {
+			ready := st.lastSent.Add(c.pc.Timeout.Duration + c.pc.Lookup.VisibilityLag.Duration)
+			if d := time.Until(ready); d > 0 {
+				if err := c.wait(ctx, d, fmt.Sprintf("the lookup's visibility_lag (%s) after the last create may have landed", c.pc.Lookup.VisibilityLag.Duration)); err != nil {
+					return tally{problem: err.Error()}
+				}
+			}
+		}
+		return c.lookup(ctx, key, params)
+	}
+	return tally{problem: "the provider has neither a lookup nor a reconcile.list section, so nothing can ask the supplier what it holds"}
+}
+
+func (c *counter) list(ctx context.Context, key string, params json.RawMessage) tally {
+	t := tally{how: "reconcile.list"}
+	since, until := c.started.Add(-listMargin), time.Now().Add(listMargin)
+	var cursor *provider.StatementCursor
+	for page := 0; ; page++ {
+		if page >= c.pc.Reconcile.MaxPages {
+			t.problem = fmt.Sprintf("the statement has more than list.max_pages (%d) pages for the drill's window; raise it", c.pc.Reconcile.MaxPages)
+			return t
+		}
+		p, err := c.http.ListPage(ctx, since, until, cursor)
+		if err != nil {
+			t.problem = "the supplier's statement could not be read: " + err.Error()
+			return t
+		}
+		for _, rec := range p.Records {
+			if rec.Reference != key {
+				continue
+			}
+			t.references = append(t.references, rec.ProviderReference)
+			if c.pc.Reconcile.Condition != "" {
+				if ok, err := c.pc.Reconcile.Match(rec, params); err != nil || !ok {
+					t.mismatched++
+				}
+			}
+		}
+		if p.Next == nil {
+			break
+		}
+		cursor = p.Next
+	}
+	n := len(t.references)
+	t.n = &n
+	return t
+}
+
+func (c *counter) lookup(ctx context.Context, key string, params json.RawMessage) tally {
+	t := tally{how: "lookup"}
+	r := c.http.Lookup(ctx, provider.LookupRequest{ExternalKey: key, Params: params})
+	var n int
+	switch r.Status {
+	case provider.LookupFound:
+		n, t.references = 1, []string{r.ProviderReference}
+	case provider.LookupDuplicate:
+		n, t.references = len(r.References), r.References
+	case provider.LookupAbsent:
+		n = 0
+	default:
+		t.problem = "the supplier's lookup failed: " + r.Error
+		return t
+	}
+	t.n = &n
+	return t
+}
