@@ -405,9 +405,11 @@ func judge(s *Scenario, why []string, uncounted []string, problem string) {
 }
 
 // endedWell reports whether op ended as the contract allows after a lost answer: succeeded, or in
-// review with the supplier's reference.
-func endedWell(op *client.Operation) bool {
-	return op.Status == client.StatusSucceeded || (op.Status == client.StatusReview && op.ProviderReference != nil)
+// review with the supplier's reference, or in review at all where the contract cannot settle it
+// (the provider has no lookup: a person must).
+func (d *drill) endedWell(op *client.Operation) bool {
+	return op.Status == client.StatusSucceeded ||
+		(op.Status == client.StatusReview && (op.ProviderReference != nil || d.pc.Lookup == nil))
 }
 
 // oneEffect adds the failure of a count that is not one.

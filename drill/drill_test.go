@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -108,5 +109,113 @@ func TestEveryScenarioPassesAgainstTheDemoSupplierAndCountsMatchItsOrders(t *tes
 	}
 	if got := supplier.TotalOrders(); got != len(report.Effects) {
 		t.Errorf("the supplier holds %d orders, the report lists %d effects", got, len(report.Effects))
+	}
+}
+
+// withoutReconcile removes the provider's reconcile section: effects are counted by its lookup.
+func withoutReconcile(text string) string {
+	return reconcileSection.ReplaceAllString(text, "")
+}
+
+var reconcileSection = regexp.MustCompile(`(?s)\n    reconcile:.*?\n      lag: 1m`)
+
+// withoutLine removes the line that starts (after its indentation) with prefix.
+func withoutLine(prefix string) func(string) string {
+	return func(text string) string {
+		return regexp.MustCompile(`(?m)^\s*`+regexp.QuoteMeta(prefix)+`.*\n`).ReplaceAllString(text, "")
+	}
+}
+
+func scenario(t *testing.T, r *drill.Report, name string) drill.Scenario {
+	t.Helper()
+	for _, s := range r.Scenarios {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no scenario %s in the report", name)
+	return drill.Scenario{}
+}
+
+func TestASupplierThatIgnoresItsIdempotencyHeaderFailsTheDrillWithTwoEffectsAndSaysWhy(t *testing.T) {
+	t.Parallel()
+	supplier, url := demoSupplier(t, mocksupplier.Ignore)
+	report, md := run(t, drill.Options{Registry: demoFile(t, url), Only: []string{drill.LostResponse, drill.ErrorAfterCommit}})
+	if report.Passed {
+		t.Fatalf("the drill passed a supplier that ignores Idempotency-Key:\n%s", md)
+	}
+	for _, name := range []string{drill.LostResponse, drill.ErrorAfterCommit} {
+		s := scenario(t, report, name)
+		if s.Passed == nil || *s.Passed {
+			t.Errorf("%s: passed %v, want false", name, s.Passed)
+		}
+		if s.Effects == nil || *s.Effects != 2 {
+			t.Errorf("%s: effects %v, want 2", name, s.Effects)
+		}
+		for _, want := range []string{"2 effects", "does not honour the header", "Idempotency-Key"} {
+			if !strings.Contains(s.Why, want) {
+				t.Errorf("%s: why %q does not say %q", name, s.Why, want)
+			}
+		}
+	}
+	for _, e := range report.Effects {
+		if got := supplier.Orders(e.Reference); got != 2 {
+			t.Errorf("reference %s: the supplier holds %d orders, the report counted 2", e.Reference, got)
+		}
+	}
+	for _, want := range []string{"**FAILED**: 2 of 2 scenarios failed", "## lost_response: FAILED", "**Why**: the supplier holds 2 effects"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the Markdown does not say %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestWithNoKeyLookupOrStatementTheVerdictIsNotEstablishedAndNamesTheReferences(t *testing.T) {
+	t.Parallel()
+	_, url := demoSupplier(t, mocksupplier.Honour)
+	reg := demoFile(t, url, withoutReconcile, withoutLine("idempotency:"), withoutLine("lookup:"))
+	report, md := run(t, drill.Options{Registry: reg, Only: []string{drill.LostResponse, drill.ChangedParams}})
+	if report.Passed {
+		t.Fatalf("the drill passed without evidence:\n%s", md)
+	}
+	for _, s := range report.Scenarios {
+		if s.Passed != nil {
+			t.Errorf("%s: passed %v, want null (not established); why %q", s.Name, *s.Passed, s.Why)
+		}
+		if s.Effects != nil {
+			t.Errorf("%s: effects %d, want null", s.Name, *s.Effects)
+		}
+		if !strings.Contains(s.Why, "could not be established") || !strings.Contains(s.Why, "al_") {
+			t.Errorf("%s: why %q does not say the count could not be established and which reference to check", s.Name, s.Why)
+		}
+	}
+	if len(report.Effects) != 2 {
+		t.Fatalf("effects %+v, want one unread reference per scenario", report.Effects)
+	}
+	for _, e := range report.Effects {
+		if e.ProviderReference != nil {
+			t.Errorf("effect %+v has a provider reference the drill could not have read", e)
+		}
+	}
+	if !strings.Contains(md, "not established") || !strings.Contains(md, "check by hand") {
+		t.Errorf("the Markdown does not say what to check by hand:\n%s", md)
+	}
+}
+
+func TestEffectsAreCountedByTheLookupWhenThereIsNoStatement(t *testing.T) {
+	t.Parallel()
+	supplier, url := demoSupplier(t, mocksupplier.Honour)
+	report, md := run(t, drill.Options{Registry: demoFile(t, url, withoutReconcile),
+		Only: []string{drill.LostResponse, drill.Concurrent, drill.ExpiredApproval}})
+	if !report.Passed {
+		t.Fatalf("report did not pass:\n%s", md)
+	}
+	if !strings.Contains(md, "counted at the supplier by its lookup") {
+		t.Errorf("the report does not say the lookup counted:\n%s", md)
+	}
+	for _, e := range report.Effects {
+		if got := supplier.Orders(e.Reference); got != 1 || e.ProviderReference == nil {
+			t.Errorf("effect %+v: the supplier holds %d orders", e, got)
+		}
 	}
 }

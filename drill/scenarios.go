@@ -41,7 +41,7 @@ func (d *drill) faulted(ctx context.Context, s *Scenario, ft fault, emptyFor tim
 	if t.n != nil && *t.n > 1 && d.pc.Idempotency != nil {
 		why = append(why, fmt.Sprintf("actledger resent with the same %s header, as the providers file's idempotency section promises is safe, and the supplier made a new effect: it does not honour the header (fix the supplier's idempotency, or remove idempotency: from the providers file so that actledger looks up instead of resending)", d.pc.Idempotency.Header))
 	}
-	if !endedWell(final) && ok {
+	if !d.endedWell(final) && ok {
 		why = append(why, fmt.Sprintf("the operation ended %s (%s), not succeeded", final.Status, reviewReason(final)))
 	}
 	if !ok {
@@ -273,7 +273,7 @@ func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
 	if t.n != nil && *t.n > 1 && d.pc.Idempotency != nil {
 		why = append(why, fmt.Sprintf("the worker that took over resent under the %s header and the supplier made a new effect: it does not honour the header", d.pc.Idempotency.Header))
 	}
-	if ok && !endedWell(final) {
+	if ok && !d.endedWell(final) {
 		why = append(why, fmt.Sprintf("the operation ended %s (%s), not succeeded", final.Status, reviewReason(final)))
 	}
 	if !ok {
@@ -384,7 +384,7 @@ func (d *drill) expiredApproval(ctx context.Context, s *Scenario) error {
 	if st.sent > 1 {
 		why = append(why, fmt.Sprintf("%d create requests went out; after the approval expired nothing may be sent again", st.sent))
 	}
-	if ok && !endedWell(final) {
+	if ok && !d.endedWell(final) {
 		why = append(why, fmt.Sprintf("the late success was not reconciled: the operation ended %s (%s); a lookup or a webhook is what finds it", final.Status, reviewReason(final)))
 	}
 	if !ok {
