@@ -34,7 +34,9 @@ type counter struct {
 	http    *provider.HTTP
 	started time.Time
 	faults  *faults
-	wait    func(ctx context.Context, d time.Duration, why string) error
+	// patience bounds a wait for the lookup's lag.
+	patience time.Duration
+	wait     func(ctx context.Context, d time.Duration, why string) error
 }
 
 // method says how the effects are counted; "" when they cannot be.
@@ -57,13 +59,20 @@ func (c *counter) count(ctx context.Context, key string, params json.RawMessage)
 	case "reconcile.list":
 		return c.list(ctx, key, params)
 	case "lookup":
+		// The latest moment a create may have landed: its answer, or, for one never answered,
+		// the end of its timeout.
 		st := c.faults.stats(key)
-		if !st.lastSent.IsZero() {
-			ready := st.lastSent.Add(c.pc.Timeout.Duration + c.pc.Lookup.VisibilityLag.Duration)
-			if d := time.Until(ready); d > 0 {
-				if err := c.wait(ctx, d, fmt.Sprintf("the lookup's visibility_lag (%s) after the last create may have landed", c.pc.Lookup.VisibilityLag.Duration)); err != nil {
-					return tally{problem: err.Error()}
-				}
+		landed := st.lastAnswer
+		if st.sent > st.answered {
+			landed = st.lastSent.Add(c.pc.Timeout.Duration)
+		}
+		lag := c.pc.Lookup.VisibilityLag.Duration
+		if d := time.Until(landed.Add(lag)); !landed.IsZero() && d > 0 {
+			if d > c.patience {
+				return tally{problem: fmt.Sprintf("the lookup's visibility_lag (%s) is longer than --patience (%s), so the count would not be final: raise --patience above it, or give the provider a reconcile.list", lag, c.patience)}
+			}
+			if err := c.wait(ctx, d, fmt.Sprintf("the lookup's visibility_lag (%s) after the last create landed, so that the count is final", lag)); err != nil {
+				return tally{problem: err.Error()}
 			}
 		}
 		return c.lookup(ctx, key, params)

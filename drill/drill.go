@@ -111,6 +111,21 @@ type drill struct {
 	count  *counter
 	run    string // unique to this run, in every key
 	report *Report
+	// created are the operations each scenario requested, by external key.
+	created []Effect
+	current string // the scenario running
+	// observed are the external keys whose effects a scenario counted, or tried to.
+	observed map[string]bool
+}
+
+// uncountedEffects lists, for the report, every operation the drill requested whose effects were
+// not counted (a scenario stopped before it could count them): a person checks them by hand.
+func (d *drill) uncountedEffects() {
+	for _, c := range d.created {
+		if !d.observed[c.Reference] {
+			d.report.Effects = append(d.report.Effects, c)
+		}
+	}
 }
 
 // Run runs the drill and returns its report. The error is for a drill that could not run
@@ -126,7 +141,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := &drill{opts: opts, pc: pc, run: strings.ToLower(rand.Text()[:6])}
+	d := &drill{opts: opts, pc: pc, run: strings.ToLower(rand.Text()[:6]), observed: map[string]bool{}}
 	d.report = &Report{Action: opts.Action, Provider: pc.Name, Scenarios: []Scenario{}, Effects: []Effect{},
 		environment: pc.Environment, account: pc.Account}
 	started := time.Now()
@@ -142,7 +157,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	defer p.close()
 	d.p = p
-	d.count = &counter{pc: pc, http: provider.NewHTTP(pc, provider.HTTPOptions{}), started: started, faults: p.faults, wait: d.wait}
+	d.count = &counter{pc: pc, http: provider.NewHTTP(pc, provider.HTTPOptions{}), started: started, faults: p.faults, patience: opts.Patience, wait: d.wait}
 	d.report.counted = cmp.Or(d.count.method(), "nothing (no lookup, no reconcile.list)")
 	d.progress("pipeline up: API, ledger, relay, JetStream, 2 dispatchers, lease sweeper (lease %s), reconciler; effects counted by %s", p.lease, d.report.counted)
 
@@ -156,14 +171,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		d.progress("%s: %s", name, faultOf[name])
 		t0 := time.Now()
+		d.current = name
 		s := d.scenario(ctx, name)
 		s.Seconds = roundTenth(time.Since(t0).Seconds())
-		if ctx.Err() != nil && s.Passed == nil && s.Why == "" {
+		if ctx.Err() != nil && s.Passed == nil {
 			s.Why = "not finished: the drill was stopped"
 		}
 		d.progress("%s: %s%s (%.1f s)", name, s.verdict(), whyLine(s.Why), s.Seconds)
 		d.report.Scenarios = append(d.report.Scenarios, s)
 	}
+	d.uncountedEffects()
 	failed, unknown := d.report.Failed()
 	d.report.Passed = failed == 0 && unknown == 0 && len(d.report.Scenarios) > 0
 	if ctx.Err() != nil {
@@ -286,7 +303,18 @@ func (d *drill) approve(ctx context.Context, params json.RawMessage, ttl time.Du
 
 // request is the agent's POST /v1/operations.
 func (d *drill) request(ctx context.Context, key string, params json.RawMessage, approvalID string) (*client.Operation, error) {
-	return d.p.agent.CreateOperation(ctx, client.CreateOperationRequest{Action: d.opts.Action, Key: key, Params: params, ApprovalID: approvalID})
+	op, err := d.p.agent.CreateOperation(ctx, client.CreateOperationRequest{Action: d.opts.Action, Key: key, Params: params, ApprovalID: approvalID})
+	if err == nil {
+		d.requested(op)
+	}
+	return op, err
+}
+
+// requested notes an operation the current scenario requested.
+func (d *drill) requested(op *client.Operation) {
+	if !slices.ContainsFunc(d.created, func(e Effect) bool { return e.Reference == op.ExternalKey }) {
+		d.created = append(d.created, Effect{Scenario: d.current, Reference: op.ExternalKey})
+	}
 }
 
 // requestArmed arms ft (and, with emptyFor, the lookup rule) for the next new operation's first
@@ -340,7 +368,11 @@ func (d *drill) settled(ctx context.Context, id string) (op *client.Operation, o
 func (d *drill) observe(ctx context.Context, s *Scenario, op *client.Operation, settledOK bool) tally {
 	s.State, s.Summary = string(op.Status), op.Summary
 	if !settledOK {
-		s.notes = append(s.notes, fmt.Sprintf("still %s after %s of patience (raise --patience if the supplier is slow)", op.Status, d.opts.Patience))
+		lag := ""
+		if d.pc.Lookup != nil {
+			lag = fmt.Sprintf(" (the provider's lookup visibility_lag is %s)", d.pc.Lookup.VisibilityLag.Duration)
+		}
+		s.unsettled = fmt.Sprintf("operation %s was still %s after --patience %s%s: raise --patience", op.ID, op.Status, d.opts.Patience, lag)
 	}
 	if items, err := d.p.operator.AllReview(ctx); err == nil {
 		for _, it := range items {
@@ -351,6 +383,7 @@ func (d *drill) observe(ctx context.Context, s *Scenario, op *client.Operation, 
 	}
 	s.AccessOK = s.AccessOK && d.hidden(ctx, op.ID)
 	t := d.count.count(ctx, op.ExternalKey, op.Params)
+	d.observed[op.ExternalKey] = true
 	for _, ref := range t.references {
 		d.report.Effects = append(d.report.Effects, Effect{Scenario: s.Name, Reference: op.ExternalKey, ProviderReference: &ref})
 	}
@@ -393,6 +426,10 @@ func judge(s *Scenario, why []string, uncounted []string, problem string) {
 	if len(why) > 0 {
 		f := false
 		s.Passed, s.Why = &f, strings.Join(why, "; ")
+		return
+	}
+	if s.unsettled != "" {
+		s.Passed, s.Why = nil, "could not be established: "+s.unsettled
 		return
 	}
 	if len(uncounted) > 0 {

@@ -219,3 +219,54 @@ func TestEffectsAreCountedByTheLookupWhenThereIsNoStatement(t *testing.T) {
 		}
 	}
 }
+
+// cancelOn cancels when a progress line contains text.
+type cancelOn struct {
+	text   string
+	cancel context.CancelFunc
+	buf    strings.Builder
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.buf.Write(p)
+	if strings.Contains(c.buf.String(), c.text) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+func TestAStoppedDrillSaysWhichScenariosDidNotFinishAndListsTheEffectsSoFar(t *testing.T) {
+	t.Parallel()
+	supplier, url := demoSupplier(t, mocksupplier.Honour)
+	_, dbURL := testdb.NewWithURL(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Stopped while worker_lost waits for the lease to expire under its stalled worker.
+	progress := &cancelOn{text: "the worker stalls with the answer", cancel: cancel}
+	report, err := drill.Run(ctx, drill.Options{Registry: demoFile(t, url), Action: "supplier.create_order",
+		Params: json.RawMessage(`{"sku":"A-1"}`), DatabaseURL: dbURL, Progress: progress,
+		Only: []string{drill.LostResponse, drill.WorkerLost, drill.ChangedParams}})
+	if err == nil || report == nil {
+		t.Fatalf("Run: report %v, error %v; want both", report, err)
+	}
+	if report.Passed {
+		t.Error("a stopped drill passed")
+	}
+	want := map[string]string{drill.LostResponse: "passed", drill.WorkerLost: "not finished", drill.ChangedParams: "not run"}
+	for _, s := range report.Scenarios {
+		switch {
+		case want[s.Name] == "passed" && (s.Passed == nil || !*s.Passed):
+			t.Errorf("%s: passed %v, why %q", s.Name, s.Passed, s.Why)
+		case want[s.Name] != "passed" && (s.Passed != nil || !strings.HasPrefix(s.Why, want[s.Name])):
+			t.Errorf("%s: passed %v, why %q; want %q", s.Name, s.Passed, s.Why, want[s.Name])
+		}
+	}
+	// worker_lost's order exists at the supplier though nothing counted it: it is listed to check.
+	if len(report.Effects) != 2 {
+		t.Fatalf("effects %+v, want lost_response's and worker_lost's", report.Effects)
+	}
+	lost := report.Effects[1]
+	if lost.Scenario != drill.WorkerLost || lost.ProviderReference != nil || supplier.Orders(lost.Reference) != 1 {
+		t.Errorf("effect %+v (%d orders at the supplier), want worker_lost's, to check by hand", lost, supplier.Orders(lost.Reference))
+	}
+}

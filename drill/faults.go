@@ -55,6 +55,7 @@ type keyState struct {
 	// supplier answered.
 	sent, answered int
 	firstAnswer    time.Time
+	lastAnswer     time.Time
 	lastSent       time.Time
 	lookups        int
 	emptied        int
@@ -230,8 +231,9 @@ func (rt roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	res.Body = io.NopCloser(bytes.NewReader(body))
 	f.mu.Lock()
 	ks.answered++
+	ks.lastAnswer = time.Now()
 	if ks.firstAnswer.IsZero() {
-		ks.firstAnswer = time.Now()
+		ks.firstAnswer = ks.lastAnswer
 	}
 	ft := ks.next
 	ks.next = nil

@@ -48,6 +48,8 @@ type Scenario struct {
 	fault  string
 	params string
 	notes  []string
+	// unsettled says which operation did not settle within the patience.
+	unsettled string
 }
 
 // Effect is one effect at the supplier. ProviderReference is nil when the supplier's records

@@ -44,9 +44,6 @@ func (d *drill) faulted(ctx context.Context, s *Scenario, ft fault, emptyFor tim
 	if !d.endedWell(final) && ok {
 		why = append(why, fmt.Sprintf("the operation ended %s (%s), not succeeded", final.Status, reviewReason(final)))
 	}
-	if !ok {
-		why = append(why, fmt.Sprintf("the operation did not settle within %s (still %s); raise --patience if the supplier's lookup lags longer", d.opts.Patience, final.Status))
-	}
 	if also != nil {
 		why = append(why, also(op.ExternalKey)...)
 	}
@@ -276,9 +273,6 @@ func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
 	if ok && !d.endedWell(final) {
 		why = append(why, fmt.Sprintf("the operation ended %s (%s), not succeeded", final.Status, reviewReason(final)))
 	}
-	if !ok {
-		why = append(why, fmt.Sprintf("the operation did not settle within %s (still %s)", d.opts.Patience, final.Status))
-	}
 	judge(s, why, uncounted(t, final), t.problem)
 	return nil
 }
@@ -386,9 +380,6 @@ func (d *drill) expiredApproval(ctx context.Context, s *Scenario) error {
 	}
 	if ok && !d.endedWell(final) {
 		why = append(why, fmt.Sprintf("the late success was not reconciled: the operation ended %s (%s); a lookup or a webhook is what finds it", final.Status, reviewReason(final)))
-	}
-	if !ok {
-		why = append(why, fmt.Sprintf("the operation did not settle within %s (still %s)", d.opts.Patience, final.Status))
 	}
 	judge(s, why, uncounted(t, final), t.problem)
 	return nil
