@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/client"
 	"github.com/actledger/actledger/provider"
 )
@@ -91,6 +93,9 @@ func Check(opts Options) (*provider.Config, error) {
 	if err := contract.CheckParams(opts.Params); err != nil {
 		return nil, refuse("action %s refuses these params: %v", opts.Action, err)
 	}
+	if contract.HasBusinessKey() && keyField(contract, opts.Params) == "" {
+		return nil, refuse("action %s derives its business key from params the drill cannot vary (it changes one string param at a time, and none gives another key); every scenario needs an intention of its own", opts.Action)
+	}
 	for _, s := range opts.Only {
 		if !slices.Contains(Scenarios, s) {
 			return nil, refuse("no scenario %q (the scenarios: %s)", s, strings.Join(Scenarios, ", "))
@@ -114,6 +119,9 @@ type drill struct {
 	// created are the operations each scenario requested, by external key.
 	created []Effect
 	current string // the scenario running
+	// keyField is the param the action's business key is made of, which the drill varies so
+	// that every scenario is an intention of its own; "" without a business key.
+	keyField string
 	// observed are the external keys whose effects a scenario counted, or tried to.
 	observed map[string]bool
 }
@@ -142,6 +150,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &drill{opts: opts, pc: pc, run: strings.ToLower(rand.Text()[:6]), observed: map[string]bool{}}
+	if contract, _ := opts.Registry.Action(opts.Action); contract.HasBusinessKey() {
+		d.keyField = keyField(contract, opts.Params)
+	}
 	d.report = &Report{Action: opts.Action, Provider: pc.Name, Scenarios: []Scenario{}, Effects: []Effect{},
 		environment: pc.Environment, account: pc.Account}
 	started := time.Now()
@@ -258,7 +269,8 @@ func reachable(ctx context.Context, pc *provider.Config) error {
 
 // scenario runs one scenario, turning an error of the drill itself into a verdict that says so.
 func (d *drill) scenario(ctx context.Context, name string) Scenario {
-	s := &Scenario{Name: name, Review: []string{}, AccessOK: true, fault: faultOf[name], params: string(d.opts.Params)}
+	in := d.paramsFor(name)
+	s := &Scenario{Name: name, Review: []string{}, AccessOK: true, fault: faultOf[name], params: string(in), in: in}
 	var err error
 	switch name {
 	case LostResponse:
@@ -467,3 +479,43 @@ func oneEffect(why []string, t tally, what string) []string {
 
 // asAPIError is errors.As for the client's API error.
 func asAPIError(err error, target **client.Error) bool { return errors.As(err, target) }
+
+// keyField is the first string param (by name) whose change gives params the action accepts and
+// another business key; "" when there is none.
+func keyField(contract *action.Contract, params json.RawMessage) string {
+	ctx := context.Background()
+	var obj map[string]any
+	if json.Unmarshal(params, &obj) != nil {
+		return ""
+	}
+	key, _, _ := contract.BusinessKey(ctx, params, "drill")
+	for _, name := range slices.Sorted(maps.Keys(obj)) {
+		v, isString := obj[name].(string)
+		if !isString {
+			continue
+		}
+		changed := maps.Clone(obj)
+		changed[name] = v + "-drill"
+		raw, _ := json.Marshal(changed)
+		if contract.CheckParams(raw) != nil {
+			continue
+		}
+		if k, ok, err := contract.BusinessKey(ctx, raw, "drill"); err == nil && ok && k != key {
+			return name
+		}
+	}
+	return ""
+}
+
+// paramsFor are the params of one intention of the drill, tag naming it: the drill's params,
+// with the business key's param made the intention's own when the action declares a key.
+func (d *drill) paramsFor(tag string) json.RawMessage {
+	if d.keyField == "" {
+		return d.opts.Params
+	}
+	var obj map[string]any
+	_ = json.Unmarshal(d.opts.Params, &obj)
+	obj[d.keyField] = fmt.Sprintf("%v-drill-%s-%s", obj[d.keyField], d.run, tag)
+	raw, _ := json.Marshal(obj)
+	return raw
+}

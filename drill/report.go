@@ -47,7 +47,9 @@ type Scenario struct {
 
 	fault  string
 	params string
-	notes  []string
+	// in are the params the scenario's operations are requested with.
+	in    json.RawMessage
+	notes []string
 	// unsettled says which operation did not settle within the patience.
 	unsettled string
 }

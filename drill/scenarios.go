@@ -19,11 +19,11 @@ const approvalTTL = time.Hour
 // meets ft (and, with emptyFor, whose lookups inside the lag answer none). It passes with one
 // effect and the operation succeeded (or in review with the supplier's reference).
 func (d *drill) faulted(ctx context.Context, s *Scenario, ft fault, emptyFor time.Duration, also func(ext string) []string) error {
-	ap, err := d.approve(ctx, d.opts.Params, approvalTTL)
+	ap, err := d.approve(ctx, s.in, approvalTTL)
 	if err != nil {
 		return err
 	}
-	op, err := d.requestArmed(ctx, d.key(s.Name, ""), d.opts.Params, ap.ID, &ft, emptyFor)
+	op, err := d.requestArmed(ctx, d.key(s.Name, ""), s.in, ap.ID, &ft, emptyFor)
 	if err != nil {
 		return err
 	}
@@ -73,11 +73,11 @@ func (d *drill) emptyLookup(ctx context.Context, s *Scenario) error {
 // replan: the intention again under a new client key with the same approval (a re-planning
 // agent), then a control, separately approved, that must get its own effect.
 func (d *drill) replan(ctx context.Context, s *Scenario) error {
-	ap, err := d.approve(ctx, d.opts.Params, approvalTTL)
+	ap, err := d.approve(ctx, s.in, approvalTTL)
 	if err != nil {
 		return err
 	}
-	op, err := d.request(ctx, d.key(s.Name, "first"), d.opts.Params, ap.ID)
+	op, err := d.request(ctx, d.key(s.Name, "first"), s.in, ap.ID)
 	if err != nil {
 		return err
 	}
@@ -93,7 +93,7 @@ func (d *drill) replan(ctx context.Context, s *Scenario) error {
 	var uncountedRefs []string
 	uncountedRefs = append(uncountedRefs, uncounted(t, first)...)
 
-	again, err := d.request(ctx, d.key(s.Name, "replanned"), d.opts.Params, ap.ID)
+	again, err := d.request(ctx, d.key(s.Name, "replanned"), s.in, ap.ID)
 	switch {
 	case err != nil:
 		s.notes = append(s.notes, fmt.Sprintf("The same intention under a new client key was refused: %s", err))
@@ -113,7 +113,7 @@ func (d *drill) replan(ctx context.Context, s *Scenario) error {
 		}
 	}
 
-	control, reason := d.controlParams(ctx)
+	control, reason := d.controlParams(s)
 	if control == nil {
 		s.notes = append(s.notes, "No control: "+reason)
 	} else {
@@ -152,26 +152,16 @@ func (d *drill) replan(ctx context.Context, s *Scenario) error {
 
 // controlParams are the control's params: with no business key, the same params (another key,
 // another approval); with one, params that differ in what the key is made of.
-func (d *drill) controlParams(ctx context.Context) (json.RawMessage, string) {
-	contract, _ := d.opts.Registry.Action(d.opts.Action)
-	if !contract.HasBusinessKey() {
-		return d.opts.Params, "identical params under another key, as the action declares no business key"
+func (d *drill) controlParams(s *Scenario) (json.RawMessage, string) {
+	if d.keyField == "" {
+		return s.in, "identical params under another key, as the action declares no business key"
 	}
-	key, _, _ := contract.BusinessKey(ctx, d.opts.Params, d.p.tenant)
-	for _, v := range variants(d.opts.Params) {
-		if contract.CheckParams(v.params) != nil {
-			continue
-		}
-		if k, ok, err := contract.BusinessKey(ctx, v.params, d.p.tenant); err == nil && ok && k != key {
-			return v.params, "params with " + v.change + ", which gives another business key"
-		}
-	}
-	return nil, "no change of one param gives another business key and params the action accepts"
+	return d.paramsFor(s.Name + "-control"), "params with another " + d.keyField + ", which gives another business key"
 }
 
 // concurrent: concurrentRequests identical requests at once; one operation, one effect.
 func (d *drill) concurrent(ctx context.Context, s *Scenario) error {
-	ap, err := d.approve(ctx, d.opts.Params, approvalTTL)
+	ap, err := d.approve(ctx, s.in, approvalTTL)
 	if err != nil {
 		return err
 	}
@@ -190,7 +180,7 @@ func (d *drill) concurrent(ctx context.Context, s *Scenario) error {
 		go func() {
 			defer wg.Done()
 			<-start
-			op, err := d.request(ctx, key, d.opts.Params, ap.ID)
+			op, err := d.request(ctx, key, s.in, ap.ID)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -234,11 +224,11 @@ func (d *drill) concurrent(ctx context.Context, s *Scenario) error {
 // sweeper makes the outcome unknown, and another worker settles it. Then the stalled worker's
 // answer is let through, late, to be fenced.
 func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
-	ap, err := d.approve(ctx, d.opts.Params, approvalTTL)
+	ap, err := d.approve(ctx, s.in, approvalTTL)
 	if err != nil {
 		return err
 	}
-	op, err := d.requestArmed(ctx, d.key(s.Name, ""), d.opts.Params, ap.ID, &fault{kind: faultStall}, 0)
+	op, err := d.requestArmed(ctx, d.key(s.Name, ""), s.in, ap.ID, &fault{kind: faultStall}, 0)
 	if err != nil {
 		return err
 	}
@@ -279,12 +269,12 @@ func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
 
 // changedParams: the same key with other params must be refused with 409, and nothing sent.
 func (d *drill) changedParams(ctx context.Context, s *Scenario) error {
-	ap, err := d.approve(ctx, d.opts.Params, approvalTTL)
+	ap, err := d.approve(ctx, s.in, approvalTTL)
 	if err != nil {
 		return err
 	}
 	key := d.key(s.Name, "")
-	op, err := d.request(ctx, key, d.opts.Params, ap.ID)
+	op, err := d.request(ctx, key, s.in, ap.ID)
 	if err != nil {
 		return err
 	}
@@ -293,7 +283,7 @@ func (d *drill) changedParams(ctx context.Context, s *Scenario) error {
 	if err != nil {
 		return err
 	}
-	other, change := d.changed(ctx)
+	other, change := d.changed(ctx, s.in)
 	var why []string
 	if other == nil {
 		s.notes = append(s.notes, "No changed params: "+change)
@@ -328,10 +318,10 @@ func (d *drill) changedParams(ctx context.Context, s *Scenario) error {
 }
 
 // changed are params the action accepts that differ from the drill's but keep its business key.
-func (d *drill) changed(ctx context.Context) (json.RawMessage, string) {
+func (d *drill) changed(ctx context.Context, params json.RawMessage) (json.RawMessage, string) {
 	contract, _ := d.opts.Registry.Action(d.opts.Action)
-	key, _, _ := contract.BusinessKey(ctx, d.opts.Params, d.p.tenant)
-	for _, v := range variants(d.opts.Params) {
+	key, _, _ := contract.BusinessKey(ctx, params, d.p.tenant)
+	for _, v := range variants(params) {
 		if contract.CheckParams(v.params) != nil {
 			continue
 		}
@@ -348,11 +338,11 @@ func (d *drill) changed(ctx context.Context) (json.RawMessage, string) {
 // expiredApproval: the approval ends while the first call's answer is held (the outcome becomes
 // unknown at the call's timeout); nothing may be sent again, and the effect is found late.
 func (d *drill) expiredApproval(ctx context.Context, s *Scenario) error {
-	ap, err := d.approve(ctx, d.opts.Params, expiringApproval)
+	ap, err := d.approve(ctx, s.in, expiringApproval)
 	if err != nil {
 		return err
 	}
-	op, err := d.requestArmed(ctx, d.key(s.Name, ""), d.opts.Params, ap.ID, &fault{kind: faultHold, until: ap.ExpiresAt.Add(250 * time.Millisecond)}, 0)
+	op, err := d.requestArmed(ctx, d.key(s.Name, ""), s.in, ap.ID, &fault{kind: faultHold, until: ap.ExpiresAt.Add(250 * time.Millisecond)}, 0)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,98 @@
+package drill_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/actledger/actledger/drill"
+	"github.com/actledger/actledger/internal/mocksupplier/stripe"
+	"github.com/actledger/actledger/provider"
+)
+
+// recipeFile is the one yaml block of a page of docs/providers, read as internal/recipes reads
+// it, with each replacement of edits applied (old, new, old, new...): base_url pointed at the
+// fake, and what must be shorter for a test than for a real supplier.
+func recipeFile(t *testing.T, page string, env map[string]string, edits ...string) *provider.Registry {
+	t.Helper()
+	raw, err := os.ReadFile("../docs/providers/" + page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(raw), "```yaml\n")
+	block, _, closed := strings.Cut(rest, "\n```")
+	if !ok || !closed {
+		t.Fatalf("%s: no ```yaml block", page)
+	}
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(block, edits[i]) {
+			t.Fatalf("%s: the providers file has no %q to replace", page, edits[i])
+		}
+		block = strings.ReplaceAll(block, edits[i], edits[i+1])
+	}
+	reg, err := provider.ParseEnv([]byte(block+"\n"), func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatalf("%s: %v", page, err)
+	}
+	return reg
+}
+
+const stripeKey = "sk_test_drillKEY51HxAbCdEf0123"
+
+var stripeEnv = map[string]string{"STRIPE_SECRET_KEY": stripeKey,
+	"STRIPE_PAYMENTS_WEBHOOK_SECRET": "whsec_drill_payments", "STRIPE_REFUNDS_WEBHOOK_SECRET": "whsec_drill_refunds"}
+
+// stripeLag is the fake's search lag, and the file's visibility_lag in these tests (the page
+// declares an hour, Stripe's outage figure).
+const stripeLag = time.Second
+
+// stripeRecipe runs the fake Stripe (keys kept for retention; 0: Stripe's 24 h) and returns the
+// recipe's providers file pointed at it.
+func stripeRecipe(t *testing.T, retention time.Duration) (*stripe.Server, *provider.Registry) {
+	t.Helper()
+	s := stripe.New(stripe.Config{APIKey: stripeKey, SearchLag: stripeLag, KeyRetention: retention})
+	srv := httptest.NewServer(s)
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	return s, recipeFile(t, "stripe.md", stripeEnv,
+		"https://api.stripe.com", srv.URL,
+		"visibility_lag: 1h", "visibility_lag: "+stripeLag.String(),
+		// The fake answers in milliseconds; expired_approval and worker_lost wait out a timeout.
+		"timeout: 20s", "timeout: 3s")
+}
+
+const stripeParams = `{"order_id":"po-37","amount":1999,"currency":"usd","customer":"cus_Nx1","payment_method":"pm_card_visa"}`
+
+func TestEveryScenarioPassesAgainstTheStripeRecipeAndItsFake(t *testing.T) {
+	t.Parallel()
+	s, reg := stripeRecipe(t, 0)
+	report, md := run(t, drill.Options{Registry: reg, Action: "payments.create_intent", Params: json.RawMessage(stripeParams)})
+	t.Log(md)
+	if !report.Passed {
+		t.Errorf("report did not pass:\n%s", md)
+	}
+	for _, e := range report.Effects {
+		if got := s.Effects(e.Reference); got != 1 {
+			t.Errorf("effect %+v: the fake holds %d PaymentIntents for it", e, got)
+		}
+	}
+}
+
+func TestAStripeThatForgetsIdempotencyKeysFailsLostResponseWithTwoPayments(t *testing.T) {
+	t.Parallel()
+	s, reg := stripeRecipe(t, time.Nanosecond) // every key is pruned at once: a resend is a new payment
+	report, md := run(t, drill.Options{Registry: reg, Action: "payments.create_intent", Params: json.RawMessage(stripeParams),
+		Only: []string{drill.LostResponse}})
+	lost := scenario(t, report, drill.LostResponse)
+	if report.Passed || lost.Passed == nil || *lost.Passed || lost.Effects == nil || *lost.Effects != 2 {
+		t.Fatalf("lost_response: passed %v, effects %v; want failed with 2:\n%s", lost.Passed, lost.Effects, md)
+	}
+	if !strings.Contains(lost.Why, "does not honour the header") {
+		t.Errorf("why %q", lost.Why)
+	}
+	if got := s.Effects(report.Effects[0].Reference); got != 2 {
+		t.Errorf("the fake holds %d PaymentIntents, want 2", got)
+	}
+}
