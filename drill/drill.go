@@ -403,7 +403,17 @@ func (d *drill) observe(ctx context.Context, s *Scenario, op *client.Operation, 
 		d.report.Effects = append(d.report.Effects, Effect{Scenario: s.Name, Reference: op.ExternalKey})
 	}
 	st := d.p.faults.stats(op.ExternalKey)
-	s.notes = append(s.notes, fmt.Sprintf("Operation `%s`, external key `%s`: %d create request(s) sent, %d lookup(s) asked by actledger", op.ID, op.ExternalKey, st.sent, st.lookups))
+	line := fmt.Sprintf("Operation `%s`, external key `%s`: %d create request(s) sent, %d lookup(s) asked by actledger", op.ID, op.ExternalKey, st.sent, st.lookups)
+	switch {
+	case t.n == nil || *t.n == 0:
+	case t.how == "reconcile.list" && d.pc.Reconcile.Condition != "" && t.mismatched == 0:
+		line += "; the supplier's record matches the approved params (reconcile.match)"
+	case t.how == "reconcile.list" && d.pc.Reconcile.Condition != "":
+		line += fmt.Sprintf("; %d of the supplier's records do not match the approved params (reconcile.match)", t.mismatched)
+	default:
+		line += "; params at the supplier not compared (no reconcile.match)"
+	}
+	s.notes = append(s.notes, line)
 	return t
 }
 
