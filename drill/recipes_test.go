@@ -2,14 +2,20 @@ package drill_test
 
 import (
 	"encoding/json"
+	"errors"
+	"net/http"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/actledger/actledger/drill"
+	"github.com/actledger/actledger/internal/mocksupplier/github"
+	"github.com/actledger/actledger/internal/mocksupplier/postmark"
 	"github.com/actledger/actledger/internal/mocksupplier/stripe"
+	"github.com/actledger/actledger/internal/mocksupplier/zendesk"
 	"github.com/actledger/actledger/provider"
 )
 
@@ -95,4 +101,99 @@ func TestAStripeThatForgetsIdempotencyKeysFailsLostResponseWithTwoPayments(t *te
 	if got := s.Effects(report.Effects[0].Reference); got != 2 {
 		t.Errorf("the fake holds %d PaymentIntents, want 2", got)
 	}
+}
+
+// recipeFake is a fake of a real supplier for a recipe drill: its URL and its own count of
+// effects per reference.
+type recipeFake struct {
+	url     string
+	effects func(reference string) int
+}
+
+func serveFake(t *testing.T, h interface {
+	ServeHTTP(http.ResponseWriter, *http.Request)
+}, effects func(string) int) recipeFake {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return recipeFake{url: srv.URL, effects: effects}
+}
+
+// fakeLag is each fake's lookup lag in these tests, and the file's visibility_lag.
+const fakeLag = time.Second
+
+// TestEveryScenarioPassesAgainstEachRecipesFake runs the drill on the recipes whose lookup exists
+// (docs/providers: Zendesk, GitHub, Postmark), each against its fake. The three are configured
+// for environment production, so the drill runs them with AllowProduction only.
+func TestEveryScenarioPassesAgainstEachRecipesFake(t *testing.T) {
+	t.Parallel()
+	for _, r := range []struct {
+		page, action, params, lag, timeout string
+		env                                map[string]string
+		start                              func(t *testing.T, env map[string]string) recipeFake
+	}{
+		{
+			page: "zendesk.md", action: "support.open_ticket", lag: "visibility_lag: 30s", timeout: "timeout: 10s",
+			params: `{"case_id":"case-81","subject":"Printer on fire","body":"Third floor, since 9:00."}`,
+			env:    map[string]string{"ZENDESK_OAUTH_TOKEN": "zd_oauth_drill_0123456789"},
+			start: func(t *testing.T, env map[string]string) recipeFake {
+				s := zendesk.New(zendesk.Config{OAuthToken: env["ZENDESK_OAUTH_TOKEN"], LookupLag: fakeLag})
+				t.Cleanup(s.Close)
+				return serveFake(t, s, s.Effects)
+			},
+		},
+		{
+			page: "github.md", action: "github.open_issue", lag: "visibility_lag: 15m", timeout: "timeout: 15s",
+			params: `{"title":"Printer on fire","body":"Third floor.","labels":["hardware"]}`,
+			env:    map[string]string{"GITHUB_TOKEN": "ghp_drillTESTtoken0123456789", "GITHUB_WEBHOOK_SECRET": "github-webhook-secret-drill"},
+			start: func(t *testing.T, env map[string]string) recipeFake {
+				s := github.New(github.Config{Token: env["GITHUB_TOKEN"], LookupLag: fakeLag})
+				t.Cleanup(s.Close)
+				return serveFake(t, s, s.Effects)
+			},
+		},
+		{
+			page: "postmark.md", action: "email.send", lag: "visibility_lag: 10m", timeout: "timeout: 15s",
+			params: `{"to":"ann@example.com","subject":"Your order","text":"It ships today."}`,
+			env:    map[string]string{"POSTMARK_SERVER_TOKEN": "pm-server-token-drill-0f3e9a1c"},
+			start: func(t *testing.T, env map[string]string) recipeFake {
+				s := postmark.New(postmark.Config{ServerToken: env["POSTMARK_SERVER_TOKEN"], LookupLag: fakeLag})
+				return serveFake(t, s, s.Effects)
+			},
+		},
+	} {
+		t.Run(strings.TrimSuffix(r.page, ".md"), func(t *testing.T) {
+			t.Parallel()
+			f := r.start(t, r.env)
+			base := regexp.MustCompile(`(?m)^    base_url: (\S+)`).FindStringSubmatch(providersBlock(t, r.page))
+			if base == nil {
+				t.Fatalf("%s: no base_url", r.page)
+			}
+			reg := recipeFile(t, r.page, r.env, base[1], f.url, r.lag, "visibility_lag: "+fakeLag.String(), r.timeout, "timeout: 2s")
+			if _, err := drill.Check(drill.Options{Registry: reg, Action: r.action, Params: json.RawMessage(r.params)}); !errors.Is(err, drill.ErrRefused) {
+				t.Errorf("a production provider without AllowProduction: %v, want refused", err)
+			}
+			report, md := run(t, drill.Options{Registry: reg, Action: r.action, Params: json.RawMessage(r.params), AllowProduction: true})
+			if !report.Passed {
+				t.Errorf("report did not pass:\n%s", md)
+			}
+			for _, e := range report.Effects {
+				if got := f.effects(e.Reference); got != 1 || e.ProviderReference == nil {
+					t.Errorf("effect %+v: the fake holds %d for it", e, got)
+				}
+			}
+		})
+	}
+}
+
+// providersBlock is the yaml block of a page, unchanged.
+func providersBlock(t *testing.T, page string) string {
+	t.Helper()
+	raw, err := os.ReadFile("../docs/providers/" + page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(raw), "```yaml\n")
+	block, _, _ := strings.Cut(rest, "\n```")
+	return block
 }
