@@ -62,7 +62,14 @@ func (d *drill) emptyLookup(ctx context.Context, s *Scenario) error {
 	lag := d.pc.Lookup.VisibilityLag.Duration
 	return d.faulted(ctx, s, fault{kind: faultDrop}, lag, func(ext string) []string {
 		st := d.p.faults.stats(ext)
-		s.notes = append(s.notes, fmt.Sprintf("Lookups answered none inside the visibility lag (%s after the supplier committed): %d of %d", lag, st.emptied, st.lookups))
+		switch {
+		case st.lookups == 0:
+			s.notes = append(s.notes, "actledger asked no lookup: the outcome was settled otherwise (a resend under the idempotency key), so no lookup could answer none")
+		case st.emptied == 0:
+			s.notes = append(s.notes, fmt.Sprintf("actledger asked %d lookup(s), none within the visibility lag (%s) of the supplier's commit: it waits the lag after the latest moment the create may have landed", st.lookups, lag))
+		default:
+			s.notes = append(s.notes, fmt.Sprintf("%d of actledger's %d lookup(s) came within the visibility lag (%s) of the supplier's commit and were answered none", st.emptied, st.lookups, lag))
+		}
 		if st.sentAfterEmpty > 0 {
 			return []string{fmt.Sprintf("%d create request(s) followed a lookup that answered none inside the visibility lag: an absence inside the lag proves nothing", st.sentAfterEmpty)}
 		}
