@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/actledger/actledger/action"
@@ -116,7 +117,9 @@ type drill struct {
 	count  *counter
 	run    string // unique to this run, in every key
 	report *Report
-	// created are the operations each scenario requested, by external key.
+	// created are the operations each scenario requested, by external key; mu guards it, as
+	// the concurrent scenario requests from many goroutines.
+	mu      sync.Mutex
 	created []Effect
 	current string // the scenario running
 	// keyField is the param the action's business key is made of, which the drill varies so
@@ -324,6 +327,8 @@ func (d *drill) request(ctx context.Context, key string, params json.RawMessage,
 
 // requested notes an operation the current scenario requested.
 func (d *drill) requested(op *client.Operation) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if !slices.ContainsFunc(d.created, func(e Effect) bool { return e.Reference == op.ExternalKey }) {
 		d.created = append(d.created, Effect{Scenario: d.current, Reference: op.ExternalKey})
 	}

@@ -78,7 +78,7 @@ func run(t *testing.T, opts drill.Options) (*drill.Report, string) {
 	return report, md.String()
 }
 
-func TestEveryScenarioPassesAgainstTheDemoSupplierAndCountsMatchItsOrders(t *testing.T) {
+func TestDrillPassesEveryScenarioAgainstTheDemoSupplierCountingItsOrders(t *testing.T) {
 	t.Parallel()
 	supplier, url := demoSupplier(t, mocksupplier.Honour)
 	report, md := run(t, drill.Options{Registry: demoFile(t, url)})
@@ -137,7 +137,7 @@ func scenario(t *testing.T, r *drill.Report, name string) drill.Scenario {
 	return drill.Scenario{}
 }
 
-func TestASupplierThatIgnoresItsIdempotencyHeaderFailsTheDrillWithTwoEffectsAndSaysWhy(t *testing.T) {
+func TestDrillFailsASupplierThatIgnoresItsIdempotencyHeaderWithTwoEffectsAndSaysWhy(t *testing.T) {
 	t.Parallel()
 	supplier, url := demoSupplier(t, mocksupplier.Ignore)
 	report, md := run(t, drill.Options{Registry: demoFile(t, url), Only: []string{drill.LostResponse, drill.ErrorAfterCommit}})
@@ -170,7 +170,7 @@ func TestASupplierThatIgnoresItsIdempotencyHeaderFailsTheDrillWithTwoEffectsAndS
 	}
 }
 
-func TestWithNoKeyLookupOrStatementTheVerdictIsNotEstablishedAndNamesTheReferences(t *testing.T) {
+func TestDrillWithNoKeyLookupOrStatementIsNotEstablishedAndNamesTheReferences(t *testing.T) {
 	t.Parallel()
 	_, url := demoSupplier(t, mocksupplier.Honour)
 	reg := demoFile(t, url, withoutReconcile, withoutLine("idempotency:"), withoutLine("lookup:"))
@@ -202,7 +202,7 @@ func TestWithNoKeyLookupOrStatementTheVerdictIsNotEstablishedAndNamesTheReferenc
 	}
 }
 
-func TestEffectsAreCountedByTheLookupWhenThereIsNoStatement(t *testing.T) {
+func TestDrillCountsEffectsByTheLookupWhenThereIsNoStatement(t *testing.T) {
 	t.Parallel()
 	supplier, url := demoSupplier(t, mocksupplier.Honour)
 	report, md := run(t, drill.Options{Registry: demoFile(t, url, withoutReconcile),
@@ -235,7 +235,7 @@ func (c *cancelOn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func TestAStoppedDrillSaysWhichScenariosDidNotFinishAndListsTheEffectsSoFar(t *testing.T) {
+func TestDrillStoppedSaysWhichScenariosDidNotFinishAndListsTheEffectsSoFar(t *testing.T) {
 	t.Parallel()
 	supplier, url := demoSupplier(t, mocksupplier.Honour)
 	_, dbURL := testdb.NewWithURL(t)

@@ -53,7 +53,7 @@ var stripeEnv = map[string]string{"STRIPE_SECRET_KEY": stripeKey,
 
 // stripeLag is the fake's search lag, and the file's visibility_lag in these tests (the page
 // declares an hour, Stripe's outage figure).
-const stripeLag = time.Second
+const stripeLag = 500 * time.Millisecond
 
 // stripeRecipe runs the fake Stripe (keys kept for retention; 0: Stripe's 24 h) and returns the
 // recipe's providers file pointed at it.
@@ -66,12 +66,12 @@ func stripeRecipe(t *testing.T, retention time.Duration) (*stripe.Server, *provi
 		"https://api.stripe.com", srv.URL,
 		"visibility_lag: 1h", "visibility_lag: "+stripeLag.String(),
 		// The fake answers in milliseconds; expired_approval and worker_lost wait out a timeout.
-		"timeout: 20s", "timeout: 3s")
+		"timeout: 20s", "timeout: 1500ms")
 }
 
 const stripeParams = `{"order_id":"po-37","amount":1999,"currency":"usd","customer":"cus_Nx1","payment_method":"pm_card_visa"}`
 
-func TestEveryScenarioPassesAgainstTheStripeRecipeAndItsFake(t *testing.T) {
+func TestDrillPassesEveryScenarioAgainstTheStripeRecipeAndItsFake(t *testing.T) {
 	t.Parallel()
 	s, reg := stripeRecipe(t, 0)
 	report, md := run(t, drill.Options{Registry: reg, Action: "payments.create_intent", Params: json.RawMessage(stripeParams)})
@@ -86,7 +86,7 @@ func TestEveryScenarioPassesAgainstTheStripeRecipeAndItsFake(t *testing.T) {
 	}
 }
 
-func TestAStripeThatForgetsIdempotencyKeysFailsLostResponseWithTwoPayments(t *testing.T) {
+func TestDrillFailsLostResponseWithTwoPaymentsWhenStripeForgetsItsKeys(t *testing.T) {
 	t.Parallel()
 	s, reg := stripeRecipe(t, time.Nanosecond) // every key is pruned at once: a resend is a new payment
 	report, md := run(t, drill.Options{Registry: reg, Action: "payments.create_intent", Params: json.RawMessage(stripeParams),
@@ -120,12 +120,12 @@ func serveFake(t *testing.T, h interface {
 }
 
 // fakeLag is each fake's lookup lag in these tests, and the file's visibility_lag.
-const fakeLag = time.Second
+const fakeLag = 500 * time.Millisecond
 
-// TestEveryScenarioPassesAgainstEachRecipesFake runs the drill on the recipes whose lookup exists
+// TestDrillPassesEveryScenarioAgainstEachRecipesFake runs the drill on the recipes whose lookup exists
 // (docs/providers: Zendesk, GitHub, Postmark), each against its fake. The three are configured
 // for environment production, so the drill runs them with AllowProduction only.
-func TestEveryScenarioPassesAgainstEachRecipesFake(t *testing.T) {
+func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 	t.Parallel()
 	for _, r := range []struct {
 		page, action, params, lag, timeout string
@@ -169,7 +169,7 @@ func TestEveryScenarioPassesAgainstEachRecipesFake(t *testing.T) {
 			if base == nil {
 				t.Fatalf("%s: no base_url", r.page)
 			}
-			reg := recipeFile(t, r.page, r.env, base[1], f.url, r.lag, "visibility_lag: "+fakeLag.String(), r.timeout, "timeout: 2s")
+			reg := recipeFile(t, r.page, r.env, base[1], f.url, r.lag, "visibility_lag: "+fakeLag.String(), r.timeout, "timeout: 1500ms")
 			if _, err := drill.Check(drill.Options{Registry: reg, Action: r.action, Params: json.RawMessage(r.params)}); !errors.Is(err, drill.ErrRefused) {
 				t.Errorf("a production provider without AllowProduction: %v, want refused", err)
 			}
