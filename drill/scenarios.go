@@ -112,7 +112,9 @@ func (d *drill) replan(ctx context.Context, s *Scenario) error {
 		if err != nil {
 			return err
 		}
+		state, summary := s.State, s.Summary
 		t2 := d.observe(ctx, s, final, ok)
+		s.State, s.Summary = state, summary // the state shown is the first intention's
 		add(s, t2, false)
 		uncountedRefs = append(uncountedRefs, uncounted(t2, final)...)
 		if t2.n == nil || *t2.n > 0 {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/actledger/actledger/internal/mocksupplier"
@@ -66,13 +67,41 @@ type drillJSON struct {
 	}
 }
 
-func TestDrillOnAPrivateLedgerPassesWritesBothReportsAndExitsZero(t *testing.T) {
+// TestDrillsOnPrivateLedgersPassWriteBothReportsAndExitZeroTwoAtOnce runs two drills at once
+// on one machine, each on a private Postgres and JetStream of its own.
+func TestDrillsOnPrivateLedgersPassWriteBothReportsAndExitZeroTwoAtOnce(t *testing.T) {
 	t.Parallel()
-	file, supplier := drillFile(t, mocksupplier.Honour, nil)
-	dir := t.TempDir()
-	md, js := filepath.Join(dir, "drill.md"), filepath.Join(dir, "drill.json")
-	status, stdout, stderr := drillRun(t, "supplier.create_order", "--params", `{"sku":"A-1","qty":3}`, "--providers", file,
-		"--only", "lost_response,changed_params", "--report", md, "--json", js)
+	type result struct {
+		status         int
+		stdout, stderr string
+		md, js         string
+		supplier       *mocksupplier.Server
+	}
+	results := make([]result, 2)
+	var wg sync.WaitGroup
+	for i := range results {
+		file, supplier := drillFile(t, mocksupplier.Honour, nil)
+		dir := t.TempDir()
+		r := &results[i]
+		r.md, r.js, r.supplier = filepath.Join(dir, "drill.md"), filepath.Join(dir, "drill.json"), supplier
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.status, r.stdout, r.stderr = drillRun(t, "supplier.create_order", "--params", `{"sku":"A-1","qty":3}`, "--providers", file,
+				"--only", "lost_response,changed_params", "--report", r.md, "--json", r.js)
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		checkPrivateDrill(t, r.status, r.stdout, r.stderr, r.md, r.js, r.supplier)
+	}
+	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "actledger-drill-*")); len(left) > 0 {
+		t.Logf("temporary directories of drills present (perhaps other tests' drills): %v", left)
+	}
+}
+
+func checkPrivateDrill(t *testing.T, status int, stdout, stderr, md, js string, supplier *mocksupplier.Server) {
+	t.Helper()
 	if status != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", status, stderr)
 	}
@@ -108,10 +137,6 @@ func TestDrillOnAPrivateLedgerPassesWritesBothReportsAndExitsZero(t *testing.T) 
 	}
 	if !strings.Contains(string(text), "# Drill: `supplier.create_order` on provider `acme`") || !strings.Contains(string(text), "**passed**") {
 		t.Errorf("Markdown report:\n%s", text)
-	}
-	// The private ledger is gone with the drill.
-	if left, _ := filepath.Glob(filepath.Join(os.TempDir(), "actledger-drill-pg-*", "postmaster.pid")); len(left) > 0 {
-		t.Logf("note: a private Postgres data directory is still present: %v (perhaps another drill running)", left)
 	}
 }
 
