@@ -258,6 +258,7 @@ func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
 	if err := d.injected(op); err != nil {
 		return err
 	}
+	s.notes = append(s.notes, d.fenced(ctx, op.ID))
 	t := d.observe(ctx, s, final, ok)
 	add(s, t, true)
 	var why []string
@@ -274,6 +275,34 @@ func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
 	}
 	judge(s, why, uncounted(t, final), t.problem)
 	return nil
+}
+
+// fenced says what became of the stalled worker's answer once it was let through: the ledger
+// refuses it (its lease was lost) and keeps it as evidence, event stale_result.
+func (d *drill) fenced(ctx context.Context, id string) string {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		events, err := d.p.agent.AllOperationEvents(ctx, id)
+		if err != nil {
+			return "The stalled worker's late answer: the operation's history could not be read: " + err.Error()
+		}
+		var expired, stale bool
+		for _, e := range events {
+			expired = expired || e.Kind == "lease_expired"
+			stale = stale || e.Kind == "stale_result"
+		}
+		switch {
+		case expired && stale:
+			return "The stalled worker's lease expired (event lease_expired); its answer, let through after another worker settled the operation, was refused by the fence and kept as evidence (event stale_result)"
+		case time.Now().After(deadline):
+			return fmt.Sprintf("The stalled worker's answer was let through; the history shows lease_expired %t, stale_result %t", expired, stale)
+		}
+		select {
+		case <-ctx.Done():
+			return "The drill was stopped before the stalled worker's answer was recorded"
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // changedParams: the same key with other params must be refused with 409, and nothing sent.
