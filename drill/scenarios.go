@@ -259,6 +259,12 @@ func (d *drill) workerLost(ctx context.Context, s *Scenario) error {
 		return err
 	}
 	s.notes = append(s.notes, d.fenced(ctx, op.ID))
+	// The late answer is evidence, and may have changed what the user sees (a second
+	// reference is a duplicate_effect review).
+	if now, err := d.p.agent.GetOperation(ctx, op.ID); err == nil {
+		final = now
+		ok = final.Status.Final() || final.Status == client.StatusReview
+	}
 	t := d.observe(ctx, s, final, ok)
 	add(s, t, true)
 	var why []string
