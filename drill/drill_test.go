@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http/httptest"
 	"os"
 	"regexp"
@@ -268,5 +269,20 @@ func TestDrillStoppedSaysWhichScenariosDidNotFinishAndListsTheEffectsSoFar(t *te
 	lost := report.Effects[1]
 	if lost.Scenario != drill.WorkerLost || lost.ProviderReference != nil || supplier.Orders(lost.Reference) != 1 {
 		t.Errorf("effect %+v (%d orders at the supplier), want worker_lost's, to check by hand", lost, supplier.Orders(lost.Reference))
+	}
+}
+
+func TestDrillRefusesADatabaseThatHoldsOperationsAlready(t *testing.T) {
+	t.Parallel()
+	_, url := demoSupplier(t, mocksupplier.Honour)
+	_, dbURL := testdb.NewWithURL(t)
+	opts := drill.Options{Registry: demoFile(t, url), Action: "supplier.create_order", Params: json.RawMessage(`{"sku":"A-1"}`),
+		DatabaseURL: dbURL, Only: []string{drill.ChangedParams}}
+	if report, err := drill.Run(context.Background(), opts); err != nil || !report.Passed {
+		t.Fatalf("first drill: %v, %+v", err, report)
+	}
+	// The ledger now holds the first drill's operations: a second drill must not run on it.
+	if _, err := drill.Run(context.Background(), opts); !errors.Is(err, drill.ErrLedgerInUse) {
+		t.Errorf("second drill on the same database: %v, want ErrLedgerInUse", err)
 	}
 }

@@ -94,6 +94,14 @@ func startPipeline(ctx context.Context, registry *provider.Registry, databaseURL
 		longest = max(longest, pc.Timeout.Duration) // a registry's config has its default filled
 	}
 	p.lease = longest + leaseSlack
+	for _, pc := range registry.Providers() {
+		// A timeout the file leaves out is shortened by the dispatcher to half its lease,
+		// while the provider client the drill gives it keeps the full one: a lease twice the
+		// timeout leaves it whole, so the ledger's rule for a call's end is the call's.
+		if t, err := pc.DispatchTimeout(p.lease); err == nil && t < pc.Timeout.Duration {
+			p.lease = max(p.lease, 2*pc.Timeout.Duration)
+		}
+	}
 	a, err := app.Build(ctx, app.Config{
 		Pool: pool,
 		NATS: broker.Config{
