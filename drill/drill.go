@@ -43,9 +43,10 @@ const DefaultPatience = 2 * time.Minute
 // concurrentRequests is how many identical requests the concurrent scenario sends at once.
 const concurrentRequests = 20
 
-// expiringApproval is the lifetime of expired_approval's and empty_lookup's approvals: short, so
-// that it ends while the first call's answer is still held.
-const expiringApproval = 2 * time.Second
+// expiringApproval is the lifetime of expired_approval's approval: short, so that it ends while
+// the first call's answer is still held, and long enough for a loaded machine to dispatch the
+// operation before it ends.
+const expiringApproval = 3 * time.Second
 
 // Options configure a drill.
 type Options struct {
