@@ -181,7 +181,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			continue
 		}
 		if ctx.Err() != nil {
-			d.report.Scenarios = append(d.report.Scenarios, Scenario{Name: name, Review: []string{}, Why: "not run: the drill was stopped"})
+			d.report.Scenarios = append(d.report.Scenarios, Scenario{Name: name, State: "not run", Review: []string{}, Why: "not run: the drill was stopped"})
 			continue
 		}
 		d.progress("%s: %s", name, faultOf[name])
@@ -274,7 +274,7 @@ func reachable(ctx context.Context, pc *provider.Config) error {
 // scenario runs one scenario, turning an error of the drill itself into a verdict that says so.
 func (d *drill) scenario(ctx context.Context, name string) Scenario {
 	in := d.paramsFor(name)
-	s := &Scenario{Name: name, Review: []string{}, AccessOK: true, fault: faultOf[name], params: string(in), in: in}
+	s := &Scenario{Name: name, Review: []string{}, fault: faultOf[name], params: string(in), in: in}
 	var err error
 	switch name {
 	case LostResponse:
@@ -399,7 +399,9 @@ func (d *drill) observe(ctx context.Context, s *Scenario, op *client.Operation, 
 			}
 		}
 	}
-	s.AccessOK = s.AccessOK && d.hidden(ctx, op.ID)
+	hidden := d.hidden(ctx, op.ID)
+	s.AccessOK = hidden && (s.AccessOK || !s.accessChecked)
+	s.accessChecked = true
 	t := d.count.count(ctx, op.ExternalKey, op.Params)
 	d.observed[op.ExternalKey] = true
 	for _, ref := range t.references {

@@ -262,6 +262,10 @@ func TestDrillStoppedSaysWhichScenariosDidNotFinishAndListsTheEffectsSoFar(t *te
 			t.Errorf("%s: passed %v, why %q; want %q", s.Name, s.Passed, s.Why, want[s.Name])
 		}
 	}
+	// What was not observed is not claimed: no access check of a scenario that never ran.
+	if s := scenario(t, report, drill.ChangedParams); s.AccessOK || s.State != "not run" {
+		t.Errorf("changed_params, never run: access_ok %t, state %q", s.AccessOK, s.State)
+	}
 	// worker_lost's order exists at the supplier though nothing counted it: it is listed to check.
 	if len(report.Effects) != 2 {
 		t.Fatalf("effects %+v, want lost_response's and worker_lost's", report.Effects)

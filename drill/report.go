@@ -38,8 +38,9 @@ type Scenario struct {
 	Summary string `json:"summary"`
 	// Review lists the reasons of the review items the scenario opened.
 	Review []string `json:"review"`
-	// AccessOK: a token of another tenant and one of another scope both got 404 for the
-	// operation.
+	// AccessOK: a token of another tenant and one of another scope both got 404 for every
+	// operation of the scenario; false when one saw it, or when no operation was asked about
+	// (a scenario that did not run).
 	AccessOK bool    `json:"access_ok"`
 	Seconds  float64 `json:"seconds"`
 	// Why says in plain words why the scenario did not pass; empty when it did.
@@ -52,6 +53,8 @@ type Scenario struct {
 	notes []string
 	// unsettled says which operation did not settle within the patience.
 	unsettled string
+	// accessChecked: AccessOK was asked of an operation (false: no operation to ask about).
+	accessChecked bool
 }
 
 // Effect is one effect at the supplier. ProviderReference is nil when the supplier's records
@@ -118,14 +121,21 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			effects = fmt.Sprint(*s.Effects)
 		}
 		access := "404 ✓"
-		if !s.AccessOK {
+		switch {
+		case !s.accessChecked:
+			access = "not checked"
+		case !s.AccessOK:
 			access = "**visible**"
+		}
+		state := "`" + s.State + "`"
+		if s.State == "" {
+			state = "—"
 		}
 		review := strings.Join(s.Review, ", ")
 		if review == "" {
 			review = "—"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | `%s` | %s | %s | %.1f |\n", s.Name, s.verdict(), effects, s.State, review, access, s.Seconds)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %.1f |\n", s.Name, s.verdict(), effects, state, review, access, s.Seconds)
 	}
 	for _, s := range r.Scenarios {
 		fmt.Fprintf(&b, "\n## %s: %s\n\n", s.Name, s.verdict())
