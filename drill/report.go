@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/actledger/actledger/internal/display"
 )
 
 // Report is what a drill found: the contract's JSON shape (docs/drills.md), and the Markdown a
@@ -127,11 +129,11 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		case !s.AccessOK:
 			access = "**visible**"
 		}
-		state := "`" + s.State + "`"
+		state := cell(code(s.State))
 		if s.State == "" {
 			state = "—"
 		}
-		review := strings.Join(s.Review, ", ")
+		review := cell(display.Line(strings.Join(s.Review, ", ")))
 		if review == "" {
 			review = "—"
 		}
@@ -143,16 +145,16 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "- Fault: %s\n", s.fault)
 		}
 		if s.params != "" {
-			fmt.Fprintf(&b, "- Params: %s\n", s.params)
+			fmt.Fprintf(&b, "- Params: %s\n", code(s.params))
 		}
 		for _, n := range s.notes {
-			fmt.Fprintf(&b, "- %s\n", n)
+			fmt.Fprintf(&b, "- %s\n", display.Line(n))
 		}
 		if s.Summary != "" {
-			fmt.Fprintf(&b, "- What the user sees: `%s`, \"%s\"\n", s.State, s.Summary)
+			fmt.Fprintf(&b, "- What the user sees: %s, %s\n", code(s.State), display.Quote(s.Summary))
 		}
 		if s.Why != "" {
-			fmt.Fprintf(&b, "- **Why**: %s\n", s.Why)
+			fmt.Fprintf(&b, "- **Why**: %s\n", display.Line(s.Why))
 		}
 	}
 	b.WriteString("\n## Effects made at the supplier\n\nEvery effect the drill made, to clean the test account.\n\n")
@@ -163,11 +165,24 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		for _, e := range r.Effects {
 			ref := "not read: check by hand"
 			if e.ProviderReference != nil {
-				ref = "`" + *e.ProviderReference + "`"
+				ref = cell(code(*e.ProviderReference))
 			}
-			fmt.Fprintf(&b, "| %s | `%s` | %s |\n", e.Scenario, e.Reference, ref)
+			fmt.Fprintf(&b, "| %s | %s | %s |\n", e.Scenario, cell(code(e.Reference)), ref)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// code is s as Markdown inline code, every character of it seen (internal/display): a supplier's
+// reference or params may hold anything, a backtick included, which a longer fence keeps inside.
+func code(s string) string {
+	v := display.Line(s)
+	if strings.Contains(v, "`") {
+		return "`` " + v + " ``"
+	}
+	return "`" + v + "`"
+}
+
+// cell is s made safe for a Markdown table cell: a pipe would end the cell.
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
