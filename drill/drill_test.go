@@ -290,3 +290,28 @@ func TestDrillRefusesADatabaseThatHoldsOperationsAlready(t *testing.T) {
 		t.Errorf("second drill on the same database: %v, want ErrLedgerInUse", err)
 	}
 }
+
+func TestDrillCountsByTheStatementAloneAndAcceptsReviewWhereNothingCanSettle(t *testing.T) {
+	t.Parallel()
+	supplier, url := demoSupplier(t, mocksupplier.Honour)
+	reg := demoFile(t, url, withoutLine("idempotency:"), withoutLine("lookup:"))
+	report, md := run(t, drill.Options{Registry: reg, Only: []string{drill.LostResponse, drill.EmptyLookup}})
+	lost := scenario(t, report, drill.LostResponse)
+	// No key and no lookup: actledger cannot settle a lost answer, and hands it to a person
+	// instead of sending it again; the statement shows the one order.
+	if lost.Passed == nil || !*lost.Passed || lost.State != "review" || lost.Effects == nil || *lost.Effects != 1 {
+		t.Errorf("lost_response: passed %v, state %s, effects %v; want passed, review, 1:\n%s", lost.Passed, lost.State, lost.Effects, md)
+	}
+	if len(lost.Review) != 1 || lost.Review[0] != "outcome_unknown" {
+		t.Errorf("lost_response: review %v, want [outcome_unknown]", lost.Review)
+	}
+	if got := supplier.Orders(report.Effects[0].Reference); got != 1 {
+		t.Errorf("the supplier holds %d orders, want 1", got)
+	}
+	if empty := scenario(t, report, drill.EmptyLookup); empty.Passed != nil || !strings.Contains(empty.Why, "no lookup") {
+		t.Errorf("empty_lookup without a lookup: passed %v, why %q; want not established, saying so", empty.Passed, empty.Why)
+	}
+	if report.Passed {
+		t.Error("a drill with a scenario not established passed")
+	}
+}
