@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/actledger/actledger/provider"
@@ -95,6 +96,12 @@ func (c *counter) list(ctx context.Context, key string, params json.RawMessage) 
 			return t
 		}
 		for _, rec := range p.Records {
+			if rec.Skip != "" && strings.Contains(string(rec.Raw), key) {
+				// A record that names the key but that the reconcile expressions cannot read
+				// may be an effect of ours: the count would be a guess.
+				t.problem = fmt.Sprintf("a record of the supplier's statement names %s but cannot be read (%s)", key, rec.Skip)
+				return t
+			}
 			if rec.Reference != key {
 				continue
 			}
