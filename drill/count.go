@@ -40,45 +40,56 @@ type counter struct {
 	wait     func(ctx context.Context, d time.Duration, why string) error
 }
 
-// method says how the effects are counted; "" when they cannot be.
+// method says how the effects are counted; "" when they cannot be. Of a lookup and a statement
+// the one whose declared lag is shorter is asked (the statement when they are equal: it lists
+// every record, so an effect made twice shows twice).
 func (c *counter) method() string {
+	list, look := c.pc.Reconcile != nil, c.pc.Lookup != nil
 	switch {
-	case c.pc.Reconcile != nil:
+	case list && look && c.pc.Reconcile.Lag <= c.pc.Lookup.VisibilityLag.Duration, list && !look:
 		return "reconcile.list"
-	case c.pc.Lookup != nil:
+	case look:
 		return "lookup"
 	}
 	return ""
 }
 
-// count counts key's effects. A statement (reconcile.list) is preferred: it lists every record
-// made in the drill's time, so an effect made twice shows twice, and it needs no wait. A lookup
-// is asked only once an absence would be believable: its visibility lag after the latest moment
-// a create of key may have landed.
+// lag is how long after a create landed the method's answer may still miss it: the lookup's
+// visibility_lag, or reconcile.lag for the statement, as the providers file declares them.
+func (c *counter) lag() (time.Duration, string) {
+	if c.method() == "lookup" {
+		return c.pc.Lookup.VisibilityLag.Duration, "the lookup's visibility_lag"
+	}
+	return c.pc.Reconcile.Lag, "reconcile.lag"
+}
+
+// count counts key's effects, once the supplier's records may be believed complete: the declared
+// lag of the method after the latest moment a create of key may have landed (its answer, or, for
+// one never answered, the end of its timeout). Asked sooner, a lagging list or search could miss
+// a second effect and report a pass it did not observe.
 func (c *counter) count(ctx context.Context, key string, params json.RawMessage) tally {
-	switch c.method() {
-	case "reconcile.list":
-		return c.list(ctx, key, params)
-	case "lookup":
-		// The latest moment a create may have landed: its answer, or, for one never answered,
-		// the end of its timeout.
-		st := c.faults.stats(key)
-		landed := st.lastAnswer
-		if st.sent > st.answered {
-			landed = st.lastSent.Add(c.pc.Timeout.Duration)
+	method := c.method()
+	if method == "" {
+		return tally{problem: "the provider has neither a lookup nor a reconcile.list section, so nothing can ask the supplier what it holds"}
+	}
+	st := c.faults.stats(key)
+	landed := st.lastAnswer
+	if st.sent > st.answered {
+		landed = st.lastSent.Add(c.pc.Timeout.Duration)
+	}
+	lag, what := c.lag()
+	if d := time.Until(landed.Add(lag)); !landed.IsZero() && d > 0 {
+		if d > c.patience {
+			return tally{problem: fmt.Sprintf("%s (%s) is longer than --patience (%s), so the count would not be final: raise --patience above it", what, lag, c.patience)}
 		}
-		lag := c.pc.Lookup.VisibilityLag.Duration
-		if d := time.Until(landed.Add(lag)); !landed.IsZero() && d > 0 {
-			if d > c.patience {
-				return tally{problem: fmt.Sprintf("the lookup's visibility_lag (%s) is longer than --patience (%s), so the count would not be final: raise --patience above it, or give the provider a reconcile.list", lag, c.patience)}
-			}
-			if err := c.wait(ctx, d, fmt.Sprintf("the lookup's visibility_lag (%s) after the last create landed, so that the count is final", lag)); err != nil {
-				return tally{problem: err.Error()}
-			}
+		if err := c.wait(ctx, d, fmt.Sprintf("%s (%s) after the last create landed, so that the count is final", what, lag)); err != nil {
+			return tally{problem: err.Error()}
 		}
+	}
+	if method == "lookup" {
 		return c.lookup(ctx, key, params)
 	}
-	return tally{problem: "the provider has neither a lookup nor a reconcile.list section, so nothing can ask the supplier what it holds"}
+	return c.list(ctx, key, params)
 }
 
 func (c *counter) list(ctx context.Context, key string, params json.RawMessage) tally {

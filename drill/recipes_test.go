@@ -20,8 +20,9 @@ import (
 )
 
 // recipeFile is the one yaml block of a page of docs/providers, read as internal/recipes reads
-// it, with each replacement of edits applied (old, new, old, new...): base_url pointed at the
-// fake, and what must be shorter for a test than for a real supplier.
+// it, with each replacement of edits applied (old, new, old, new...; an old starting with "?" may
+// be missing): base_url pointed at the fake, and what must be shorter for a test than for a real
+// supplier.
 func recipeFile(t *testing.T, page string, env map[string]string, edits ...string) *provider.Registry {
 	t.Helper()
 	raw, err := os.ReadFile("../docs/providers/" + page)
@@ -34,10 +35,14 @@ func recipeFile(t *testing.T, page string, env map[string]string, edits ...strin
 		t.Fatalf("%s: no ```yaml block", page)
 	}
 	for i := 0; i+1 < len(edits); i += 2 {
-		if !strings.Contains(block, edits[i]) {
-			t.Fatalf("%s: the providers file has no %q to replace", page, edits[i])
+		old, optional := strings.CutPrefix(edits[i], "?")
+		if !strings.Contains(block, old) {
+			if optional {
+				continue
+			}
+			t.Fatalf("%s: the providers file has no %q to replace", page, old)
 		}
-		block = strings.ReplaceAll(block, edits[i], edits[i+1])
+		block = strings.ReplaceAll(block, old, edits[i+1])
 	}
 	reg, err := provider.ParseEnv([]byte(block+"\n"), func(k string) string { return env[k] })
 	if err != nil {
@@ -65,6 +70,7 @@ func stripeRecipe(t *testing.T, retention time.Duration) (*stripe.Server, *provi
 	return s, recipeFile(t, "stripe.md", stripeEnv,
 		"https://api.stripe.com", srv.URL,
 		"visibility_lag: 1h", "visibility_lag: "+stripeLag.String(),
+		"?      lag: 15m", "      lag: "+stripeLag.String(),
 		// The fake answers in milliseconds; expired_approval and worker_lost wait out a timeout.
 		"timeout: 20s", "timeout: 1500ms")
 }
@@ -135,7 +141,7 @@ func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 		{
 			page: "zendesk.md", action: "support.open_ticket", lag: "visibility_lag: 30s", timeout: "timeout: 10s",
 			params: `{"case_id":"case-81","subject":"Printer on fire","body":"Third floor, since 9:00."}`,
-			env:    map[string]string{"ZENDESK_OAUTH_TOKEN": "zd_oauth_drill_0123456789"},
+			env:    map[string]string{"ZENDESK_OAUTH_TOKEN": "zd_oauth_drill_0123456789", "ZENDESK_WEBHOOK_SECRET": "zd-webhook-secret-drill"},
 			start: func(t *testing.T, env map[string]string) recipeFake {
 				s := zendesk.New(zendesk.Config{OAuthToken: env["ZENDESK_OAUTH_TOKEN"], LookupLag: fakeLag})
 				t.Cleanup(s.Close)
@@ -169,7 +175,8 @@ func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 			if base == nil {
 				t.Fatalf("%s: no base_url", r.page)
 			}
-			reg := recipeFile(t, r.page, r.env, base[1], f.url, r.lag, "visibility_lag: "+fakeLag.String(), r.timeout, "timeout: 1500ms")
+			reg := recipeFile(t, r.page, r.env, base[1], f.url, r.lag, "visibility_lag: "+fakeLag.String(), r.timeout, "timeout: 1500ms",
+				"?      lag: 15m", "      lag: "+fakeLag.String())
 			if _, err := drill.Check(drill.Options{Registry: reg, Action: r.action, Params: json.RawMessage(r.params)}); !errors.Is(err, drill.ErrRefused) {
 				t.Errorf("a production provider without AllowProduction: %v, want refused", err)
 			}
