@@ -135,8 +135,13 @@ func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 	t.Parallel()
 	for _, r := range []struct {
 		page, action, params, lag, timeout string
-		env                                map[string]string
-		start                              func(t *testing.T, env map[string]string) recipeFake
+		// listLag: the fake lists a record as soon as its search finds it, so the page's
+		// reconcile.lag may be shortened with its visibility_lag. Zendesk's incremental export
+		// leaves out the last minute, as Zendesk's does: its reconcile.lag stays, and the drill
+		// counts by the lookup, whose lag is the shorter.
+		listLag bool
+		env     map[string]string
+		start   func(t *testing.T, env map[string]string) recipeFake
 	}{
 		{
 			page: "zendesk.md", action: "support.open_ticket", lag: "visibility_lag: 30s", timeout: "timeout: 10s",
@@ -149,7 +154,7 @@ func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 			},
 		},
 		{
-			page: "github.md", action: "github.open_issue", lag: "visibility_lag: 15m", timeout: "timeout: 15s",
+			page: "github.md", action: "github.open_issue", lag: "visibility_lag: 15m", timeout: "timeout: 15s", listLag: true,
 			params: `{"title":"Printer on fire","body":"Third floor.","labels":["hardware"]}`,
 			env:    map[string]string{"GITHUB_TOKEN": "ghp_drillTESTtoken0123456789", "GITHUB_WEBHOOK_SECRET": "github-webhook-secret-drill"},
 			start: func(t *testing.T, env map[string]string) recipeFake {
@@ -159,7 +164,7 @@ func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 			},
 		},
 		{
-			page: "postmark.md", action: "email.send", lag: "visibility_lag: 10m", timeout: "timeout: 15s",
+			page: "postmark.md", action: "email.send", lag: "visibility_lag: 10m", timeout: "timeout: 15s", listLag: true,
 			params: `{"to":"ann@example.com","subject":"Your order","text":"It ships today."}`,
 			env:    map[string]string{"POSTMARK_SERVER_TOKEN": "pm-server-token-drill-0f3e9a1c"},
 			start: func(t *testing.T, env map[string]string) recipeFake {
@@ -175,8 +180,11 @@ func TestDrillPassesEveryScenarioAgainstEachRecipesFake(t *testing.T) {
 			if base == nil {
 				t.Fatalf("%s: no base_url", r.page)
 			}
-			reg := recipeFile(t, r.page, r.env, base[1], f.url, r.lag, "visibility_lag: "+fakeLag.String(), r.timeout, "timeout: 1500ms",
-				"?      lag: 15m", "      lag: "+fakeLag.String())
+			edits := []string{base[1], f.url, r.lag, "visibility_lag: " + fakeLag.String(), r.timeout, "timeout: 1500ms"}
+			if r.listLag {
+				edits = append(edits, "?      lag: 15m", "      lag: "+fakeLag.String())
+			}
+			reg := recipeFile(t, r.page, r.env, edits...)
 			if _, err := drill.Check(drill.Options{Registry: reg, Action: r.action, Params: json.RawMessage(r.params)}); !errors.Is(err, drill.ErrRefused) {
 				t.Errorf("a production provider without AllowProduction: %v, want refused", err)
 			}
