@@ -41,6 +41,13 @@ type HTTPOptions struct {
 	// are never followed whatever its CheckRedirect says. Its Timeout, if set, applies on top of
 	// the provider's timeout.
 	Client *http.Client
+	// Wrap, when set, is put between the client and its transport: it gets every request the
+	// provider sends (create, lookup, statement page) and must pass it on to the transport it is
+	// given, which sends it to the supplier. `actledger drill` injects its faults there (an
+	// answer lost, replaced or held after the supplier answered), so the code under test is the
+	// code that runs in production. The transport underneath is the one it would be without
+	// Wrap, so whether a request may have been sent is known as precisely.
+	Wrap func(http.RoundTripper) http.RoundTripper
 	// Now is the clock for Result timestamps and Retry-After dates; nil means time.Now.
 	Now func() time.Time
 	// TracerProvider makes the client span of each call made in a trace, whose context the
@@ -76,6 +83,14 @@ func NewHTTP(cfg *Config, opts HTTPOptions) *HTTP {
 	// resource whose 2xx would read as "succeeded". Report the redirect itself instead.
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	_, stdTransport := client.Transport.(*http.Transport)
+	traced := client.Transport == nil || stdTransport
+	if opts.Wrap != nil {
+		inner := client.Transport
+		if inner == nil {
+			inner = http.DefaultTransport
+		}
+		client.Transport = opts.Wrap(inner)
+	}
 	now := opts.Now
 	if now == nil {
 		now = time.Now
@@ -85,7 +100,7 @@ func NewHTTP(cfg *Config, opts HTTPOptions) *HTTP {
 		client:        &client,
 		now:           now,
 		tracer:        tracing.Tracer(opts.TracerProvider),
-		gotConnTraced: client.Transport == nil || stdTransport,
+		gotConnTraced: traced,
 	}
 }
 

@@ -92,6 +92,8 @@ func demo(ctx context.Context, e env, args []string, stdout io.Writer, logger *s
 		s.paragraph(fmt.Sprintf("Same supplier, same fault. The naive retry turned one lost answer into a second "+
 			"order. actledger recorded the outcome as unknown, never sent the order again, waited out "+
 			"acme's %s lag and found the order by its reference.", demoLag))
+		s.paragraph("The same proof on your own supplier, with this and seven more faults, effects " +
+			"counted at the supplier: actledger drill ACTION --params JSON --providers FILE (docs/drills.md).")
 		return nil
 	}
 	return fmt.Errorf("demo: the story did not go as the contract says: %d order(s) with the naive retry (want 2), %d with actledger (want 1)", naive, ours)

@@ -67,6 +67,8 @@ func TestDemoShowsTwoOrdersNaiveAndOneWithActledger(t *testing.T) {
 			"attempt          dispatching → unknown",
 			"claimed          unknown → dispatching",
 			"lookup_found     dispatching → succeeded",
+			// Where to go next: the same proof on the reader's own supplier.
+			"actledger drill ACTION --params JSON --providers FILE",
 		}, []string{"2 orders", "2 POSTs"}},
 	} {
 		for _, want := range tc.want {

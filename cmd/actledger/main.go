@@ -49,6 +49,11 @@ Usage:
                                           the create request it would send, credential masked
   actledger notifications test RECEIVER [--providers FILE]
                                           send a signed test event; print the receiver's answer
+  actledger drill ACTION --params JSON [--providers FILE] [--only S1,S2] [--report FILE.md]
+                 [--json FILE.json] [--database-url URL] [--allow-production] [--patience D]
+                                          prove the integration: the failure scenarios against the
+                                          provider as configured, effects counted at the supplier,
+                                          on a ledger of its own; exit 1 unless every one passed
 
 Environment: DATABASE_URL, NATS_URL, LISTEN_ADDR, PROVIDERS_FILE,
 LEASE_DURATION, STREAM_PREFIX, RETENTION_OLDER_THAN, RETENTION_ARCHIVE,
@@ -75,9 +80,19 @@ func main() {
 // the usage (the usage alone does not say which flag or value was wrong);
 // 1 for every other failure, with its message.
 func exitStatus(err error, stderr io.Writer) int {
+	var code *exitCode
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &code):
+		if code.msg != "" {
+			msg := code.msg
+			if !strings.HasPrefix(msg, "actledger") {
+				msg = "actledger: " + msg
+			}
+			fmt.Fprintln(stderr, msg)
+		}
+		return code.code
 	case errors.Is(err, errUsage):
 		if msg := strings.TrimSuffix(err.Error(), ": "+errUsage.Error()); msg != errUsage.Error() {
 			fmt.Fprintln(stderr, "actledger:", msg)
@@ -110,7 +125,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return nil
 	}
 	env, err := loadEnv(getenv)
-	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" && args[0] != "providers" && args[0] != "reconcile" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN, or PROVIDERS_FILE
+	if err != nil && args[0] != "ops" && args[0] != "approvals" && args[0] != "mcp" && args[0] != "providers" && args[0] != "reconcile" && args[0] != "drill" { // they read only ACTLEDGER_URL and ACTLEDGER_TOKEN, or PROVIDERS_FILE
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: env.LogLevel}))
@@ -140,6 +155,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return showErrors(reconcileCmd(ctx, getenv, args[1:], stdout))
 	case "notifications":
 		return notificationsCmd(ctx, env, args[1:], stdout)
+	case "drill":
+		return drillCmd(ctx, getenv, args[1:], stdout, stderr, logger)
 	default:
 		return fmt.Errorf("unknown command %q: %w", args[0], errUsage)
 	}
@@ -151,7 +168,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // running or reporting a mistake.
 func asksForHelp(args []string) bool {
 	switch args[0] {
-	case "serve", "migrate", "token", "demo", "prune", "notifications":
+	case "serve", "migrate", "token", "demo", "prune", "notifications", "drill":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 	}
 	return false

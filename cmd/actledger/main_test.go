@@ -105,6 +105,7 @@ func TestHelpOfEveryCommandExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--help"}, {"serve", "--roles", "api", "-h"}, {"migrate", "--help"}, {"token", "-help"},
 		{"token", "create", "--help"}, {"token", "revoke", "-h"}, {"demo", "--help"}, {"notifications", "test", "--help"},
+		{"drill", "--help"}, {"drill", "supplier.create_order", "-h"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if got := exitStatus(run(t.Context(), args, getenv, &stdout, io.Discard), &stderr); got != 0 {
