@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"time"
 
 	"github.com/actledger/actledger/auth"
@@ -19,11 +20,11 @@ import (
 // it. It lives as long as the pending sign-in may.
 const pendingCookie = "actledger_signin"
 
-// ssoView is what the sign-in page says of single sign-on.
-type ssoView struct {
-	// Issuer is the identity provider's; empty: single sign-on is off.
-	Issuer string
-}
+// maxSignInForm bounds the body of a sign-in's start.
+const maxSignInForm = 4 << 10
+
+// oauthErrorCode is the shape of an authorization error code.
+var oauthErrorCode = regexp.MustCompile(`^[a-z_]{1,64}$`)
 
 // ssoStart begins a sign-in with the identity provider: the browser is
 // sent there with a state, a nonce and a PKCE challenge, and keeps the
@@ -34,7 +35,8 @@ func (c *Console) ssoStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer cancel()
-	r.Body = http.MaxBytesReader(w, r.Body, maxForm)
+	// Anyone may start a sign-in: its form holds a return path at most.
+	r.Body = http.MaxBytesReader(w, r.Body, maxSignInForm)
 	started, err := c.cfg.SignIn.Begin(ctx, r.PostFormValue("return"))
 	if errors.Is(err, sso.ErrIssuerDown) {
 		c.log.WarnContext(ctx, "identity provider unreachable", "issuer", c.cfg.SignIn.Issuer(), "err", err)
@@ -47,7 +49,7 @@ func (c *Console) ssoStart(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: pendingCookie, Value: started.Browser, Path: "/console/", MaxAge: int(sso.DefaultPendingLifetime / time.Second),
+		Name: pendingCookie, Value: started.Browser, Path: "/console/", MaxAge: int(c.cfg.SignIn.PendingLifetime() / time.Second),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r),
 	})
 	http.Redirect(w, r, started.AuthURL, http.StatusSeeOther)
@@ -73,6 +75,12 @@ func (c *Console) ssoCallback(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, status, "signin", view{Title: "Sign in", Error: msg})
 	}
 	if e := q.Get("error"); e != "" {
+		// Only an OAuth error code is repeated (RFC 6749 §4.1.2.1: a
+		// word of [a-z_]): anyone can make a link to this page, and its
+		// words must not be theirs.
+		if !oauthErrorCode.MatchString(e) {
+			e = "an error"
+		}
 		c.log.WarnContext(ctx, "identity provider did not sign the person in", "issuer", c.cfg.SignIn.Issuer(), "error", e)
 		refuse(http.StatusUnauthorized, fmt.Sprintf("The identity provider did not sign you in (%s); nothing changed.", e))
 		return

@@ -51,6 +51,8 @@ type person struct {
 	// groups is the groups claim as the provider sends it: a list, or
 	// (misconfigured) a string.
 	groups any
+	// unverified makes email_verified false.
+	unverified bool
 }
 
 func (u person) ID() string { return u.subject }
@@ -61,18 +63,19 @@ func (u person) Userinfo([]string) ([]byte, error) { return []byte(`{}`), nil }
 // and nonce, then the person's.
 type personClaims struct {
 	*mockoidc.IDTokenClaims
-	Email  string `json:"email,omitempty"`
-	Name   string `json:"name,omitempty"`
-	Groups any    `json:"groups,omitempty"`
+	Email         string `json:"email,omitempty"`
+	EmailVerified bool   `json:"email_verified"`
+	Name          string `json:"name,omitempty"`
+	Groups        any    `json:"groups,omitempty"`
 }
 
 func (u person) Claims(_ []string, base *mockoidc.IDTokenClaims) (jwt.Claims, error) {
-	return &personClaims{IDTokenClaims: base, Email: u.email, Name: u.name, Groups: u.groups}, nil
+	return &personClaims{IDTokenClaims: base, Email: u.email, EmailVerified: !u.unverified, Name: u.name, Groups: u.groups}, nil
 }
 
 // accessSection is the providers file's access: section for the
-// provider: purchasing approvers approve within the purchasing scope,
-// ops people operate the whole tenant.
+// provider: purchasing approvers approve, ops people of the company's
+// domain operate, both for the whole tenant.
 func accessSection(m idp, tenant string) string {
 	return fmt.Sprintf(`  oidc:
     issuer: %s
@@ -255,6 +258,10 @@ func TestSignInWithTheIdentityProviderRefusesWithoutASession(t *testing.T) {
 			s.startSignIn("/console/")
 			return s.get("/console/oidc/callback?error=access_denied&state=x")
 		}, http.StatusUnauthorized, "did not sign you in (access_denied)"},
+		{"a link puts its own words in the error", func(t *testing.T, s *session) response {
+			s.startSignIn("/console/")
+			return s.get("/console/oidc/callback?error=" + url.QueryEscape("Your account is locked, call +1 555 0100") + "&state=x")
+		}, http.StatusUnauthorized, "did not sign you in (an error)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -533,5 +540,29 @@ func TestRotatedIssuerKeysArePickedUpAndSignOutEndsAPersonsSession(t *testing.T)
 	copied.client.Jar.SetCookies(mustURL(t, p.API.URL+"/console/"), []*http.Cookie{{Name: "actledger_console", Value: cookie, Path: "/console/"}})
 	if page := copied.get("/console/"); page.status != http.StatusSeeOther {
 		t.Errorf("the signed-out session's cookie: %d, want a redirect to sign in", page.status)
+	}
+}
+
+// TestAnUnverifiedEmailDoesNotNameThePerson: an ID token whose
+// email_verified is false names the person by subject in the history, so
+// that nobody is recorded as the owner of an address they only typed.
+func TestAnUnverifiedEmailDoesNotNameThePerson(t *testing.T) {
+	t.Parallel()
+	m := newIDP(t)
+	p := ssoPipeline(t, m)
+	op := propose(t, p, "po-unverified", `{"sku":"A-1","qty":1}`)
+	s := newSession(t, p)
+	res := s.signInAs(m, person{subject: "00u10jo", email: "ceo@acme.example", groups: []string{"purchasing-approvers"}, unverified: true})
+	if res.status != http.StatusOK {
+		t.Fatalf("callback: %d\n%s", res.status, res.body)
+	}
+	page := s.get("/console/approvals")
+	fp := fingerprintOn(t, page.body, op)
+	if res := s.post("/console/approvals/"+op.ID.String()+"/approve", url.Values{"params_fingerprint": {fp}}); res.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", res.status, res.body)
+	}
+	status, out := p.Do(http.MethodGet, "/v1/operations/"+op.ID.String(), p.Agent, "")
+	if status != http.StatusOK || out["approved_by"] != "person:00u10jo" {
+		t.Errorf("approved_by %v, want person:00u10jo (the subject: the email was not verified)", out["approved_by"])
 	}
 }

@@ -177,7 +177,8 @@ func secretVar(field, name, what string, getenv func(string) string, bad func(fi
 	case name == "":
 		bad(field, "is required (the variable holding %s)", what)
 	case !envNamePattern.MatchString(name):
-		bad(field, "%q is not an environment variable name (give the variable's name, never %s)", name, what)
+		// Not quoted: what was written there may be the secret itself.
+		bad(field, "is not an environment variable name (give the variable's name, never %s: if this is it, put it in a variable and name that)", what)
 	default:
 		if v := strings.TrimSpace(getenv(name)); v != "" {
 			return v, true

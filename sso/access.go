@@ -12,6 +12,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 
+	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/celexpr"
 )
 
@@ -121,7 +122,10 @@ func (s Section) Compile(getenv func(string) string) (*Access, []error) {
 		bad("oidc", "is required with people: rules admit people an identity provider signed in")
 		return nil, errs
 	}
-	a := &Access{Issuer: strings.TrimSuffix(s.OIDC.Issuer, "/"), ClientID: s.OIDC.ClientID,
+	// The issuer is kept as written: go-oidc compares it with the
+	// discovery document's and the ID token's iss exactly, and some
+	// issuers end in a slash.
+	a := &Access{Issuer: s.OIDC.Issuer, ClientID: s.OIDC.ClientID,
 		ClientSecretEnv: s.OIDC.ClientSecretEnv, Scopes: s.OIDC.Scopes}
 	if err := checkIssuer(s.OIDC.Issuer); err != nil {
 		bad("oidc.issuer", "%v", err)
@@ -132,7 +136,9 @@ func (s Section) Compile(getenv func(string) string) (*Access, []error) {
 	if a.ClientSecretEnv != "" {
 		switch {
 		case !envName.MatchString(a.ClientSecretEnv):
-			bad("oidc.client_secret_env", "%q is not an environment variable name", a.ClientSecretEnv)
+			// Not quoted: a secret written where its variable's name
+			// belongs must not reach a log.
+			bad("oidc.client_secret_env", "is not an environment variable name (if it is the secret itself, put it in a variable and name that)")
 		case getenv(a.ClientSecretEnv) == "":
 			bad("oidc.client_secret_env", "the variable %s is not set", a.ClientSecretEnv)
 		default:
@@ -168,8 +174,12 @@ func compileRule(r PersonRule) (Rule, *ruleError) {
 		return Rule{}, &ruleError{"when", errors.New("is required: the condition over claims")}
 	case r.Tenant == "":
 		return Rule{}, &ruleError{"tenant", errors.New("is required")}
+	case strings.TrimSpace(r.Tenant) == "" || len(r.Tenant) > maxTenantLength:
+		return Rule{}, &ruleError{"tenant", fmt.Errorf("must be 1 to %d characters", maxTenantLength)}
 	case r.Role != RoleApprover && r.Role != RoleOperator:
 		return Rule{}, &ruleError{"role", fmt.Errorf("%q: a person may be an approver or an operator (agent and metrics roles are for machines' tokens)", r.Role)}
+	case r.Scope != "" && auth.CheckScope(r.Scope) != nil:
+		return Rule{}, &ruleError{"scope", auth.CheckScope(r.Scope)}
 	}
 	env := ruleEnv()
 	ast, err := celexpr.Compile(env, r.When)
@@ -186,13 +196,17 @@ func compileRule(r PersonRule) (Rule, *ruleError) {
 	return Rule{When: r.When, Tenant: r.Tenant, Role: r.Role, Scope: r.Scope, prg: prg}, nil
 }
 
+// maxTenantLength bounds a rule's tenant name as token creation bounds
+// a token's (auth.Tokens.Create).
+const maxTenantLength = 128
+
 // checkIssuer: an issuer is an https URL, or http on a loopback host
 // (a test or a local identity provider): over plain http elsewhere,
 // anyone on the path could hand out keys and tokens.
 func checkIssuer(raw string) error {
 	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		return fmt.Errorf("%q is not an issuer URL such as https://login.example.com", raw)
+	if err != nil || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return errors.New("is not an issuer URL such as https://login.example.com (no credentials, query or fragment)")
 	}
 	switch u.Scheme {
 	case "https":

@@ -32,6 +32,9 @@ func TestAccessSectionMistakesNameTheirField(t *testing.T) {
 		{"a condition that is not a bool", sso.Section{OIDC: &ok, People: []sso.PersonRule{{When: `"x"`, Tenant: "acme", Role: "approver"}}}, "people[0].when", "want a bool"},
 		{"a condition that does not compile", sso.Section{OIDC: &ok, People: []sso.PersonRule{{When: `claims.groups contains`, Tenant: "acme", Role: "approver"}}}, "people[0].when", "does not compile"},
 		{"a rule without a tenant", sso.Section{OIDC: &ok, People: []sso.PersonRule{{When: "true", Role: "approver"}}}, "people[0].tenant", "is required"},
+		{"a scope with a space", sso.Section{OIDC: &ok, People: []sso.PersonRule{{When: "true", Tenant: "acme", Role: "approver", Scope: "pur chasing"}}}, "people[0].scope", "visible characters"},
+		{"credentials in the issuer", sso.Section{OIDC: &sso.OIDCSection{Issuer: "https://u:p@login.acme.example", ClientID: "c"}, People: []sso.PersonRule{rule}}, "oidc.issuer", "no credentials"},
+		{"the secret where its variable's name belongs", sso.Section{OIDC: &sso.OIDCSection{Issuer: "https://login.acme.example", ClientID: "c", ClientSecretEnv: "s3cr3t-value!"}, People: []sso.PersonRule{rule}}, "oidc.client_secret_env", "is not an environment variable name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +49,11 @@ func TestAccessSectionMistakesNameTheirField(t *testing.T) {
 			}
 			if !found {
 				t.Errorf("errors %v, want one on %s saying %q", errs, tt.field, tt.says)
+			}
+			for _, err := range errs {
+				if strings.Contains(err.Error(), "s3cr3t") {
+					t.Errorf("an error shows the secret: %v", err)
+				}
 			}
 		})
 	}

@@ -106,12 +106,28 @@ func (s *SignIn) Issuer() string { return s.cfg.Access.Issuer }
 // Origin is the issuer's origin (scheme://host[:port]), where the
 // console's sign-in form sends the browser.
 func (s *SignIn) Origin() string {
-	u, err := url.Parse(s.cfg.Access.Issuer)
+	origins := []string{origin(s.cfg.Access.Issuer)}
+	s.mu.Lock()
+	if s.provider != nil {
+		// The login page may live on another host than the issuer.
+		if o := origin(s.provider.Endpoint().AuthURL); o != origins[0] {
+			origins = append(origins, o)
+		}
+	}
+	s.mu.Unlock()
+	return strings.Join(origins, " ")
+}
+
+func origin(raw string) string {
+	u, err := url.Parse(raw)
 	if err != nil {
 		return ""
 	}
 	return u.Scheme + "://" + u.Host
 }
+
+// PendingLifetime is how long a started sign-in may take.
+func (s *SignIn) PendingLifetime() time.Duration { return s.cfg.PendingLifetime }
 
 // RedirectURL is the URL to register with the identity provider.
 func (s *SignIn) RedirectURL() string { return s.redirect }
@@ -134,6 +150,21 @@ func (s *SignIn) discover(ctx context.Context) (*oidc.Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrIssuerDown, s.cfg.Access.Issuer, err)
 	}
+	// The discovery document names where the browser, the code, the
+	// client secret and the verifier go, and where the keys come from:
+	// each is held to the issuer's own rule (https, or http on a loopback
+	// host), so no secret travels in clear on the document's say-so.
+	var doc struct {
+		JWKS string `json:"jwks_uri"`
+	}
+	if err := p.Claims(&doc); err != nil {
+		return nil, fmt.Errorf("%w: %s: discovery document: %w", ErrIssuerDown, s.cfg.Access.Issuer, err)
+	}
+	for name, u := range map[string]string{"authorization_endpoint": p.Endpoint().AuthURL, "token_endpoint": p.Endpoint().TokenURL, "jwks_uri": doc.JWKS} {
+		if err := checkIssuer(u); err != nil {
+			return nil, fmt.Errorf("%w: %s: the discovery document's %s %w", ErrIssuerDown, s.cfg.Access.Issuer, name, err)
+		}
+	}
 	s.provider = p
 	return p, nil
 }
@@ -152,8 +183,8 @@ const (
 VALUES ($1, $2, $3, $4, $5, now() + $6::bigint * interval '1 microsecond')`
 	// pendingTake reads a pending sign-in and deletes it in one
 	// statement: a state is used once, whatever happens next.
-	pendingTake = `DELETE FROM signin_pending WHERE state_hash = $1
-RETURNING browser_hash, nonce, verifier, return_to, expires_at > now()`
+	pendingTake = `DELETE FROM signin_pending WHERE state_hash = $1 AND browser_hash = $2
+RETURNING nonce, verifier, return_to, expires_at > now()`
 )
 
 // Started is a sign-in on its way to the identity provider.
@@ -205,19 +236,23 @@ type Identity struct {
 // verifier and verifying the ID token: signature with the issuer's keys,
 // issuer, audience, expiry (go-oidc), and the nonce of this sign-in.
 func (s *SignIn) Finish(ctx context.Context, browser, state, code string) (Identity, error) {
-	var bh []byte
 	var nonce, verifier, returnTo string
 	var live bool
-	sh := sha256.Sum256([]byte(state))
-	err := s.cfg.Pool.QueryRow(ctx, pendingTake, sh[:]).Scan(&bh, &nonce, &verifier, &returnTo, &live)
+	if browser == "" || state == "" {
+		return Identity{}, ErrNoPendingSignIn
+	}
+	// Taken by state and browser together: a state that leaked elsewhere
+	// (a log, a referrer) can neither finish nor cancel this browser's
+	// sign-in.
+	sh, bh := sha256.Sum256([]byte(state)), sha256.Sum256([]byte(browser))
+	err := s.cfg.Pool.QueryRow(ctx, pendingTake, sh[:], bh[:]).Scan(&nonce, &verifier, &returnTo, &live)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Identity{}, ErrNoPendingSignIn
 	}
 	if err != nil {
 		return Identity{}, fmt.Errorf("sso: read the pending sign-in: %w", err)
 	}
-	want := sha256.Sum256([]byte(browser))
-	if !live || browser == "" || subtle.ConstantTimeCompare(bh, want[:]) != 1 {
+	if !live || nonce == "" {
 		return Identity{}, ErrNoPendingSignIn
 	}
 	p, err := s.discover(ctx)
@@ -243,11 +278,21 @@ func (s *SignIn) Finish(ctx context.Context, browser, state, code string) (Ident
 	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(nonce)) != 1 {
 		return Identity{}, fmt.Errorf("%w: the ID token's nonce is not this sign-in's", ErrRefused)
 	}
+	if idt.Subject == "" {
+		return Identity{}, fmt.Errorf("%w: the ID token names no subject", ErrRefused)
+	}
 	var claims map[string]any
 	if err := idt.Claims(&claims); err != nil {
 		return Identity{}, fmt.Errorf("%w: claims: %w", ErrRefused, err)
 	}
+	// The email names the person only when the identity provider says it
+	// verified it: one a person may set (or an unverified one) would let
+	// them be named, in the history, as someone else. The rules still see
+	// every claim, email_verified included.
 	email, _ := claims["email"].(string)
+	if !verified(claims["email_verified"]) {
+		email = ""
+	}
 	name, _ := claims["name"].(string)
 	return Identity{Issuer: idt.Issuer, Subject: idt.Subject, Email: email, Name: name,
 		Claims: claims, Expiry: idt.Expiry, ReturnTo: returnTo}, nil
@@ -258,12 +303,31 @@ func (s *SignIn) Finish(ctx context.Context, browser, state, code string) (Ident
 // address it began with said ("//evil.example", "https://…", "/\evil").
 func ReturnPath(raw string) string {
 	const home = "/console/"
+	if len(raw) > maxReturnPath {
+		return home
+	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || strings.HasPrefix(raw, "//") ||
 		strings.ContainsAny(raw, "\\\r\n\t") || !strings.HasPrefix(u.Path, home) || strings.Contains(u.Path, "/../") {
 		return home
 	}
 	return u.RequestURI()
+}
+
+// maxReturnPath bounds the path a pending sign-in keeps: a console
+// address is short, and a sign-in anyone may start must not store much.
+const maxReturnPath = 512
+
+// verified reads email_verified, a boolean, or the string "true" some
+// identity providers send.
+func verified(v any) bool {
+	switch b := v.(type) {
+	case bool:
+		return b
+	case string:
+		return b == "true"
+	}
+	return false
 }
 
 func randomString() string {
