@@ -46,6 +46,13 @@ WHERE s.id_hash = $1 AND s.expires_at > now()
 
 	sessionDelete = `DELETE FROM console_sessions WHERE id_hash = $1`
 
+	// personSessionsDelete ends the sessions of the person issuer $1 (NULL:
+	// any) signed in as subject $2 (NULL: every person).
+	personSessionsDelete = `DELETE FROM console_sessions
+WHERE person IS NOT NULL
+  AND ($1::text IS NULL OR person->>'issuer' = $1)
+  AND ($2::text IS NULL OR person->>'subject' = $2)`
+
 	// sessionsOfTokenDelete ends every session of a revoked token.
 	sessionsOfTokenDelete = `DELETE FROM console_sessions WHERE token_id = $1`
 )
@@ -146,4 +153,24 @@ func (t *Tokens) EndSession(ctx context.Context, secret string) error {
 		return fmt.Errorf("auth: end session: %w", err)
 	}
 	return nil
+}
+
+// EndPersonSessions ends, in every process, the console sessions of the
+// person subject signed in by issuer (issuer "": any issuer), or of every
+// person when subject is "": the off switch for someone who leaves, whose
+// session would otherwise run until their ID token expires. It returns how
+// many ended.
+func (t *Tokens) EndPersonSessions(ctx context.Context, issuer, subject string) (int64, error) {
+	tag, err := t.pool.Exec(ctx, personSessionsDelete, nullIfEmpty(issuer), nullIfEmpty(subject))
+	if err != nil {
+		return 0, fmt.Errorf("auth: end people's sessions: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }

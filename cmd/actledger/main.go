@@ -26,6 +26,7 @@ Usage:
                                           archive, then delete, terminal operations older than that
   actledger token create --tenant T --role agent|approver|operator|metrics [--name N] [--scope S]
   actledger token revoke NAME|ID
+  actledger sessions end --subject S [--issuer I] | --people
   actledger demo [--timeout 30s]
   actledger ops list                      what waits for a person
   actledger ops show ID                   an operation, its review facts, its history
@@ -141,6 +142,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return prune(ctx, env, args[1:], stdout, logger)
 	case "token":
 		return token(ctx, env, args[1:], stdout, logger)
+	case "sessions":
+		return sessions(ctx, env, args[1:], stdout, logger)
 	case "demo":
 		return demo(ctx, env, args[1:], stdout, logger)
 	case "ops":
@@ -168,7 +171,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // running or reporting a mistake.
 func asksForHelp(args []string) bool {
 	switch args[0] {
-	case "serve", "migrate", "token", "demo", "prune", "notifications", "drill":
+	case "serve", "migrate", "token", "sessions", "demo", "prune", "notifications", "drill":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 	}
 	return false
