@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -564,5 +566,75 @@ func TestAnUnverifiedEmailDoesNotNameThePerson(t *testing.T) {
 	status, out := p.Do(http.MethodGet, "/v1/operations/"+op.ID.String(), p.Agent, "")
 	if status != http.StatusOK || out["approved_by"] != "person:00u10jo" {
 		t.Errorf("approved_by %v, want person:00u10jo (the subject: the email was not verified)", out["approved_by"])
+	}
+}
+
+// syncBuffer is a log sink safe for the pipeline's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestSignInLogsNoCodeStateTokenOrSecret: the process's logs, at debug
+// level, over a sign-in, a replayed callback and a refused token, hold
+// none of the secrets that pass through: the authorization code, the
+// state, the client secret, the session's and the pending sign-in's
+// cookies.
+func TestSignInLogsNoCodeStateTokenOrSecret(t *testing.T) {
+	t.Parallel()
+	var tamper atomic.Pointer[func(t *testing.T, m *mockoidc.MockOIDC, idToken string) string]
+	m := tamperingIDP(t, &tamper)
+	logs := &syncBuffer{}
+	p := testpipeline.New(t, testpipeline.Options{
+		Access: accessSection(m, "Acme Corp."),
+		Env:    map[string]string{"OIDC_CLIENT_SECRET": m.ClientSecret},
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	var secrets []string
+	s := newSession(t, p)
+	m.QueueUser(person{subject: "00u11kim", email: "kim@acme.example", groups: []string{"purchasing-approvers"}})
+	callback := s.authorize(s.startSignIn("/console/"))
+	u := mustURL(t, callback)
+	secrets = append(secrets, u.Query().Get("code"), u.Query().Get("state"), m.ClientSecret)
+	for _, c := range s.client.Jar.Cookies(mustURL(t, p.API.URL+"/console/")) {
+		secrets = append(secrets, c.Value)
+	}
+	if res := s.getURL(callback); res.status != http.StatusOK {
+		t.Fatalf("callback: %d\n%s", res.status, res.body)
+	}
+	for _, c := range s.client.Jar.Cookies(mustURL(t, p.API.URL+"/console/")) {
+		secrets = append(secrets, c.Value)
+	}
+	s.getURL(callback) // replayed
+	forged := func(t *testing.T, m *mockoidc.MockOIDC, idToken string) string {
+		return resigned(t, m, idToken, func(c jwt.MapClaims) { c["aud"] = "another-client" })
+	}
+	tamper.Store(&forged)
+	other := newSession(t, p)
+	m.QueueUser(person{subject: "00u11kim", email: "kim@acme.example", groups: []string{"purchasing-approvers"}})
+	refused := other.authorize(other.startSignIn("/console/"))
+	ru := mustURL(t, refused)
+	secrets = append(secrets, ru.Query().Get("code"), ru.Query().Get("state"))
+	other.getURL(refused)
+	got := logs.String()
+	if !strings.Contains(got, "console signed in") || !strings.Contains(got, "did not verify") {
+		t.Fatalf("the logs do not tell the sign-in and the refusal:\n%s", got)
+	}
+	for _, secret := range secrets {
+		if secret != "" && strings.Contains(got, secret) {
+			t.Errorf("the logs hold a secret %q:\n%s", secret, got)
+		}
 	}
 }
