@@ -131,7 +131,7 @@ func (s *Server) findOperation(w http.ResponseWriter, r *http.Request, p auth.Pr
 		s.writeError(w, r, err)
 		return
 	}
-	s.writeOneOperation(w, r, p, op)
+	writeOperation(w, http.StatusOK, op)
 }
 
 // eventsList names the cursors of GET /v1/operations/{id}/events.

@@ -207,24 +207,3 @@ func (s *Store) RevokeApproval(ctx context.Context, in Access, id uuid.UUID, act
 	})
 	return approval, held, err
 }
-
-// approvalApprover names who granted an approval: the actor it recorded
-// (a person's, a policy's, an approver token's since schema 012), else
-// its token ("approver:<name>", approvals of POST /v1/approvals).
-const approvalApprover = `SELECT coalesce(a.approver, 'approver:' || k.name, '')
-FROM approvals a LEFT JOIN api_tokens k ON k.id = a.approver_token_id
-WHERE a.id = $1 AND a.tenant_id = $2`
-
-// ApprovedBy names who granted the approval id of an operation the
-// caller reads (GET /v1/operations/{id}'s approved_by).
-func (s *Store) ApprovedBy(ctx context.Context, in Access, id uuid.UUID) (string, error) {
-	var by string
-	err := s.pool.QueryRow(ctx, approvalApprover, id, in.Tenant).Scan(&by)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", ErrNotFound
-	}
-	if err != nil {
-		return "", fmt.Errorf("approver of approval %s: %w", id, err)
-	}
-	return by, nil
-}

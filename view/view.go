@@ -21,20 +21,15 @@ type Operation struct {
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
 	ApprovalID        *uuid.UUID      `json:"approval_id"` // null while a proposal waits
-	// ApprovedBy names who granted the approval, on the routes that read
-	// one operation (GET /v1/operations/{id} and by key): a person
-	// ("person:<email or subject>"), a token ("approver:<name>") or a
-	// policy ("policy:<version>").
-	ApprovedBy        *string  `json:"approved_by,omitempty"`
-	ExternalKey       string   `json:"external_key"`
-	Provider          string   `json:"provider"`
-	ProviderReference *string  `json:"provider_reference"`
-	Attempts          int      `json:"attempts"`
-	CreatedAt         string   `json:"created_at"`
-	UpdatedAt         string   `json:"updated_at"`
-	Review            *Review  `json:"review,omitempty"`
-	Flags             []string `json:"flags,omitempty"`
-	Summary           string   `json:"summary"`
+	ExternalKey       string          `json:"external_key"`
+	Provider          string          `json:"provider"`
+	ProviderReference *string         `json:"provider_reference"`
+	Attempts          int             `json:"attempts"`
+	CreatedAt         string          `json:"created_at"`
+	UpdatedAt         string          `json:"updated_at"`
+	Review            *Review         `json:"review,omitempty"`
+	Flags             []string        `json:"flags,omitempty"`
+	Summary           string          `json:"summary"`
 	// Scope is the access scope of the token that requested the
 	// operation; null: a token of the whole tenant's.
 	Scope *string `json:"scope"`

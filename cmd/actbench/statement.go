@@ -544,6 +544,11 @@ func readScheduledRuns(ctx context.Context, p *pipeline) (scheduledRuns, error) 
 		return s, err
 	}
 	for _, run := range runs {
+		if run.Status == ledger.RunRunning {
+			// The schedule still runs beside the stage when it is read:
+			// a run under way has no verdict yet.
+			continue
+		}
 		s.Runs++
 		if run.Status == ledger.RunComplete {
 			s.Complete++
