@@ -64,6 +64,11 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		return err
 	}
 	defer stopDB()
+	repl, err := readReplication(ctx, pool)
+	if err != nil {
+		return err
+	}
+	warnWithoutSynchronousStandby(repl, logger)
 
 	a, err := app.Build(ctx, app.Config{
 		Pool: pool,
