@@ -312,6 +312,7 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	}
 	err := d.execute(ctx, providerName, m, callsDone)
 	var open *circuitOpenError
+	var behind behindError
 	switch {
 	case errors.As(err, &open):
 		// Nothing was claimed: the message comes back when a probe may go.
@@ -319,7 +320,10 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing
 	case errors.Is(err, ledger.ErrNotFound):
-		d.log.ErrorContext(ctx, "dispatch message names no operation", "operation_id", m.OperationID)
+		d.ledgerBehind(ctx, ledger.Behind{Kind: "dispatch", OperationID: m.OperationID, Version: m.Version})
+		_ = msg.Term()
+	case errors.As(err, &behind):
+		d.ledgerBehind(ctx, ledger.Behind(behind))
 		_ = msg.Term()
 	case err != nil:
 		// Postgres or the provider config failed us: try again later.
@@ -329,4 +333,31 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	default:
 		_ = msg.Ack()
 	}
+}
+
+// behindError is execute's answer to a dispatch message at a version the
+// operation never reached: the ledger lost the changes that wrote it.
+type behindError ledger.Behind
+
+func (e behindError) Error() string { return ledger.Behind(e).String() }
+
+// ledgerBehind deals with a message that names an operation the ledger
+// does not hold, or a version it never reached: proof that committed work
+// was lost (a failover to an asynchronous replica, a restore), unless the
+// operation may have been pruned. Then dispatch is paused for every tenant
+// (reason ledger_behind) and an ERROR names the message; requests are
+// still accepted. A message for a possibly pruned operation is only
+// logged.
+func (d *Dispatcher) ledgerBehind(ctx context.Context, b ledger.Behind) {
+	if !b.Known {
+		pruned, err := d.store.MayHaveBeenPruned(ctx, b.OperationID)
+		if err == nil && pruned {
+			d.log.WarnContext(ctx, "dispatch message names no operation; it may have been pruned", "operation_id", b.OperationID,
+				"version", b.Version)
+			return
+		}
+	}
+	paused, err := d.store.LedgerBehind(ctx, b)
+	d.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore); dispatch is paused for every tenant",
+		"kind", b.Kind, "operation_id", b.OperationID, "version", b.Version, "ledger_version", b.At, "tenants_paused", paused, "err", err)
 }
