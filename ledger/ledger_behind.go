@@ -36,10 +36,16 @@ type Behind struct {
 	Version     int64
 	Known       bool
 	At          int64
+	// EvidenceID, for an evidence message, is the id of the stored row
+	// it names (Kind "webhook event" or "stale result").
+	EvidenceID int64
 }
 
 // String is the pause's detail and the log's summary.
 func (b Behind) String() string {
+	if b.EvidenceID != 0 {
+		return fmt.Sprintf("an evidence message names %s %d, beyond any the ledger has made", b.Kind, b.EvidenceID)
+	}
 	if b.Known {
 		return fmt.Sprintf("a %s message names operation %s at version %d; the ledger holds version %d", b.Kind, b.OperationID, b.Version, b.At)
 	}
@@ -60,6 +66,16 @@ DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail`
 	// pausesLedgerBehindExist says whether any tenant's dispatch is paused
 	// for ledger_behind (actledger_ledger_behind).
 	pausesLedgerBehindExist = `SELECT EXISTS (SELECT 1 FROM dispatch_pauses WHERE reason = '` + PauseLedgerBehind + `')`
+
+	// webhookEventsBeyond and staleResultsBeyond say whether an evidence
+	// row's id is later than any its table's sequence has handed out: a
+	// row retention pruned had an id it handed out, a lost row's id the
+	// restored sequence has not reached. Postgres logs a sequence ahead
+	// of use (by up to 32 values), so after a crash the sequence may be
+	// past ids it never gave: a loss among those is missed, never
+	// invented.
+	webhookEventsBeyond = `SELECT @id::bigint > CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM webhook_events_id_seq`
+	staleResultsBeyond  = `SELECT @id::bigint > CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM stale_results_id_seq`
 
 	// pruneHorizonSelect is the time of the last prune batch that deleted
 	// operations (schema 040); no row: nothing was ever pruned.
@@ -98,6 +114,22 @@ func (s *Store) MayHaveBeenPruned(ctx context.Context, id uuid.UUID) (bool, erro
 	}
 	sec, nsec := id.Time().UnixTime()
 	return !time.Unix(sec, nsec).After(through.Add(PrunedMargin)), nil
+}
+
+// EvidenceBeyond says whether the webhook event (webhook true) or stale
+// result id, which the ledger does not hold, is beyond every id its table
+// has handed out: then the message naming it proves that the ledger lost
+// the row, and it was not pruned.
+func (s *Store) EvidenceBeyond(ctx context.Context, webhook bool, id int64) (bool, error) {
+	q := staleResultsBeyond
+	if webhook {
+		q = webhookEventsBeyond
+	}
+	var beyond bool
+	if err := s.pool.QueryRow(ctx, q, pgx.NamedArgs{"id": id}).Scan(&beyond); err != nil {
+		return false, fmt.Errorf("read the evidence sequence: %w", err)
+	}
+	return beyond, nil
 }
 
 // IsLedgerBehind says whether dispatch is paused because the ledger is
