@@ -238,7 +238,11 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 // dropped.
 func (r *Reconciler) ledgerBehind(ctx context.Context, webhook bool, id int64) {
 	beyond, err := r.store.EvidenceBeyond(ctx, webhook, id)
-	if err != nil || !beyond {
+	if err != nil {
+		r.log.WarnContext(ctx, "evidence message names no stored row, and the ledger could not be asked whether it lost it", "evidence_id", id, "err", err)
+		return
+	}
+	if !beyond {
 		return
 	}
 	b := ledger.Behind{Kind: "stale result", EvidenceID: id}
@@ -246,8 +250,13 @@ func (r *Reconciler) ledgerBehind(ctx context.Context, webhook bool, id int64) {
 		b.Kind = "webhook event"
 	}
 	paused, err := r.store.LedgerBehind(ctx, b)
+	if err != nil {
+		r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore), and dispatch could not be paused",
+			"kind", b.Kind, "evidence_id", id, "err", err)
+		return
+	}
 	r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore); dispatch is paused for every tenant",
-		"kind", b.Kind, "evidence_id", id, "tenants_paused", paused, "err", err)
+		"kind", b.Kind, "evidence_id", id, "tenants_paused", paused)
 }
 
 // applyWebhook applies a stored webhook event and marks it applied.
