@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/actledger/actledger/client"
 )
 
 // TestServeOnAMultiHostDatabaseURLWorksAndWarnsOnceWithoutASynchronousStandby:
@@ -85,5 +87,21 @@ func TestOnlyAStandbyNamedAndWaitedForIsSynchronous(t *testing.T) {
 		if got := (replication{StandbyNames: tc.names, Commit: tc.commit}).synchronous(); got != tc.want {
 			t.Errorf("synchronous_standby_names=%q synchronous_commit=%q: synchronous %v, want %v", tc.names, tc.commit, got, tc.want)
 		}
+	}
+}
+
+// TestOpsDispatchSaysWhyTheLedgerPausedDispatch: `ops dispatch` prints a
+// ledger_behind pause with its reason and the message that proved it.
+func TestOpsDispatchSaysWhyTheLedgerPausedDispatch(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	err := printDispatch(&out, &client.DispatchStatus{Paused: []client.Pause{{PausedBy: "actledger", PausedAt: "2026-12-02T16:00:00Z",
+		Reason: "ledger_behind", Detail: "a dispatch message names operation x (version 3), which the ledger does not hold"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "PAUSED provider=* action=* by actledger") ||
+		!strings.Contains(got, "reason=ledger_behind: a dispatch message names operation x") {
+		t.Errorf("ops dispatch printed\n%s", got)
 	}
 }
