@@ -173,6 +173,9 @@ func (s *Server) writeDispatchPage(w http.ResponseWriter, r *http.Request, p aut
 	pauseViews := make([]map[string]string, len(pauses))
 	for i, pz := range pauses {
 		pauseViews[i] = map[string]string{"provider": pz.Provider, "action": pz.Action, "paused_by": pz.PausedBy, "paused_at": rfc3339(pz.PausedAt)}
+		if pz.Reason != "" {
+			pauseViews[i]["reason"], pauseViews[i]["detail"] = pz.Reason, pz.Detail
+		}
 	}
 	circuits, err := s.Circuits(r.Context())
 	if err != nil {

@@ -2,7 +2,10 @@ package api
 
 import (
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/actledger/actledger/auth"
@@ -52,6 +55,142 @@ func (s *Server) mcpOrigin(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// ParseMCPHost reads one entry of Config.MCPAllowedHosts (MCP_ALLOWED_HOSTS):
+// a host name ("agents.example.com"), an IPv4 address or a bracketed IPv6
+// one ("[fd00::1]"), without scheme, port or path; the Host of a request
+// then matches it with any port. It returns the entry as it is compared
+// (lower case), or an error saying what it is not.
+func ParseMCPHost(entry string) (string, error) {
+	h := strings.ToLower(strings.TrimSuffix(entry, "."))
+	if strings.HasPrefix(h, "[") && strings.HasSuffix(h, "]") {
+		if a, err := netip.ParseAddr(h[1 : len(h)-1]); err == nil && a.Is6() && a.Zone() == "" {
+			return "[" + a.String() + "]", nil
+		}
+		return "", fmt.Errorf("%q is not a bracketed IPv6 address such as [fd00::1]", entry)
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		if a.Is6() {
+			return "", fmt.Errorf("%q: write an IPv6 address in brackets, as a Host header does ([%s])", entry, a)
+		}
+		return a.String(), nil
+	}
+	if !isDNSName(h) {
+		return "", fmt.Errorf("%q is not a host name such as agents.example.com (no scheme, port, path or wildcard)", entry)
+	}
+	return h, nil
+}
+
+// isDNSName reports whether h is a host name: dot-separated labels of
+// letters, digits and inner hyphens, 1 to 63 characters each, 253 in all.
+func isDNSName(h string) bool {
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// mcpHostRule is the Host rule of POST /mcp (Config.MCPAllowedHosts).
+type mcpHostRule struct {
+	// allowed holds the configured hosts, as ParseMCPHost returns them.
+	allowed map[string]bool
+}
+
+// newMCPHostRule checks every entry of Config.MCPAllowedHosts.
+func newMCPHostRule(entries []string) (mcpHostRule, error) {
+	rule := mcpHostRule{allowed: make(map[string]bool, len(entries))}
+	for _, entry := range entries {
+		h, err := ParseMCPHost(entry)
+		if err != nil {
+			return mcpHostRule{}, fmt.Errorf("api: Config.MCPAllowedHosts: %w", err)
+		}
+		rule.allowed[h] = true
+	}
+	return rule, nil
+}
+
+// judged says whether a request's Host is judged at all: always when
+// hosts are configured (behind a proxy, they are the names the server
+// answers to); otherwise when the request arrived on a loopback address
+// of this machine (a loopback-bound listener, or loopback traffic into a
+// wildcard one), which is where a rebound name lands. A server reached on
+// another address with no hosts configured is judged by Origin and token.
+func (rule mcpHostRule) judged(r *http.Request) bool {
+	if len(rule.allowed) > 0 {
+		return true
+	}
+	local, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	tcp, ok := local.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// admits says whether a request's Host is a loopback name or address
+// (localhost, 127.0.0.0/8, [::1], any port) or a configured host.
+func (rule mcpHostRule) admits(host string) bool {
+	name := host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		name = h
+		if strings.Contains(h, ":") {
+			name = "[" + h + "]"
+		}
+	}
+	name = strings.ToLower(strings.TrimSuffix(name, "."))
+	if name == "localhost" {
+		return true
+	}
+	if a, err := netip.ParseAddr(strings.Trim(name, "[]")); err == nil {
+		if a.Unmap().IsLoopback() {
+			return true
+		}
+		if a.Is6() {
+			name = "[" + a.String() + "]"
+		} else {
+			name = a.String()
+		}
+	}
+	return rule.allowed[name]
+}
+
+// errHostNotAllowed answers a POST /mcp whose Host is neither a loopback
+// name nor a configured host.
+var errHostNotAllowed = errorf(http.StatusForbidden, "host_not_allowed",
+	"this Host may not call MCP here: a loopback-bound server answers MCP to localhost, 127.0.0.1 and [::1] only "+
+		"(a rebound DNS name is refused); a deployment lists the names it is reached by in MCP_ALLOWED_HOSTS")
+
+// mcpHost refuses, before the Origin and the token are looked at, a POST
+// /mcp whose Host is foreign to a loopback-bound server: a page on a
+// rebound DNS name (its Host and Origin both the attacker's name) passes
+// the Origin rule as same-origin, so the Host is what tells it apart. The
+// MCP transport asks servers to guard against DNS rebinding; its SDKs do
+// it with exactly this allowlist of loopback Hosts when bound to
+// localhost (see docs/trust-boundaries.md, "Who may call MCP over HTTP").
+func (s *Server) mcpHost(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.mcpHosts.judged(r) && !s.mcpHosts.admits(r.Host) {
+			s.log.WarnContext(r.Context(), "MCP request for a foreign Host refused", "host", r.Host,
+				"origin", r.Header.Get("Origin"))
+			s.writeError(w, r, errHostNotAllowed)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// mcpTransport is the check of POST /mcp's transport that runs before its
+// token: the Host rule first, then the Origin rule.
+func (s *Server) mcpTransport(next http.Handler) http.Handler {
+	return s.mcpHost(s.mcpOrigin(next))
 }
 
 // serveMCP is POST /mcp: the request is authenticated as an agent here;

@@ -72,6 +72,14 @@ type Config struct {
 	// without an Origin (not a browser) is let through. New refuses an
 	// entry that is not an origin.
 	MCPAllowedOrigins []string
+	// MCPAllowedHosts are the host names ("agents.example.com", an IPv4
+	// address or a bracketed IPv6 one; any port) a POST /mcp may name in
+	// its Host besides the loopback ones (localhost, 127.0.0.0/8, [::1]).
+	// A request that arrived on a loopback address is refused with 403
+	// when its Host is another, against DNS rebinding; when hosts are
+	// listed, every POST /mcp is held to them. New refuses an entry
+	// ParseMCPHost does not read.
+	MCPAllowedHosts []string
 	// Watcher wakes GET /v1/operations/{id}?wait= when the operation
 	// changes (ledger.Watcher, started by the caller). Without one a wait
 	// is answered when it runs out.
@@ -127,6 +135,8 @@ type Server struct {
 	mux     *http.ServeMux
 	// mcpOrigins judges the Origin of POST /mcp (Config.MCPAllowedOrigins).
 	mcpOrigins *http.CrossOriginProtection
+	// mcpHosts judges the Host of POST /mcp (Config.MCPAllowedHosts).
+	mcpHosts mcpHostRule
 	// draining is closed by Drain: long polls stop waiting.
 	draining  chan struct{}
 	drainOnce sync.Once
@@ -153,7 +163,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, actions: actionsOf(cfg.Registry), targets: targetsOf(cfg.Registry), mcpOrigins: origins,
+	hosts, err := newMCPHostRule(cfg.MCPAllowedHosts)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, actions: actionsOf(cfg.Registry), targets: targetsOf(cfg.Registry), mcpOrigins: origins, mcpHosts: hosts,
 		log: cmp.Or(cfg.Logger, slog.Default()).With("component", "api"), mux: http.NewServeMux(), draining: make(chan struct{})}
 	s.routes()
 	return s, nil
@@ -202,7 +216,7 @@ type route struct {
 	// wait); see authed.
 	budget func(*http.Request) time.Duration
 	// before, when set, is a check of the transport that runs before the
-	// token is looked at (the Origin rule of POST /mcp).
+	// token is looked at (the Host and Origin rules of POST /mcp).
 	before func(http.Handler) http.Handler
 	// off leaves the route off the mux, because what serves it is not
 	// configured; it answers 404 like any unknown path. The document
@@ -273,7 +287,7 @@ func (s *Server) routeTable() []route {
 		{pattern: "GET /v1/reconciliations", roles: operators, authed: s.listReconciliations},
 		{pattern: "POST /v1/reconciliations", roles: operators, authed: s.runReconciliation, off: s.cfg.Statements == nil},
 		{pattern: "POST /v1/webhooks/{provider}", plain: http.HandlerFunc(s.webhook)},
-		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, before: s.mcpOrigin, off: s.cfg.MCP == nil},
+		{pattern: "POST /mcp", roles: agents, authed: s.serveMCP, budget: mcpBudget, before: s.mcpTransport, off: s.cfg.MCP == nil},
 		{pattern: "GET /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},
 		{pattern: "DELETE /mcp", plain: http.HandlerFunc(s.mcpPostOnly), off: s.cfg.MCP == nil},
 		{pattern: "GET /v1/review", roles: operators, authed: s.listReview, off: noReview},

@@ -174,6 +174,11 @@ type Pause struct {
 	Action   string `json:"action"`
 	PausedBy string `json:"paused_by"`
 	PausedAt string `json:"paused_at"`
+	// Reason is empty for an operator's stop button, "ledger_behind"
+	// for the pause actledger made when a message proved that the ledger
+	// lost committed work; Detail then names the message.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // InFlight is an operation a worker holds under a lease: its call may

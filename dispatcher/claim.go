@@ -61,6 +61,11 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 	if err != nil {
 		return err
 	}
+	if m.Version > op.Version {
+		// Versions only grow, and a message is written with the change
+		// that made its version: this one's change is lost.
+		return behindError{Kind: "dispatch", OperationID: op.ID, Version: m.Version, Known: true, At: op.Version}
+	}
 	if !op.Status.AwaitsDispatch() {
 		return nil
 	}

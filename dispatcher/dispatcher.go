@@ -312,6 +312,7 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	}
 	err := d.execute(ctx, providerName, m, callsDone)
 	var open *circuitOpenError
+	var behind behindError
 	switch {
 	case errors.As(err, &open):
 		// Nothing was claimed: the message comes back when a probe may go.
@@ -319,8 +320,9 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing
 	case errors.Is(err, ledger.ErrNotFound):
-		d.log.ErrorContext(ctx, "dispatch message names no operation", "operation_id", m.OperationID)
-		_ = msg.Term()
+		d.settleBehind(ctx, msg, ledger.Behind{Kind: "dispatch", OperationID: m.OperationID, Version: m.Version})
+	case errors.As(err, &behind):
+		d.settleBehind(ctx, msg, ledger.Behind(behind))
 	case err != nil:
 		// Postgres or the provider config failed us: try again later.
 		// Nothing is lost: the operation's state is in the ledger.
@@ -329,4 +331,45 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 	default:
 		_ = msg.Ack()
 	}
+}
+
+// behindError is execute's answer to a dispatch message at a version the
+// operation never reached: the ledger lost the changes that wrote it.
+type behindError ledger.Behind
+
+func (e behindError) Error() string { return ledger.Behind(e).String() }
+
+// settleBehind deals with a message that names an operation the ledger
+// does not hold, or a version it never reached: proof that committed work
+// was lost (a failover to an asynchronous replica, a restore), unless the
+// operation may have been pruned. Then dispatch is paused for every tenant
+// (reason ledger_behind) and an ERROR names the message; requests are
+// still accepted. A message for a possibly pruned operation is only
+// logged. Either way the message is terminated; when the ledger cannot be
+// asked or written, it comes back later instead.
+func (d *Dispatcher) settleBehind(ctx context.Context, msg jetstream.Msg, b ledger.Behind) {
+	if !b.Known {
+		pruned, err := d.store.MayHaveBeenPruned(ctx, b.OperationID)
+		if err != nil {
+			d.log.WarnContext(ctx, "dispatch message names no operation; will ask again", "operation_id", b.OperationID, "err", err)
+			_ = msg.NakWithDelay(2 * time.Second)
+			return
+		}
+		if pruned {
+			d.log.WarnContext(ctx, "dispatch message names no operation; it may have been pruned", "operation_id", b.OperationID,
+				"version", b.Version)
+			_ = msg.Term()
+			return
+		}
+	}
+	paused, err := d.store.LedgerBehind(ctx, b)
+	if err != nil {
+		d.log.WarnContext(ctx, "the ledger is behind its messages, and dispatch could not be paused yet; will try again", "operation_id", b.OperationID,
+			"version", b.Version, "err", err)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	}
+	d.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore); dispatch is paused for every tenant",
+		"kind", b.Kind, "operation_id", b.OperationID, "version", b.Version, "ledger_version", b.At, "tenants_paused", paused)
+	_ = msg.Term()
 }

@@ -57,7 +57,8 @@ func TestDispatchMessageOnAnotherProvidersSubjectChangesNothing(t *testing.T) {
 // TestDispatchMessageThatLiesChangesNothing: a dispatch message is only a
 // pointer. One that names an operation that does not exist is refused as
 // not found (the consumer terminates it), and one whose version is not
-// the row's (an old one, a made-up one) for a proposal still awaiting
+// the row's (an old one, or one the row never reached, which the handler
+// takes as proof that the ledger is behind) for a proposal still awaiting
 // approval claims nothing: the row, not the message, says whether the
 // operation may be sent, and nothing reaches the supplier.
 func TestDispatchMessageThatLiesChangesNothing(t *testing.T) {
@@ -79,7 +80,11 @@ func TestDispatchMessageThatLiesChangesNothing(t *testing.T) {
 	}
 	op := p.Operation(out)
 	for _, version := range []int64{op.Version, op.Version + 1, 99} {
-		if err := d.Execute(context.Background(), "acme", ledger.Dispatch{OperationID: op.ID, Version: version}); err != nil {
+		err := d.Execute(context.Background(), "acme", ledger.Dispatch{OperationID: op.ID, Version: version})
+		if version > op.Version && (err == nil || !strings.Contains(err.Error(), "the ledger holds version")) {
+			t.Fatalf("a message at version %d for a proposal at %d: %v, want the ledger behind", version, op.Version, err)
+		}
+		if version == op.Version && err != nil {
 			t.Fatalf("a message at version %d for a proposal: %v", version, err)
 		}
 		if got := p.Get(op); got.Status != ledger.StatusAwaitingApproval || got.Version != op.Version {

@@ -16,6 +16,11 @@ type Pause struct {
 	Action   string    `json:"action,omitempty"`
 	PausedBy string    `json:"paused_by"`
 	PausedAt time.Time `json:"paused_at"`
+	// Reason is empty for an operator's stop button and PauseLedgerBehind
+	// for the pause actledger makes when the ledger is behind its
+	// messages; Detail then names the message that proved it.
+	Reason string `json:"reason,omitempty"`
+	Detail string `json:"detail,omitempty"`
 }
 
 // waitsForMessage holds for an operation o that no pause covers and whose
@@ -63,7 +68,8 @@ WHERE tenant_id = $1 AND ($2 = '' OR provider = $2) AND ($3 = '' OR action = $3)
 	// pausesList is bounded by what may be paused (one pause per
 	// configured provider and action, and their combinations), and by
 	// MaxPauses whatever the configuration.
-	pausesList = `SELECT coalesce(provider, '') AS provider, coalesce(action, '') AS action, paused_by, paused_at
+	pausesList = `SELECT coalesce(provider, '') AS provider, coalesce(action, '') AS action, paused_by, paused_at,
+  coalesce(reason, '') AS reason, coalesce(detail, '') AS detail
 FROM dispatch_pauses WHERE tenant_id = $1 ORDER BY id
 LIMIT ` + maxPausesSQL
 

@@ -94,7 +94,9 @@ DELETE FROM notifications WHERE id IN (SELECT id FROM n)`
 	operationEventsDel = `DELETE FROM operation_events WHERE operation_id = ANY ($1)`
 
 	// operationsPrune deletes the batch (operation_counts_track takes
-	// them out of the counts) and adds them to operations_pruned.
+	// them out of the counts), adds them to operations_pruned and raises
+	// the prune horizon to this batch's time (schema 040: what tells a
+	// message for a pruned operation from one for a lost one).
 	operationsPrune = `WITH gone AS (
     DELETE FROM operations WHERE id = ANY ($1) RETURNING status
 ), counted AS (
@@ -102,6 +104,10 @@ DELETE FROM notifications WHERE id IN (SELECT id FROM n)`
     SELECT status, count(*) FROM gone GROUP BY status
     ON CONFLICT (status) DO UPDATE SET n = operations_pruned.n + EXCLUDED.n
     RETURNING status, n
+), horizon AS (
+    INSERT INTO prune_horizon (pruned_through)
+    SELECT now() WHERE EXISTS (SELECT 1 FROM gone)
+    ON CONFLICT (only_row) DO UPDATE SET pruned_through = greatest(prune_horizon.pruned_through, EXCLUDED.pruned_through)
 )
 SELECT status, count(*) FROM gone GROUP BY status`
 

@@ -44,11 +44,12 @@ func Handler(apiHandler http.Handler, cfg Config) http.Handler {
 	}, &sdk.StreamableHTTPOptions{
 		Stateless: true, JSONResponse: true, Logger: log,
 		// The SDK refuses a non-loopback Host on a loopback listener, a
-		// guard against DNS rebinding for local servers that trust any
-		// caller. Here the API route has already required a bearer token,
-		// which a rebound page does not have, and a reverse proxy in front
-		// of the loopback default LISTEN_ADDR forwards its public name: the
-		// guard would refuse only legitimate agents.
+		// guard against DNS rebinding, with no list of other names: behind
+		// a reverse proxy in front of the loopback default LISTEN_ADDR it
+		// would refuse every agent. The API route in front of this handler
+		// holds the same guard with the names the deployment lists
+		// (api.Config.MCPAllowedHosts, MCP_ALLOWED_HOSTS) and answers in
+		// the API's error shape, so the SDK's is off.
 		DisableLocalhostProtection: true,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -518,29 +518,39 @@ func TestMCPTransportRefusalsAreTheDocumentedOnes(t *testing.T) {
 	}
 }
 
-// TestMCPOverHTTPServesTheNameAProxyForwards: behind a reverse proxy the
-// loopback listener (LISTEN_ADDR's default) receives the public host name
-// in Host. The API serves it, so POST /mcp must too: the SDK's guard
-// against DNS rebinding of unauthenticated local servers answered 403
-// there, though no MCP request is served without a bearer token.
-func TestMCPOverHTTPServesTheNameAProxyForwards(t *testing.T) {
+// TestMCPOverHTTPServesTheNameAProxyForwardsOnceItIsListed: behind a
+// reverse proxy the loopback listener (LISTEN_ADDR's default) receives the
+// public host name in Host. Listed in MCP_ALLOWED_HOSTS, it is served like
+// the rest of the API (the SDK's own guard, which answered 403 to it with
+// no way to list it, stays off); not listed, it is what a rebound name
+// looks like, and is refused.
+func TestMCPOverHTTPServesTheNameAProxyForwardsOnceItIsListed(t *testing.T) {
 	t.Parallel()
-	p := testpipeline.New(t, testpipeline.Options{})
 	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
-	req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
-	req.Host = "actledger.example.com"
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+p.Agent)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := new(bytes.Buffer)
-	_, _ = body.ReadFrom(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		t.Errorf("POST /mcp with Host %s = %d %s, want 200", req.Host, res.StatusCode, body)
+	for _, tc := range []struct {
+		name   string
+		hosts  []string
+		status int
+	}{
+		{"listed", []string{"actledger.example.com"}, http.StatusOK},
+		{"not listed", nil, http.StatusForbidden},
+	} {
+		p := testpipeline.New(t, testpipeline.Options{MCPAllowedHosts: tc.hosts})
+		req, _ := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
+		req.Host = "actledger.example.com"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+p.Agent)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := new(bytes.Buffer)
+		_, _ = body.ReadFrom(res.Body)
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("%s: POST /mcp with Host %s = %d %s, want %d", tc.name, req.Host, res.StatusCode, body, tc.status)
+		}
 	}
 }
 
@@ -655,6 +665,65 @@ func TestToolTextQuotesOtherAgentsKeysAndApproversReasonsAsData(t *testing.T) {
 					t.Errorf("list_operations has a line that is no operation of the tenant: %q", line)
 				}
 			}
+		}
+	}
+}
+
+// TestMCPOverHTTPRefusesADNSReboundRequestToALoopbackServer: a page on a
+// rebound name (its Host and Origin both the attacker's name, resolved to
+// 127.0.0.1) reaches the loopback-bound listener; it passes the Origin
+// rule as same-origin, so the Host rule refuses it with 403
+// host_not_allowed before anything else runs (no token is looked at: the
+// one sent here is valid). Loopback Hosts of any port and the configured
+// hosts pass.
+func TestMCPOverHTTPRefusesADNSReboundRequestToALoopbackServer(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{MCPAllowedHosts: []string{"agents.example.com", "[fd00::1]"}})
+	initialize := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	port := strings.TrimPrefix(p.API.URL, "http://127.0.0.1:")
+	for _, tc := range []struct {
+		name, host, origin string
+		status             int
+	}{
+		{"rebound name and its origin", "rebind.evil.example:" + port, "http://rebind.evil.example:" + port, http.StatusForbidden},
+		{"rebound name, no Origin", "rebind.evil.example:" + port, "", http.StatusForbidden},
+		{"rebound name, no port", "rebind.evil.example", "", http.StatusForbidden},
+		{"another address", "192.168.1.20:" + port, "", http.StatusForbidden},
+		{"localhost as a subdomain", "localhost.evil.example:" + port, "", http.StatusForbidden},
+		{"127.0.0.1", "127.0.0.1:" + port, "", http.StatusOK},
+		{"localhost, another port", "localhost:9999", "", http.StatusOK},
+		{"LOCALHOST without port", "LOCALHOST", "", http.StatusOK},
+		{"[::1]", "[::1]:" + port, "", http.StatusOK},
+		{"another loopback address", "127.0.0.2", "", http.StatusOK},
+		{"configured host", "agents.example.com", "", http.StatusOK},
+		{"configured host with a port and the case changed", "Agents.Example.COM:8443", "", http.StatusOK},
+		{"configured IPv6 host", "[fd00::1]:" + port, "", http.StatusOK},
+	} {
+		req, err := http.NewRequest(http.MethodPost, p.API.URL+"/mcp", strings.NewReader(initialize))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = tc.host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+p.Agent)
+		if tc.origin != "" {
+			req.Header.Set("Origin", tc.origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error struct{ Code string } `json:"error"`
+		}
+		_ = json.NewDecoder(res.Body).Decode(&body)
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("%s: POST /mcp with Host %q = %d, want %d", tc.name, tc.host, res.StatusCode, tc.status)
+		}
+		if tc.status == http.StatusForbidden && body.Error.Code != "host_not_allowed" {
+			t.Errorf("%s: code %q, want host_not_allowed", tc.name, body.Error.Code)
 		}
 	}
 }

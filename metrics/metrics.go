@@ -113,6 +113,7 @@ var (
 	lagDesc        = prometheus.NewDesc("actledger_relay_lag_seconds", "Age of the oldest unpublished outbox row.", nil, nil)
 	reviewOpenDesc = prometheus.NewDesc("actledger_review_open", "Open review items, by kind (operation or unmatched_evidence).", []string{"kind"}, nil)
 	reviewAgeDesc  = prometheus.NewDesc("actledger_review_oldest_age_seconds", "Age of the oldest open review item, by kind.", []string{"kind"}, nil)
+	behindDesc     = prometheus.NewDesc("actledger_ledger_behind", "1 while dispatch is paused because a message named an operation or a version the ledger does not hold (committed work lost in a failover or a restore), else 0.", nil, nil)
 	requestsDesc   = prometheus.NewDesc("actledger_approval_requests_open", "Proposals waiting for a person to approve or deny them.", nil, nil)
 	requestAgeDesc = prometheus.NewDesc("actledger_approval_request_oldest_age_seconds", "Age of the oldest proposal waiting for a decision.", nil, nil)
 )
@@ -166,6 +167,7 @@ func (c *ledgerCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- reviewOpenDesc
 	ch <- reviewAgeDesc
 	ch <- requestsDesc
+	ch <- behindDesc
 	ch <- requestAgeDesc
 }
 
@@ -210,6 +212,13 @@ func (c *ledgerCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(backlog))
 	ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, lag.Seconds())
+
+	behind, err := ledger.IsLedgerBehind(ctx, c.pool)
+	if err != nil {
+		c.log.WarnContext(ctx, "metrics: ledger behind", "err", err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(behindDesc, prometheus.GaugeValue, map[bool]float64{false: 0, true: 1}[behind])
 
 	var open int64
 	var oldest float64

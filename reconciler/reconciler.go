@@ -185,6 +185,7 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		ev, gerr := r.store.WebhookEvent(ctx, m.WebhookEventID)
 		switch {
 		case errors.Is(gerr, ledger.ErrNotFound):
+			r.ledgerBehind(ctx, true, m.WebhookEventID)
 			drop("no such webhook event", "webhook_event_id", m.WebhookEventID)
 			return
 		case gerr == nil && ev.Provider != subjectProvider:
@@ -202,6 +203,7 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		sr, gerr := r.store.StaleResult(ctx, m.StaleResultID)
 		switch {
 		case errors.Is(gerr, ledger.ErrNotFound):
+			r.ledgerBehind(ctx, false, m.StaleResultID)
 			drop("no such stale result", "stale_result_id", m.StaleResultID)
 			return
 		case gerr == nil && sr.Provider != subjectProvider:
@@ -226,6 +228,35 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	r.log.DebugContext(ctx, "evidence message handled", "kind", m.Kind, "outcome", outcome)
 	_ = msg.Ack()
+}
+
+// ledgerBehind deals with an evidence message naming a stored row the
+// ledger does not hold: when its id is beyond any the table has handed
+// out, the ledger lost the row (a failover to an asynchronous replica, a
+// restore) and dispatch is paused for every tenant, reason ledger_behind;
+// otherwise the row was pruned (or the message lies) and it is only
+// dropped.
+func (r *Reconciler) ledgerBehind(ctx context.Context, webhook bool, id int64) {
+	beyond, err := r.store.EvidenceBeyond(ctx, webhook, id)
+	if err != nil {
+		r.log.WarnContext(ctx, "evidence message names no stored row, and the ledger could not be asked whether it lost it", "evidence_id", id, "err", err)
+		return
+	}
+	if !beyond {
+		return
+	}
+	b := ledger.Behind{Kind: "stale result", EvidenceID: id}
+	if webhook {
+		b.Kind = "webhook event"
+	}
+	paused, err := r.store.LedgerBehind(ctx, b)
+	if err != nil {
+		r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore), and dispatch could not be paused",
+			"kind", b.Kind, "evidence_id", id, "err", err)
+		return
+	}
+	r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore); dispatch is paused for every tenant",
+		"kind", b.Kind, "evidence_id", id, "tenants_paused", paused)
 }
 
 // applyWebhook applies a stored webhook event and marks it applied.

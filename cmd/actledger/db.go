@@ -37,6 +37,15 @@ func openDatabase(ctx context.Context, e env, logger *slog.Logger) (pool *pgxpoo
 		stopPG()
 		return nil, nil, fmt.Errorf("connect to Postgres at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
+	repl, err := readReplication(ctx, pool)
+	if err == nil && repl.InRecovery {
+		err = errStandby
+	}
+	if err != nil {
+		pool.Close()
+		stopPG()
+		return nil, nil, err
+	}
 	if _, err := schema.Migrate(ctx, pool, logger); err != nil {
 		pool.Close()
 		stopPG()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/actledger/actledger/api"
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/retention"
@@ -55,6 +56,10 @@ type env struct {
 	// browser origins besides the server's own that may POST /mcp
 	// (api.Config.MCPAllowedOrigins).
 	MCPAllowedOrigins []string
+	// MCPAllowedHosts (MCP_ALLOWED_HOSTS, comma-separated) are the host
+	// names besides the loopback ones that a POST /mcp may name in its
+	// Host (api.Config.MCPAllowedHosts).
+	MCPAllowedHosts []string
 	// ConsoleURL (CONSOLE_URL) is the console's address as the people a
 	// notification reaches open it; empty: http://$LISTEN_ADDR/console.
 	ConsoleURL string
@@ -149,6 +154,17 @@ func loadEnv(getenv func(string) string) (env, error) {
 			continue
 		}
 		e.MCPAllowedOrigins = append(e.MCPAllowedOrigins, origin)
+	}
+	hosts := getenv("MCP_ALLOWED_HOSTS")
+	for host := range strings.SplitSeq(hosts, ",") {
+		if host = strings.TrimSpace(host); host == "" {
+			continue
+		}
+		if _, err := api.ParseMCPHost(host); err != nil {
+			errs = append(errs, fmt.Errorf("MCP_ALLOWED_HOSTS=%q: %w", hosts, err))
+			continue
+		}
+		e.MCPAllowedHosts = append(e.MCPAllowedHosts, host)
 	}
 	if v := getenv("RETENTION_OLDER_THAN"); v != "" {
 		d, err := retention.ParseDuration(v)

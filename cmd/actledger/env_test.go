@@ -64,6 +64,13 @@ func TestLoadEnvFailsOnABadValueNamingTheVariable(t *testing.T) {
 		}, false},
 		{"MCP_ALLOWED_ORIGINS", "https://a.example.com/path", nil, true},
 		{"MCP_ALLOWED_ORIGINS", "a.example.com", nil, true},
+		{"MCP_ALLOWED_HOSTS", "agents.example.com, 10.0.0.5,[fd00::1]", func(e env) bool {
+			return slices.Equal(e.MCPAllowedHosts, []string{"agents.example.com", "10.0.0.5", "[fd00::1]"})
+		}, false},
+		{"MCP_ALLOWED_HOSTS", "https://agents.example.com", nil, true},
+		{"MCP_ALLOWED_HOSTS", "agents.example.com:443", nil, true},
+		{"MCP_ALLOWED_HOSTS", "*.example.com", nil, true},
+		{"MCP_ALLOWED_HOSTS", "fd00::1", nil, true},
 		{"RETENTION_OLDER_THAN", "90d", nil, true}, // without RETENTION_ARCHIVE
 		{"RETENTION_OLDER_THAN", "90 days", nil, true},
 		{"RETENTION_INTERVAL", "30m", func(e env) bool { return e.Retention.Interval == 30*time.Minute }, false},

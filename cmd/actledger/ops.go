@@ -120,6 +120,10 @@ func printDispatch(w io.Writer, s *client.DispatchStatus) error {
 	}
 	for _, p := range s.Paused {
 		printf(w, "PAUSED provider=%s action=%s by %s at %s\n", cmp.Or(p.Provider, "*"), cmp.Or(p.Action, "*"), p.PausedBy, p.PausedAt)
+		if p.Reason != "" {
+			printf(w, "  reason=%s: %s; requests wait queued; settle the window with the suppliers' records, then `ops resume`\n",
+				p.Reason, p.Detail)
+		}
 	}
 	printf(w, "in flight: %d (these may still land at the provider)\n", len(s.InFlight))
 	for _, op := range s.InFlight {

@@ -64,6 +64,11 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		return err
 	}
 	defer stopDB()
+	repl, err := readReplication(ctx, pool)
+	if err != nil {
+		return err
+	}
+	warnWithoutSynchronousStandby(repl, logger)
 
 	a, err := app.Build(ctx, app.Config{
 		Pool: pool,
@@ -86,7 +91,7 @@ func serve(ctx context.Context, e env, args []string, logger *slog.Logger) error
 		Notify: notify.Config{ConsoleURL: e.consoleURL(), Timeout: e.NotifyTimeout, RetryFor: e.NotifyRetryFor,
 			Concurrency: e.NotifyConcurrency},
 		Auth:           auth.Config{CacheTTL: e.TokenCacheTTL},
-		API:            api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins},
+		API:            api.Config{MCPAllowedOrigins: e.MCPAllowedOrigins, MCPAllowedHosts: e.MCPAllowedHosts},
 		Retention:      e.Retention,
 		Logger:         logger,
 		TracerProvider: tracerProvider,

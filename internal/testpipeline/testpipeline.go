@@ -125,6 +125,8 @@ type Options struct {
 	TokenCacheTTL time.Duration
 	// MCPAllowedOrigins is the API's api.Config.MCPAllowedOrigins.
 	MCPAllowedOrigins []string
+	// MCPAllowedHosts is the API's api.Config.MCPAllowedHosts.
+	MCPAllowedHosts []string
 	// Access, when set, is the providers file's access: section (its
 	// lines, indented two spaces); its client secret is read from Env.
 	Access string
@@ -307,7 +309,7 @@ func (p *Pipeline) build() {
 				return nil, false
 			}
 			return [][]byte{[]byte(WebhookSecret)}, true
-		}, MCPAllowedOrigins: opts.MCPAllowedOrigins},
+		}, MCPAllowedOrigins: opts.MCPAllowedOrigins, MCPAllowedHosts: opts.MCPAllowedHosts},
 		Logger:         cmp.Or(opts.Logger, quiet()),
 		Metrics:        opts.Metrics,
 		TracerProvider: opts.TracerProvider,

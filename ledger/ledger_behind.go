@@ -1,0 +1,145 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// PauseLedgerBehind is the reason of the dispatch pause actledger makes
+// itself when a message proves that the ledger lost committed work
+// (Pause.Reason, GET /v1/dispatch's paused[].reason).
+const PauseLedgerBehind = "ledger_behind"
+
+// ledgerBehindActor is the paused_by of a ledger_behind pause.
+const ledgerBehindActor = "actledger"
+
+// PrunedMargin is how much later than the prune horizon (the time of the
+// last prune batch that deleted operations) an operation id's time may be
+// and still count as possibly pruned: the id's time is the clock of the
+// process that proposed it, the horizon the database's, and clocks kept by
+// NTP differ by far less. A lost operation made within it after a prune
+// batch is not told from a pruned one.
+const PrunedMargin = 5 * time.Second
+
+// Behind is the proof that the ledger lost work: a message of Kind
+// ("dispatch", "evidence", "review") naming OperationID at Version,
+// which the ledger does not know (Known false) or holds at an earlier
+// version (Known true, At its version).
+type Behind struct {
+	Kind        string
+	OperationID uuid.UUID
+	Version     int64
+	Known       bool
+	At          int64
+	// EvidenceID, for an evidence message, is the id of the stored row
+	// it names (Kind "webhook event" or "stale result").
+	EvidenceID int64
+}
+
+// String is the pause's detail and the log's summary.
+func (b Behind) String() string {
+	if b.EvidenceID != 0 {
+		return fmt.Sprintf("an evidence message names %s %d, beyond any the ledger has made", b.Kind, b.EvidenceID)
+	}
+	if b.Known {
+		return fmt.Sprintf("a %s message names operation %s at version %d; the ledger holds version %d", b.Kind, b.OperationID, b.Version, b.At)
+	}
+	return fmt.Sprintf("a %s message names operation %s (version %d), which the ledger does not hold", b.Kind, b.OperationID, b.Version)
+}
+
+const (
+	// pausesInsertLedgerBehind pauses every tenant's whole dispatch with
+	// reason ledger_behind. A tenant's existing pause of everything takes
+	// the reason (a resume of everything clears both alike). Bounded by
+	// the tenants, a handful of rows.
+	pausesInsertLedgerBehind = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at, reason, detail)
+SELECT t.id, NULL, NULL, '` + ledgerBehindActor + `', coalesce(@now::timestamptz, now()), '` + PauseLedgerBehind + `', @detail
+FROM tenants t
+ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, ''))
+DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail`
+
+	// pausesLedgerBehindExist says whether any tenant's dispatch is paused
+	// for ledger_behind (actledger_ledger_behind).
+	pausesLedgerBehindExist = `SELECT EXISTS (SELECT 1 FROM dispatch_pauses WHERE reason = '` + PauseLedgerBehind + `')`
+
+	// webhookEventsBeyond and staleResultsBeyond say whether an evidence
+	// row's id is later than any its table's sequence has handed out: a
+	// row retention pruned had an id it handed out, a lost row's id the
+	// restored sequence has not reached. Postgres logs a sequence ahead
+	// of use (by up to 32 values), so after a crash the sequence may be
+	// past ids it never gave: a loss among those is missed, never
+	// invented.
+	webhookEventsBeyond = `SELECT @id::bigint > CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM webhook_events_id_seq`
+	staleResultsBeyond  = `SELECT @id::bigint > CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM stale_results_id_seq`
+
+	// pruneHorizonSelect is the time of the last prune batch that deleted
+	// operations (schema 040); no row: nothing was ever pruned.
+	pruneHorizonSelect = `SELECT pruned_through FROM prune_horizon`
+)
+
+// LedgerBehind pauses dispatch for every tenant with reason
+// PauseLedgerBehind, detail b, and returns how many tenants it paused.
+// Requests are still accepted: only claims stop, and a resume of a
+// tenant's whole dispatch (ResumeDispatch with an empty scope) lifts it.
+func (s *Store) LedgerBehind(ctx context.Context, b Behind) (int64, error) {
+	tag, err := s.pool.Exec(ctx, pausesInsertLedgerBehind, pgx.NamedArgs{"now": s.nowArg(), "detail": b.String()})
+	if err != nil {
+		return 0, fmt.Errorf("pause dispatch, the ledger is behind: %w", err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// MayHaveBeenPruned says whether an operation id the ledger does not hold
+// may be one that retention pruned, so that a message naming it is not
+// proof of a loss: its id (a UUIDv7, as every operation's) was made no
+// later than PrunedMargin after the last prune batch that deleted
+// operations. An id that is not a UUIDv7 was never an operation's, and
+// proves nothing either.
+func (s *Store) MayHaveBeenPruned(ctx context.Context, id uuid.UUID) (bool, error) {
+	if id.Version() != 7 {
+		return true, nil
+	}
+	var through time.Time
+	err := s.pool.QueryRow(ctx, pruneHorizonSelect).Scan(&through)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read the prune horizon: %w", err)
+	}
+	sec, nsec := id.Time().UnixTime()
+	return !time.Unix(sec, nsec).After(through.Add(PrunedMargin)), nil
+}
+
+// EvidenceBeyond says whether the webhook event (webhook true) or stale
+// result id, which the ledger does not hold, is beyond every id its table
+// has handed out: then the message naming it proves that the ledger lost
+// the row, and it was not pruned.
+func (s *Store) EvidenceBeyond(ctx context.Context, webhook bool, id int64) (bool, error) {
+	q := staleResultsBeyond
+	if webhook {
+		q = webhookEventsBeyond
+	}
+	var beyond bool
+	if err := s.pool.QueryRow(ctx, q, pgx.NamedArgs{"id": id}).Scan(&beyond); err != nil {
+		return false, fmt.Errorf("read the evidence sequence: %w", err)
+	}
+	return beyond, nil
+}
+
+// IsLedgerBehind says whether dispatch is paused because the ledger is
+// behind its messages, for any tenant (actledger_ledger_behind).
+func IsLedgerBehind(ctx context.Context, db interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
+	var behind bool
+	if err := db.QueryRow(ctx, pausesLedgerBehindExist).Scan(&behind); err != nil {
+		return false, fmt.Errorf("read ledger_behind pauses: %w", err)
+	}
+	return behind, nil
+}
