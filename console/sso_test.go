@@ -13,7 +13,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -578,24 +577,6 @@ func TestAnUnverifiedEmailDoesNotNameThePerson(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the pipeline's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestSignInLogsNoCodeStateTokenOrSecret: the process's logs, at debug
 // level, over a sign-in, a replayed callback and a refused token, hold
 // none of the secrets that pass through: the authorization code, the
@@ -605,7 +586,7 @@ func TestSignInLogsNoCodeStateTokenOrSecret(t *testing.T) {
 	t.Parallel()
 	var tamper atomic.Pointer[func(t *testing.T, m *mockoidc.MockOIDC, idToken string) string]
 	m := tamperingIDP(t, &tamper)
-	logs := &syncBuffer{}
+	logs := &testpipeline.LogBuffer{}
 	p := testpipeline.New(t, testpipeline.Options{
 		Access: accessSection(m, "Acme Corp."),
 		Env:    map[string]string{"OIDC_CLIENT_SECRET": m.ClientSecret},

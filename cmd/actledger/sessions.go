@@ -5,9 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-
-	"github.com/actledger/actledger/auth"
-	"github.com/actledger/actledger/ledger"
 )
 
 // sessions is `actledger sessions end`: it ends the console sessions of
@@ -30,15 +27,11 @@ func sessions(ctx context.Context, e env, args []string, stdout io.Writer, logge
 	if (*subject == "") == !*people {
 		return fmt.Errorf("sessions end needs --subject S or --people: %w", errUsage)
 	}
-	pool, stop, err := openDatabase(ctx, e, logger)
+	tokens, stop, err := openTokens(ctx, e, logger)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	tokens, err := auth.New(pool, ledger.New(pool, ledger.Config{}), auth.Config{})
-	if err != nil {
-		return err
-	}
 	n, err := tokens.EndPersonSessions(ctx, *issuer, *subject)
 	if err != nil {
 		return err

@@ -43,15 +43,11 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 				return fmt.Errorf("--scope: %v: %w", err, errUsage)
 			}
 		}
-		pool, stop, err := openDatabase(ctx, e, logger)
+		tokens, stop, err := openTokens(ctx, e, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		tokens, err := auth.New(pool, ledger.New(pool, ledger.Config{}), auth.Config{})
-		if err != nil {
-			return err
-		}
 		var created auth.Created
 		if scoped {
 			created, err = tokens.CreateScoped(ctx, *tenant, auth.Role(*role), *name, *scope)
@@ -73,15 +69,11 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		if len(args) != 2 {
 			return fmt.Errorf("token revoke takes one NAME or ID: %w", errUsage)
 		}
-		pool, stop, err := openDatabase(ctx, e, logger)
+		tokens, stop, err := openTokens(ctx, e, logger)
 		if err != nil {
 			return err
 		}
 		defer stop()
-		tokens, err := auth.New(pool, ledger.New(pool, ledger.Config{}), auth.Config{})
-		if err != nil {
-			return err
-		}
 		held, err := tokens.Revoke(ctx, args[1], "cli:token-revoke")
 		if err != nil {
 			return fmt.Errorf("revoke %s: %w", args[1], err)
@@ -91,4 +83,19 @@ func token(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 	default:
 		return fmt.Errorf("unknown token command %q: %w", args[0], errUsage)
 	}
+}
+
+// openTokens opens the database and its token store, for the commands
+// that create, revoke or end what authenticates people and agents.
+func openTokens(ctx context.Context, e env, logger *slog.Logger) (*auth.Tokens, func(), error) {
+	pool, stop, err := openDatabase(ctx, e, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	tokens, err := auth.New(pool, ledger.New(pool, ledger.Config{}), auth.Config{})
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	return tokens, stop, nil
 }

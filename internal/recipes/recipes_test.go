@@ -1,7 +1,6 @@
 package recipes_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -84,24 +82,6 @@ func providersFile(t *testing.T, page string) string {
 	return block + "\n"
 }
 
-// syncBuffer is a log sink safe for the pipeline's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // run loads r's page unchanged, loses the first create's response after
 // the supplier committed it, and waits for the operation to settle, by
 // webhook when viaWebhook, else by the file's key or lookup. It checks
@@ -110,7 +90,7 @@ func (b *syncBuffer) String() string {
 func run(t *testing.T, r recipe, viaWebhook bool) {
 	clock := &testpipeline.Clock{}
 	f := r.start(t, clock)
-	logs := &syncBuffer{}
+	logs := &testpipeline.LogBuffer{}
 	p := testpipeline.New(t, testpipeline.Options{
 		ProvidersFile: providersFile(t, r.page), BaseURLs: map[string]string{r.provider: f.url},
 		Tenant: "acme-corp", Env: r.env, Clock: clock, Metrics: true,
@@ -168,7 +148,7 @@ func run(t *testing.T, r recipe, viaWebhook bool) {
 // secretsNowhere checks that no secret value is in the logs, the
 // operation's history and answers, the review list, /metrics or the
 // console's page of the operation.
-func secretsNowhere(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation, logs *syncBuffer, secrets []string) {
+func secretsNowhere(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation, logs *testpipeline.LogBuffer, secrets []string) {
 	t.Helper()
 	places := map[string]string{"logs": logs.String(), "history": p.History(op)}
 	for _, path := range []string{"/v1/operations/" + op.ID.String(), "/v1/operations/" + op.ID.String() + "/events", "/v1/review", "/v1/dispatch"} {
