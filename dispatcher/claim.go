@@ -58,6 +58,11 @@ func (d *Dispatcher) execute(ctx context.Context, providerName string, m ledger.
 		// provider's: read what it needs now.
 	}
 	op, err := d.store.GetInternal(ctx, m.OperationID)
+	if errors.Is(err, ledger.ErrNotFound) {
+		// Only this read's miss is the message naming an operation the
+		// ledger does not hold; a row missing elsewhere is another error.
+		return behindError{Kind: "dispatch", OperationID: m.OperationID, Version: m.Version}
+	}
 	if err != nil {
 		return err
 	}

@@ -319,8 +319,6 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 		_ = msg.NakWithDelay(min(max(open.wait, 100*time.Millisecond), provider.MaxBreakerCooldown))
 	case errors.Is(err, errCrashed):
 		return // a dead worker acknowledges nothing
-	case errors.Is(err, ledger.ErrNotFound):
-		d.settleBehind(ctx, msg, ledger.Behind{Kind: "dispatch", OperationID: m.OperationID, Version: m.Version})
 	case errors.As(err, &behind):
 		d.settleBehind(ctx, msg, ledger.Behind(behind))
 	case err != nil:
@@ -338,6 +336,15 @@ func (d *Dispatcher) handle(runCtx context.Context, providerName string, msg jet
 type behindError ledger.Behind
 
 func (e behindError) Error() string { return ledger.Behind(e).String() }
+
+// Unwrap makes a message naming an operation the ledger does not hold a
+// ledger.ErrNotFound too, as the read that missed it said.
+func (e behindError) Unwrap() error {
+	if !e.Known {
+		return ledger.ErrNotFound
+	}
+	return nil
+}
 
 // settleBehind deals with a message that names an operation the ledger
 // does not hold, or a version it never reached: proof that committed work
@@ -363,6 +370,12 @@ func (d *Dispatcher) settleBehind(ctx context.Context, msg jetstream.Msg, b ledg
 		}
 	}
 	paused, err := d.store.LedgerBehind(ctx, b)
+	if errors.Is(err, ledger.ErrBehindNotProven) {
+		d.log.WarnContext(ctx, "a dispatch message seemed to name work the ledger lost, but the ledger holds it: judged again later", "operation_id", b.OperationID,
+			"version", b.Version)
+		_ = msg.NakWithDelay(2 * time.Second)
+		return
+	}
 	if err != nil {
 		d.log.WarnContext(ctx, "the ledger is behind its messages, and dispatch could not be paused yet; will try again", "operation_id", b.OperationID,
 			"version", b.Version, "err", err)

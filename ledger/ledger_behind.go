@@ -57,11 +57,27 @@ const (
 	// reason ledger_behind. A tenant's existing pause of everything takes
 	// the reason (a resume of everything clears both alike). Bounded by
 	// the tenants, a handful of rows.
+	//
+	// The proof is judged again in this statement, on the database the
+	// pause is written to: a read that reached a lagging replica (a
+	// pooler balancing reads, a multi-host URL without
+	// target_session_attrs=read-write) must not pause a healthy ledger.
+	// No row written: the proof does not hold here. The first proof's
+	// detail is kept.
 	pausesInsertLedgerBehind = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at, reason, detail)
 SELECT t.id, NULL, NULL, '` + ledgerBehindActor + `', coalesce(@now::timestamptz, now()), '` + PauseLedgerBehind + `', @detail
 FROM tenants t
+WHERE CASE
+    WHEN @evidence_id::bigint <> 0 AND @webhook::boolean
+        THEN @evidence_id > (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM webhook_events_id_seq)
+    WHEN @evidence_id::bigint <> 0
+        THEN @evidence_id > (SELECT CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM stale_results_id_seq)
+    WHEN @known::boolean
+        THEN EXISTS (SELECT 1 FROM operations WHERE id = @operation AND version < @version)
+    ELSE NOT EXISTS (SELECT 1 FROM operations WHERE id = @operation)
+END
 ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, ''))
-DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail`
+DO UPDATE SET reason = EXCLUDED.reason, detail = coalesce(dispatch_pauses.detail, EXCLUDED.detail)`
 
 	// pausesLedgerBehindExist says whether any tenant's dispatch is paused
 	// for ledger_behind (actledger_ledger_behind).
@@ -86,13 +102,28 @@ DO UPDATE SET reason = EXCLUDED.reason, detail = EXCLUDED.detail`
 // PauseLedgerBehind, detail b, and returns how many tenants it paused.
 // Requests are still accepted: only claims stop, and a resume of a
 // tenant's whole dispatch (ResumeDispatch with an empty scope) lifts it.
+//
+// The proof is judged again in the statement that pauses: when it does
+// not hold there (the read that found it reached a lagging replica, or the
+// row has appeared since), nothing is paused and the error is
+// ErrBehindNotProven.
 func (s *Store) LedgerBehind(ctx context.Context, b Behind) (int64, error) {
-	tag, err := s.pool.Exec(ctx, pausesInsertLedgerBehind, pgx.NamedArgs{"now": s.nowArg(), "detail": b.String()})
+	tag, err := s.pool.Exec(ctx, pausesInsertLedgerBehind, pgx.NamedArgs{"now": s.nowArg(), "detail": b.String(),
+		"evidence_id": b.EvidenceID, "webhook": b.Kind == "webhook event", "known": b.Known,
+		"operation": b.OperationID, "version": b.Version})
 	if err != nil {
 		return 0, fmt.Errorf("pause dispatch, the ledger is behind: %w", err)
 	}
+	if tag.RowsAffected() == 0 {
+		return 0, ErrBehindNotProven
+	}
 	return tag.RowsAffected(), nil
 }
+
+// ErrBehindNotProven: the message's proof that the ledger lost work did
+// not hold on the database the pause was to be written to; nothing was
+// paused, and the message is to be judged again.
+var ErrBehindNotProven = errors.New("ledger: the proof that the ledger is behind does not hold on the primary; nothing paused")
 
 // MayHaveBeenPruned says whether an operation id the ledger does not hold
 // may be one that retention pruned, so that a message naming it is not

@@ -185,7 +185,11 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		ev, gerr := r.store.WebhookEvent(ctx, m.WebhookEventID)
 		switch {
 		case errors.Is(gerr, ledger.ErrNotFound):
-			r.ledgerBehind(ctx, true, m.WebhookEventID)
+			if berr := r.ledgerBehind(ctx, true, m.WebhookEventID); berr != nil {
+				// Not judged: the message comes back, its proof with it.
+				err = berr
+				break
+			}
 			drop("no such webhook event", "webhook_event_id", m.WebhookEventID)
 			return
 		case gerr == nil && ev.Provider != subjectProvider:
@@ -203,7 +207,11 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 		sr, gerr := r.store.StaleResult(ctx, m.StaleResultID)
 		switch {
 		case errors.Is(gerr, ledger.ErrNotFound):
-			r.ledgerBehind(ctx, false, m.StaleResultID)
+			if berr := r.ledgerBehind(ctx, false, m.StaleResultID); berr != nil {
+				// Not judged: the message comes back, its proof with it.
+				err = berr
+				break
+			}
 			drop("no such stale result", "stale_result_id", m.StaleResultID)
 			return
 		case gerr == nil && sr.Provider != subjectProvider:
@@ -236,27 +244,30 @@ func (r *Reconciler) handle(ctx context.Context, msg jetstream.Msg) {
 // restore) and dispatch is paused for every tenant, reason ledger_behind;
 // otherwise the row was pruned (or the message lies) and it is only
 // dropped.
-func (r *Reconciler) ledgerBehind(ctx context.Context, webhook bool, id int64) {
+func (r *Reconciler) ledgerBehind(ctx context.Context, webhook bool, id int64) error {
 	beyond, err := r.store.EvidenceBeyond(ctx, webhook, id)
 	if err != nil {
-		r.log.WarnContext(ctx, "evidence message names no stored row, and the ledger could not be asked whether it lost it", "evidence_id", id, "err", err)
-		return
+		return fmt.Errorf("ask whether the ledger lost evidence row %d: %w", id, err)
 	}
 	if !beyond {
-		return
+		return nil
 	}
 	b := ledger.Behind{Kind: "stale result", EvidenceID: id}
 	if webhook {
 		b.Kind = "webhook event"
 	}
 	paused, err := r.store.LedgerBehind(ctx, b)
+	if errors.Is(err, ledger.ErrBehindNotProven) {
+		return fmt.Errorf("evidence row %d seemed lost, but the ledger's sequence has reached it: %w", id, err)
+	}
 	if err != nil {
 		r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore), and dispatch could not be paused",
 			"kind", b.Kind, "evidence_id", id, "err", err)
-		return
+		return err
 	}
 	r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore); dispatch is paused for every tenant",
 		"kind", b.Kind, "evidence_id", id, "tenants_paused", paused)
+	return nil
 }
 
 // applyWebhook applies a stored webhook event and marks it applied.
