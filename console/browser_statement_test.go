@@ -18,23 +18,6 @@ import (
 	"github.com/actledger/actledger/ledger"
 )
 
-// reconcileSection lists the demo supplier's orders two a page, matched
-// by sku, as the statement tests configure it.
-const reconcileSection = `    reconcile:
-      list:
-        path: "/v1/statement?created_gte={since}&created_lt={until}&limit=2"
-        records: response.orders
-        next: 'response.next != null ? {"after": response.next} : {}'
-        reference: 'record.client_reference != "" ? record.client_reference : null'
-        provider_reference: record.id
-        created: record.created_at
-        max_pages: 20
-      match: record.params.sku == params.sku
-      window: 1h
-      lag: 1s
-      skew: 1s
-`
-
 // TestBrowserDispatchShowsTheLastStatementRunAndLinksItsFindings drives a
 // real headless chromium signed in as an operator after a reconciliation
 // that found a match, a mismatch, a missing order and an unexplained one:
@@ -43,7 +26,7 @@ const reconcileSection = `    reconcile:
 // review queue's items of that finding and no others.
 func TestBrowserDispatchShowsTheLastStatementRunAndLinksItsFindings(t *testing.T) {
 	t.Parallel()
-	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, ProviderExtra: reconcileSection})
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, ProviderExtra: testpipeline.ReconcileSection})
 	ctx := browser(t)
 	p.Start(1)
 	var ops []ledger.Operation

@@ -18,10 +18,10 @@ import (
 	"github.com/actledger/actledger/notify"
 )
 
-// scheduledSection is reconcileSection run every hour over the last two:
+// scheduledSection is testpipeline.ReconcileSection run every hour over the last two:
 // the schedule's first run, at the start, reads nothing yet, and the next
 // one, due after the clock moves an hour, reads every order the test made.
-var scheduledSection = strings.Replace(reconcileSection, "      window: 1h\n", "      window: 2h\n      every: 1h\n", 1)
+var scheduledSection = strings.Replace(testpipeline.ReconcileSection, "      window: 1h\n", "      window: 2h\n      every: 1h\n", 1)
 
 // notificationsSettled waits for the pipeline's notifications to be
 // delivered and acknowledged (testpipeline.Pipeline.NotificationsSettled).

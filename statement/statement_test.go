@@ -19,30 +19,12 @@ import (
 
 const settle = 15 * time.Second
 
-// reconcileSection lists the demo supplier's orders two a page (so that
-// a window spans pages), matched by sku. The skew is a second: the tests
-// advance the clock past it before a run.
-const reconcileSection = `    reconcile:
-      list:
-        path: "/v1/statement?created_gte={since}&created_lt={until}&limit=2"
-        records: response.orders
-        next: 'response.next != null ? {"after": response.next} : {}'
-        reference: 'record.client_reference != "" ? record.client_reference : null'
-        provider_reference: record.id
-        created: record.created_at
-        max_pages: 20
-      match: record.params.sku == params.sku
-      window: 1h
-      lag: 1s
-      skew: 1s
-`
-
 // setup is a pipeline whose provider acme has the statement above, no
 // lookup, and a supplier that ignores idempotency keys: only a statement
 // can settle a lost answer.
 func setup(t *testing.T) *testpipeline.Pipeline {
 	t.Helper()
-	return testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, ProviderExtra: reconcileSection})
+	return testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore, ProviderExtra: testpipeline.ReconcileSection})
 }
 
 // succeed runs operations of the given skus through the real path and
@@ -307,7 +289,7 @@ func TestDryRunReportsAndChangesNothing(t *testing.T) {
 func TestScheduledRunIsRecordedAndListedToWholeTenantOperators(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1, Mode: mocksupplier.Ignore,
-		ProviderExtra: strings.Replace(reconcileSection, "      window: 1h\n", "      window: 1h\n      every: 1h\n", 1)})
+		ProviderExtra: strings.Replace(testpipeline.ReconcileSection, "      window: 1h\n", "      window: 1h\n      every: 1h\n", 1)})
 	p.Start(1)
 	rep := p.StatementSchedule.TestSignals.Ran.WaitOrTimeout()
 	if rep.Run.Status != ledger.RunComplete || rep.Run.Actor != "schedule" {

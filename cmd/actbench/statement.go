@@ -35,6 +35,15 @@ import (
 // stmtReconcile is the provider's reconcile section: the demo's
 // (demo/providers.yaml), a day's window, and pages enough for it.
 func stmtReconcile(maxPages int) string {
+	return demoReconcile(maxPages) +
+		"      window: 24h\n" +
+		"      lag: 1m\n"
+}
+
+// demoReconcile is the tenant line and the reconcile section's list and
+// match of the demo supplier (demo/providers.yaml), reading at most
+// maxPages; the callers add when and over what window it runs.
+func demoReconcile(maxPages int) string {
 	return "    tenant: " + benchTenant + "\n" +
 		"    reconcile:\n" +
 		"      list:\n" +
@@ -45,9 +54,7 @@ func stmtReconcile(maxPages int) string {
 		"        provider_reference: record.id\n" +
 		"        created: record.created_at\n" +
 		"        max_pages: " + strconv.Itoa(maxPages) + "\n" +
-		"      match: 'record.params.sku == params.sku && (has(params.qty) ? record.params.qty == params.qty : !has(record.params.qty))'\n" +
-		"      window: 24h\n" +
-		"      lag: 1m\n"
+		"      match: 'record.params.sku == params.sku && (has(params.qty) ? record.params.qty == params.qty : !has(record.params.qty))'\n"
 }
 
 // stmtBlock is the size of the block of records in which each kind of
@@ -490,17 +497,7 @@ func statementLines(add func(line), r *results) {
 func scheduledReconcile(every time.Duration) string {
 	window := 2 * every
 	skew := min(3*time.Second, window/4)
-	return "    tenant: " + benchTenant + "\n" +
-		"    reconcile:\n" +
-		"      list:\n" +
-		"        path: \"/v1/statement?created_gte={since}&created_lt={until}&limit=100\"\n" +
-		"        records: response.orders\n" +
-		"        next: 'response.next != null ? {\"after\": response.next} : {}'\n" +
-		"        reference: 'record.client_reference != \"\" ? record.client_reference : null'\n" +
-		"        provider_reference: record.id\n" +
-		"        created: record.created_at\n" +
-		"        max_pages: 10000\n" +
-		"      match: 'record.params.sku == params.sku && (has(params.qty) ? record.params.qty == params.qty : !has(record.params.qty))'\n" +
+	return demoReconcile(10000) +
 		"      every: " + every.String() + "\n" +
 		"      window: " + window.String() + "\n" +
 		"      lag: 2s\n" +

@@ -20,12 +20,7 @@ import (
 func TestDemoShowsTwoOrdersNaiveAndOneWithActledger(t *testing.T) {
 	t.Parallel()
 	_, dbURL := testdb.NewWithURL(t)
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return dbURL
-		}
-		return ""
-	}
+	getenv := onlyDatabase(dbURL)
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 

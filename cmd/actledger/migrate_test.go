@@ -48,12 +48,7 @@ func TestMigrateAppliesEveryMigrationToAnEmptyDatabase(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Path = "/" + name
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return u.String()
-		}
-		return ""
-	}
+	getenv := onlyDatabase(u.String())
 	migrations, err := schema.Migrations()
 	if err != nil {
 		t.Fatal(err)

@@ -29,12 +29,7 @@ func (in *instance) scopedToken(t *testing.T, role, scope string) string {
 func TestTokenCreateScopeMustBeAVisibleScope(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := testdb.NewWithURL(t)
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return dbURL
-		}
-		return ""
-	}
+	getenv := onlyDatabase(dbURL)
 	create := func(scope string) (string, error) {
 		var out bytes.Buffer
 		err := run(t.Context(), []string{"token", "create", "--tenant", "acme", "--role", "approver", "--scope", scope}, getenv, &out, io.Discard)

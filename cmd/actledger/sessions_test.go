@@ -23,12 +23,7 @@ import (
 func TestSessionsEndStopsAPersonsSessionsAndNoOneElses(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := testdb.NewWithURL(t)
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return dbURL
-		}
-		return ""
-	}
+	getenv := onlyDatabase(dbURL)
 	ctx := context.Background()
 	store := ledger.New(pool, ledger.Config{})
 	tokens, err := auth.New(pool, store, auth.Config{})

@@ -18,12 +18,7 @@ import (
 func TestTokenCreateRefusesATakenName(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := testdb.NewWithURL(t)
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return dbURL
-		}
-		return ""
-	}
+	getenv := onlyDatabase(dbURL)
 	create := func(tenant string) (string, error) {
 		var out bytes.Buffer
 		err := run(t.Context(), []string{"token", "create", "--tenant", tenant, "--role", "agent", "--name", "ci-bot"}, getenv, &out, io.Discard)
@@ -111,12 +106,7 @@ func TestTokenRevokeEndsTheTokenAndHoldsItsUnsentWork(t *testing.T) {
 func TestTokenRevokeByIDRevokesOnlyThatToken(t *testing.T) {
 	t.Parallel()
 	pool, dbURL := testdb.NewWithURL(t)
-	getenv := func(k string) string {
-		if k == "DATABASE_URL" {
-			return dbURL
-		}
-		return ""
-	}
+	getenv := onlyDatabase(dbURL)
 	if err := run(t.Context(), []string{"token", "create", "--tenant", "acme", "--role", "agent", "--name", "first"}, getenv, io.Discard, io.Discard); err != nil {
 		t.Fatal(err)
 	}

@@ -848,6 +848,25 @@ func (p *Pipeline) settled(timeout time.Duration, what, waiting string, streams 
 	})
 }
 
+// ReconcileSection is a statement for provider acme (Options.ProviderExtra):
+// the demo supplier's orders listed two a page (so that a window spans
+// pages), matched by sku, over the last hour; a second of lag and of
+// skew, which a test advances the clock past before a run.
+const ReconcileSection = `    reconcile:
+      list:
+        path: "/v1/statement?created_gte={since}&created_lt={until}&limit=2"
+        records: response.orders
+        next: 'response.next != null ? {"after": response.next} : {}'
+        reference: 'record.client_reference != "" ? record.client_reference : null'
+        provider_reference: record.id
+        created: record.created_at
+        max_pages: 20
+      match: record.params.sku == params.sku
+      window: 1h
+      lag: 1s
+      skew: 1s
+`
+
 // HeaderLog records one header of every request a handler receives: what
 // a supplier was sent, as it saw it.
 type HeaderLog struct {
