@@ -55,15 +55,19 @@ type Operation struct {
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
 	ApprovalID        *string         `json:"approval_id"`
-	ExternalKey       string          `json:"external_key"`
-	Provider          string          `json:"provider"`
-	ProviderReference *string         `json:"provider_reference"`
-	Attempts          int             `json:"attempts"`
-	CreatedAt         time.Time       `json:"created_at"`
-	UpdatedAt         time.Time       `json:"updated_at"`
-	Review            *Review         `json:"review,omitempty"`
-	Flags             []string        `json:"flags,omitempty"`
-	Summary           string          `json:"summary"`
+	// ApprovedBy names who approved the operation: a person
+	// ("person:<email>"), a token ("approver:<name>") or "policy"; nil
+	// while a proposal waits.
+	ApprovedBy        *string   `json:"approved_by"`
+	ExternalKey       string    `json:"external_key"`
+	Provider          string    `json:"provider"`
+	ProviderReference *string   `json:"provider_reference"`
+	Attempts          int       `json:"attempts"`
+	CreatedAt         time.Time `json:"created_at"`
+	UpdatedAt         time.Time `json:"updated_at"`
+	Review            *Review   `json:"review,omitempty"`
+	Flags             []string  `json:"flags,omitempty"`
+	Summary           string    `json:"summary"`
 	// Scope is the access scope of the token that requested the
 	// operation; nil for a token of the whole tenant.
 	Scope *string `json:"scope"`

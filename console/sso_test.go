@@ -202,6 +202,9 @@ func TestPersonSignedInWithTheIdentityProviderApprovesAndTheHistoryNamesThem(t *
 	if status != http.StatusOK || !strings.Contains(fmt.Sprint(out["events"]), "actor:person:ann@acme.example") {
 		t.Errorf("GET /v1/operations/{id}/events: %d, want an event by person:ann@acme.example\n%v", status, out)
 	}
+	if status, out := p.Do(http.MethodGet, "/v1/operations/"+op.ID.String(), p.Agent, ""); status != http.StatusOK || out["approved_by"] != "person:ann@acme.example" {
+		t.Errorf("GET /v1/operations/{id}: %d approved_by %v, want person:ann@acme.example", status, out["approved_by"])
+	}
 	p.Eventually(10*time.Second, "the operation.settled notification", func() bool { return len(rc.Distinct()) > 0 })
 	if e := rc.Distinct()[0].Event(t); e.Type != "operation.settled" || e.Data["approved_by"] != "person:ann@acme.example" {
 		t.Errorf("the notification is %s with approved_by %v, want operation.settled naming person:ann@acme.example", e.Type, e.Data["approved_by"])

@@ -64,12 +64,13 @@ func operationIDOf(key string) (uuid.UUID, bool) {
 
 // operationEnqueue runs enqueue_operation (schema/functions/enqueue_operation.sql):
 // the whole enqueue transaction in one round trip.
-const operationEnqueue = `SELECT created, created_at, tenant FROM enqueue_operation(
+const operationEnqueue = `SELECT e.created, e.created_at, e.tenant, ab.approved_by FROM enqueue_operation(
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
     p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key,
-    p_scope => @scope, p_traceparent => @traceparent)`
+    p_scope => @scope, p_traceparent => @traceparent) e
+CROSS JOIN LATERAL (SELECT ` + approvedByColumn + ` FROM (VALUES (@approval::uuid)) AS o (approval_id)) ab`
 
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
@@ -136,12 +137,13 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *Tx, req EnqueueRequest) (op O
 // the enqueues of a shared batch in one statement, when every one of them
 // creates its operation; otherwise it fails (SQLSTATE ALSET) and each
 // runs again alone through operationEnqueue.
-const operationsEnqueue = `SELECT ord, created_at, tenant FROM enqueue_operations(
+const operationsEnqueue = `SELECT e.ord, e.created_at, e.tenant, ab.approved_by FROM enqueue_operations(
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
     p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload, p_client_key => @client_key,
-    p_scope => @scope, p_traceparent => @traceparent)`
+    p_scope => @scope, p_traceparent => @traceparent) e
+CROSS JOIN LATERAL (SELECT ` + approvedByColumn + ` FROM (VALUES ((@approval::uuid[])[e.ord])) AS o (approval_id)) ab`
 
 var enqueuesStmt = mustNamed(operationsEnqueue)
 
@@ -188,17 +190,18 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 	}
 	b.Queue(enqueuesStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 		for _, c := range calls {
-			c.created, c.createdAt, c.tenant = false, nil, nil
+			c.created, c.createdAt, c.tenant, c.approvedBy = false, nil, nil, nil
 		}
 		var (
-			ord       int
-			createdAt time.Time
-			tenant    string
+			ord        int
+			createdAt  time.Time
+			tenant     string
+			approvedBy *string
 		)
-		_, err := pgx.ForEachRow(rows, []any{&ord, &createdAt, &tenant}, func() error {
+		_, err := pgx.ForEachRow(rows, []any{&ord, &createdAt, &tenant, &approvedBy}, func() error {
 			at, name := createdAt, tenant // each call keeps its own copy
 			c := calls[ord-1]
-			c.created, c.createdAt, c.tenant = true, &at, &name
+			c.created, c.createdAt, c.tenant, c.approvedBy = true, &at, &name, approvedBy
 			return nil
 		})
 		return err
@@ -215,9 +218,10 @@ type enqueueCall struct {
 	msg         OutboxMessage
 	now         *time.Time
 
-	created   bool
-	createdAt *time.Time
-	tenant    *string
+	created    bool
+	createdAt  *time.Time
+	tenant     *string
+	approvedBy *string
 }
 
 func (s *Store) newEnqueueCall(ctx context.Context, req EnqueueRequest) (*enqueueCall, error) {
@@ -263,7 +267,7 @@ func (c *enqueueCall) namedArgs() ([]any, error) {
 // scan keeps the call's results; it may run twice (a failed shared batch
 // is retried alone), so it overwrites.
 func (c *enqueueCall) scan(row pgx.Row) error {
-	return row.Scan(&c.created, &c.createdAt, &c.tenant)
+	return row.Scan(&c.created, &c.createdAt, &c.tenant, &c.approvedBy)
 }
 
 // finishEnqueue turns the call's outcome (err is the statement's) into
@@ -283,6 +287,7 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(c.id),
 			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *c.createdAt, UpdatedAt: *c.createdAt,
 			ClientKey: nullString(req.ClientKey), Scope: nullString(req.Scope), Traceparent: nullString(c.msg.Traceparent),
+			ApprovedBy: c.approvedBy,
 		}, false, nil
 	}
 

@@ -166,6 +166,9 @@ func TestGroupedEnqueuesAnswerEachAsAloneWould(t *testing.T) {
 			if a.op.Key != a.key || a.op.Tenant != "acme-corp" || a.op.CreatedAt.IsZero() || a.op.Status != ledger.StatusQueued || ids[a.op.ID] {
 				t.Errorf("created %s: %+v", a.key, a.op)
 			}
+			if want := "approver:" + f.approver.Name; a.op.ApprovedBy == nil || *a.op.ApprovedBy != want {
+				t.Errorf("created %s approved by %v, want %s", a.key, a.op.ApprovedBy, want)
+			}
 			ids[a.op.ID] = true
 		case errors.As(a.err, &ae) && ae.Code == ledger.ApprovalUsed:
 			used++

@@ -109,9 +109,13 @@ type Operation struct {
 	// Traceparent is the W3C trace context of the request that enqueued
 	// or proposed it (tracing.Traceparent), which its later steps join;
 	// nil when tracing was off. It decides nothing.
-	Traceparent *string   `db:"traceparent"`
-	CreatedAt   time.Time `db:"created_at"`
-	UpdatedAt   time.Time `db:"updated_at"`
+	Traceparent *string `db:"traceparent"`
+	// ApprovedBy names who granted the approval the operation consumed:
+	// "person:<email or subject>", "approver:<token name>" or
+	// "policy:<version>" (approvedBy); nil while a proposal waits.
+	ApprovedBy *string   `db:"approved_by"`
+	CreatedAt  time.Time `db:"created_at"`
+	UpdatedAt  time.Time `db:"updated_at"`
 }
 
 // Event is one entry of an operation's append-only history.
@@ -200,7 +204,15 @@ const operationColumns = `o.id, o.tenant_id, t.name AS tenant, o.action, o.key, 
     o.attempts, o.retry_base, o.retry_since, o.lease_owner, o.lease_expires_at, o.next_attempt_at, o.first_sent_at,
     o.last_sent_at, o.provider_reference, o.review_reason, o.review_owner, o.review_deadline,
     o.flags, o.created_at, o.updated_at, o.request_reason, o.request_expires_at, o.decision_reason, o.client_key, o.scope,
-    o.traceparent`
+    o.traceparent, ` + approvedByColumn
+
+// approvedByColumn is the SQL of who granted the approval of the
+// operation row o (its approval_id): the decider a proposal's approval
+// names ("person:…", "policy:…"), else the approver token's name. The one
+// spelling of approved_by, for every read of an operation, a transition's
+// result, an enqueue's and a notification's.
+const approvedByColumn = `(SELECT coalesce(a.approver, 'approver:' || k.name) FROM approvals a
+     LEFT JOIN api_tokens k ON k.id = a.approver_token_id WHERE a.id = o.approval_id) AS approved_by`
 
 // The reads of a request take its Access: the tenant, and scope_admits
 // on the caller's scope ($3, @scope; NULL for the whole tenant).

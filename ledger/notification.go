@@ -207,8 +207,7 @@ func (n Notification) Summary() string {
 
 const notificationByID = `SELECT n.id, n.tenant_id, t.name AS tenant, n.type, n.status, n.at, n.operation_id, n.evidence_id,
     o.action, coalesce(o.provider, u.provider) AS provider, o.scope, coalesce(o.flags, '{}') AS flags, o.decision_reason,
-    (SELECT coalesce(a.approver, 'approver:' || k.name) FROM approvals a LEFT JOIN api_tokens k ON k.id = a.approver_token_id
-     WHERE a.id = o.approval_id) AS approved_by
+    ` + approvedByColumn + `
 FROM notifications n JOIN tenants t ON t.id = n.tenant_id
 LEFT JOIN operations o ON o.id = n.operation_id
 LEFT JOIN unmatched_evidence u ON u.id = n.evidence_id

@@ -110,7 +110,7 @@ type Review struct {
 // its constraints and its triggers once for all of them. Two changes of
 // one operation in one set behave as they would one after the other: both
 // fence on the version they saw, so at most one applies.
-const operationTransitions = `SELECT * FROM transition_operations(
+const operationTransitions = `SELECT o.*, ` + approvedByColumn + ` FROM transition_operations(
     p_id => @id, p_version => @version, p_from => @from, p_to => @to,
     p_lease_owner => @lease_owner, p_lease_until => @lease_until, p_lease_for_us => @lease_for_us,
     p_only_if_lease_expired => @only_if_lease_expired, p_unless_paused => @unless_paused,
@@ -121,7 +121,7 @@ const operationTransitions = `SELECT * FROM transition_operations(
     p_approval_id => @approval_id, p_decision_reason => @decision_reason,
     p_check_lapse => @check_lapse, p_account => @account, p_environment => @environment,
     p_provider => @provider,
-    p_now => @now, p_review_subject => @review_subject)`
+    p_now => @now, p_review_subject => @review_subject) o`
 
 var transitionsStmt = mustNamed(operationTransitions)
 

@@ -21,15 +21,19 @@ type Operation struct {
 	Params            json.RawMessage `json:"params"`
 	ParamsFingerprint string          `json:"params_fingerprint"`
 	ApprovalID        *uuid.UUID      `json:"approval_id"` // null while a proposal waits
-	ExternalKey       string          `json:"external_key"`
-	Provider          string          `json:"provider"`
-	ProviderReference *string         `json:"provider_reference"`
-	Attempts          int             `json:"attempts"`
-	CreatedAt         string          `json:"created_at"`
-	UpdatedAt         string          `json:"updated_at"`
-	Review            *Review         `json:"review,omitempty"`
-	Flags             []string        `json:"flags,omitempty"`
-	Summary           string          `json:"summary"`
+	// ApprovedBy names who granted the approval: "person:<email or
+	// subject>", "approver:<token name>" or "policy:<version>"; null
+	// while a proposal waits.
+	ApprovedBy        *string  `json:"approved_by"`
+	ExternalKey       string   `json:"external_key"`
+	Provider          string   `json:"provider"`
+	ProviderReference *string  `json:"provider_reference"`
+	Attempts          int      `json:"attempts"`
+	CreatedAt         string   `json:"created_at"`
+	UpdatedAt         string   `json:"updated_at"`
+	Review            *Review  `json:"review,omitempty"`
+	Flags             []string `json:"flags,omitempty"`
+	Summary           string   `json:"summary"`
 	// Scope is the access scope of the token that requested the
 	// operation; null: a token of the whole tenant's.
 	Scope *string `json:"scope"`
@@ -49,7 +53,7 @@ type Review struct {
 func OfOperation(op ledger.Operation) Operation {
 	v := Operation{
 		ID: op.ID, Tenant: op.Tenant, Action: op.Action, Key: op.Key, ClientKey: op.ClientKey, Status: op.Status,
-		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint,
+		Params: op.Params, ParamsFingerprint: op.ParamsFingerprint, ApprovedBy: op.ApprovedBy,
 		ExternalKey: op.ExternalKey, Provider: op.Provider, ProviderReference: op.ProviderReference,
 		Attempts: op.Attempts, CreatedAt: Time(op.CreatedAt), UpdatedAt: Time(op.UpdatedAt),
 		Flags: op.Flags, Summary: op.Summary(), Scope: op.Scope,
