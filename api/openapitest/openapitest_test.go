@@ -59,7 +59,7 @@ func (r *recordingTB) reported() []string {
 // operationJSON is an operation view as the document describes it.
 const operationJSON = `{"id":"01a22bf9-440b-7b7a-9f74-60aded2e0c9c","tenant":"acme","action":"supplier.create_order",` +
 	`"key":"po-37","client_key":null,"status":"queued","params":{"sku":"A-1"},"params_fingerprint":"jcs-sha256:` + hex64 + `",` +
-	`"approval_id":"01a22bf9-4407-733d-a95c-23d3151c21cf","external_key":"al_1","provider":"acme",` +
+	`"approval_id":"01a22bf9-4407-733d-a95c-23d3151c21cf","approved_by":"approver:ann","external_key":"al_1","provider":"acme",` +
 	`"provider_reference":null,"attempts":0,"created_at":"2026-11-30T10:21:25.89977Z",` +
 	`"updated_at":"2026-11-30T10:21:25.89977Z","summary":"Queued.","trace_id":null}`
 
