@@ -291,7 +291,7 @@ func (s *Server) ApproveProposal(ctx context.Context, p auth.Principal, id uuid.
 	}
 	s.decided(metrics.ApprovedByPerson)
 	s.log.InfoContext(ctx, "proposal approved", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action,
-		"approval_id", approval.ID, "approver", p.Name)
+		"approval_id", approval.ID, "by", p.Actor())
 	return op, nil
 }
 
@@ -334,6 +334,6 @@ func (s *Server) DenyProposal(ctx context.Context, p auth.Principal, id uuid.UUI
 		return op, err
 	}
 	s.decided(metrics.Denied)
-	s.log.InfoContext(ctx, "proposal denied", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "approver", p.Name)
+	s.log.InfoContext(ctx, "proposal denied", "operation_id", op.ID, "tenant", p.Tenant, "action", op.Action, "by", p.Actor())
 	return op, nil
 }

@@ -78,7 +78,7 @@ func (s *Server) PauseDispatch(ctx context.Context, p auth.Principal, sc Dispatc
 	if err := s.cfg.Ledger.PauseDispatch(ctx, p.Access(), sc.Provider, sc.Action, p.Actor()); err != nil {
 		return err
 	}
-	s.log.WarnContext(ctx, "dispatch paused", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "by", p.Name)
+	s.log.WarnContext(ctx, "dispatch paused", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action, "by", p.Actor())
 	return nil
 }
 
@@ -111,7 +111,7 @@ func (s *Server) ResumeDispatch(ctx context.Context, p auth.Principal, sc Dispat
 		return 0, 0, err
 	}
 	s.log.InfoContext(ctx, "dispatch resumed", "tenant", p.Tenant, "provider", sc.Provider, "action", sc.Action,
-		"removed", removed, "released", released, "by", p.Name)
+		"removed", removed, "released", released, "by", p.Actor())
 	return removed, released, nil
 }
 

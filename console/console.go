@@ -45,8 +45,8 @@ const maxForm = 64 << 10
 // nothing once the person signs out, the session expires or the token is
 // revoked. It is a session cookie (no Max-Age: the browser forgets it when
 // it closes), HttpOnly (no script reads it), SameSite=Strict (no other
-// site's page sends it), Secure over TLS (also behind a proxy that ends
-// TLS, see overTLS), and scoped to the console's path.
+// site's page sends it), and over TLS (also behind a proxy that ends TLS,
+// see overTLS) Secure and named with the __Host- prefix (cookieFor).
 const sessionCookie = "actledger_console"
 
 //go:embed templates/*.html
@@ -287,7 +287,7 @@ var errSignedOut = errors.New("console: not signed in")
 // request, so an ended session, an expired one and one of a revoked token
 // stop working at once.
 func (c *Console) principal(r *http.Request) (auth.Principal, error) {
-	ck, err := r.Cookie(sessionCookie)
+	ck, err := r.Cookie(cookieName(r, sessionCookie))
 	if err != nil || ck.Value == "" {
 		return auth.Principal{}, errSignedOut
 	}
@@ -380,7 +380,7 @@ func (c *Console) signIn(w http.ResponseWriter, r *http.Request) {
 // signOut ends the session on the server, so the cookie is worth nothing
 // even where the browser keeps a copy, then asks the browser to forget it.
 func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
-	if ck, err := r.Cookie(sessionCookie); err == nil && ck.Value != "" {
+	if ck, err := r.Cookie(cookieName(r, sessionCookie)); err == nil && ck.Value != "" {
 		ctx, cancel := context.WithTimeout(r.Context(), c.cfg.RequestTimeout)
 		defer cancel()
 		if err := c.cfg.Tokens.EndSession(ctx, ck.Value); err != nil {
@@ -394,17 +394,43 @@ func (c *Console) signOut(w http.ResponseWriter, r *http.Request) {
 
 // setSession gives the browser the session's cookie (sessionCookie).
 func setSession(w http.ResponseWriter, r *http.Request, session string) {
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: session, Path: "/console/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
-	})
+	http.SetCookie(w, cookieFor(r, sessionCookie, session, 0, http.SameSiteStrictMode))
 }
 
 func clearSession(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: "", Path: "/console/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r),
-	})
+	http.SetCookie(w, cookieFor(r, sessionCookie, "", -1, http.SameSiteStrictMode))
+}
+
+// hostPrefix marks a cookie the browser accepts only when it is Secure,
+// has Path=/ and no Domain (RFC 6265bis §4.1.3.2): no other host of the
+// domain (a sibling subdomain, a plain-HTTP page) can set one, so nobody
+// can plant a session of their own in a person's browser.
+const hostPrefix = "__Host-"
+
+// cookieName is the console cookie's name for r: over TLS with the
+// __Host- prefix, and only that name is read there, so a cookie without
+// it, which any sibling host could have set, is not. Over plain HTTP
+// (a console on a developer's machine) a browser refuses Secure and so
+// __Host- cookies, and the bare name is kept.
+func cookieName(r *http.Request, base string) string {
+	if overTLS(r) {
+		return hostPrefix + base
+	}
+	return base
+}
+
+// cookieFor is a console cookie: HttpOnly, with the site rule sameSite,
+// maxAge as http.Cookie has it (0: a session cookie, -1: forget it).
+// Over TLS it is Secure, __Host- and scoped to the whole host, as the
+// prefix requires (the API answers bearer tokens only, never a cookie);
+// over plain HTTP it is scoped to the console's path.
+func cookieFor(r *http.Request, base, value string, maxAge int, sameSite http.SameSite) *http.Cookie {
+	path := "/console/"
+	if overTLS(r) {
+		path = "/"
+	}
+	return &http.Cookie{Name: cookieName(r, base), Value: value, Path: path, MaxAge: maxAge,
+		HttpOnly: true, SameSite: sameSite, Secure: overTLS(r)}
 }
 
 // overTLS says whether the browser reached the console over TLS: directly,

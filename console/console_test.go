@@ -183,17 +183,51 @@ func TestSignInKeepsASessionInAStrictHttpOnlySessionCookie(t *testing.T) {
 
 // TestCookieIsSecureBehindAProxyThatEndsTLS: a proxy that ends TLS says
 // so with X-Forwarded-Proto, and the session cookie (set at sign-in,
-// cleared at sign-out) is then Secure although the request reached the
-// console over plain HTTP.
+// cleared at sign-out) is then Secure and __Host- prefixed although the
+// request reached the console over plain HTTP; there only the prefixed
+// cookie is read, so a bare one (which a sibling host of the domain could
+// plant) signs no one in.
 func TestCookieIsSecureBehindAProxyThatEndsTLS(t *testing.T) {
 	t.Parallel()
 	p := setup(t)
 	s := newSession(t, p)
-	for _, path := range []string{"/console/signin", "/console/signout"} {
-		res := s.post(path, url.Values{"token": {p.Approver}}, "X-Forwarded-Proto", "https")
-		if ck := res.header.Get("Set-Cookie"); res.status != http.StatusSeeOther || !strings.Contains(ck, "Secure") || !strings.Contains(ck, "HttpOnly") {
-			t.Errorf("POST %s behind a TLS proxy: %d, Set-Cookie %q; want 303 and a Secure, HttpOnly cookie", path, res.status, ck)
+	res := s.post("/console/signin", url.Values{"token": {p.Approver}}, "X-Forwarded-Proto", "https")
+	ck := res.header.Get("Set-Cookie")
+	if res.status != http.StatusSeeOther {
+		t.Fatalf("sign in behind a TLS proxy: %d", res.status)
+	}
+	for _, want := range []string{"__Host-actledger_console=", "Path=/;", "Secure", "HttpOnly", "SameSite=Strict"} {
+		if !strings.Contains(ck, want) {
+			t.Errorf("sign in behind a TLS proxy: Set-Cookie %q lacks %q", ck, want)
 		}
+	}
+	if strings.Contains(ck, "Domain=") {
+		t.Errorf("Set-Cookie %q names a Domain: a browser refuses a __Host- cookie with one", ck)
+	}
+	pair, _, _ := strings.Cut(ck, ";")
+	value := strings.TrimPrefix(pair, "__Host-actledger_console=")
+	overTLS := func(cookie string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, p.API.URL+"/console/approvals", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Cookie", cookie)
+		req.Header.Set("X-Forwarded-Proto", "https")
+		return newSession(t, p).do(req).status
+	}
+	if got := overTLS("__Host-actledger_console=" + value); got != http.StatusOK {
+		t.Errorf("the __Host- session cookie over TLS: %d, want 200", got)
+	}
+	if got := overTLS("actledger_console=" + value); got != http.StatusSeeOther {
+		t.Errorf("a bare session cookie over TLS: %d, want 303 to the sign-in page (only the __Host- cookie is read there)", got)
+	}
+	out := s.post("/console/signout", nil, "X-Forwarded-Proto", "https", "Cookie", "__Host-actledger_console="+value)
+	if ck := out.header.Get("Set-Cookie"); out.status != http.StatusSeeOther || !strings.Contains(ck, "__Host-actledger_console=;") || !strings.Contains(ck, "Secure") {
+		t.Errorf("sign out behind a TLS proxy: %d, Set-Cookie %q; want 303 clearing the __Host- cookie", out.status, ck)
+	}
+	if got := overTLS("__Host-actledger_console=" + value); got != http.StatusSeeOther {
+		t.Errorf("the session cookie after sign-out: %d, want 303 (the session ended on the server)", got)
 	}
 }
 

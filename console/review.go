@@ -140,7 +140,7 @@ func (c *Console) act(w http.ResponseWriter, r *http.Request, p auth.Principal) 
 		}
 		data.Results[i] = res
 	}
-	c.log.InfoContext(r.Context(), "console batch done", "tenant", p.Tenant, "do", do, "items", len(items), "done", data.Done, "by", p.Name)
+	c.log.InfoContext(r.Context(), "console batch done", "tenant", p.Tenant, "do", do, "items", len(items), "done", data.Done, "by", p.Actor())
 	c.render(w, r, http.StatusOK, "results", view{P: &p, Title: "Results", Nav: "review", Data: data})
 }
 

@@ -44,14 +44,18 @@ func (c *Console) ssoStart(w http.ResponseWriter, r *http.Request) {
 			Error: fmt.Sprintf("The identity provider (%s) cannot be reached right now, so signing in with your organisation does not work; a token still does.", c.cfg.SignIn.Issuer())})
 		return
 	}
+	if errors.Is(err, sso.ErrTooManyPending) {
+		c.log.WarnContext(ctx, "console sign-in refused: too many sign-ins under way", "issuer", c.cfg.SignIn.Issuer())
+		w.Header().Set("Retry-After", "60")
+		c.render(w, r, http.StatusServiceUnavailable, "signin", view{Title: "Sign in",
+			Error: "Too many sign-ins are under way right now; try again in a few minutes. A token still signs in."})
+		return
+	}
 	if err != nil {
 		c.fail(w, r, nil, err)
 		return
 	}
-	http.SetCookie(w, &http.Cookie{
-		Name: pendingCookie, Value: started.Browser, Path: "/console/", MaxAge: int(c.cfg.SignIn.PendingLifetime() / time.Second),
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r),
-	})
+	http.SetCookie(w, cookieFor(r, pendingCookie, started.Browser, int(c.cfg.SignIn.PendingLifetime()/time.Second), http.SameSiteLaxMode))
 	http.Redirect(w, r, started.AuthURL, http.StatusSeeOther)
 }
 
@@ -68,9 +72,8 @@ func (c *Console) ssoCallback(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	r = r.WithContext(ctx)
 	q := r.URL.Query()
-	ck, _ := r.Cookie(pendingCookie)
-	http.SetCookie(w, &http.Cookie{Name: pendingCookie, Value: "", Path: "/console/", MaxAge: -1,
-		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: overTLS(r)})
+	ck, _ := r.Cookie(cookieName(r, pendingCookie))
+	http.SetCookie(w, cookieFor(r, pendingCookie, "", -1, http.SameSiteLaxMode))
 	refuse := func(status int, msg string) {
 		c.render(w, r, status, "signin", view{Title: "Sign in", Error: msg})
 	}

@@ -610,6 +610,11 @@ func TestSignInLogsNoCodeStateTokenOrSecret(t *testing.T) {
 	for _, c := range s.client.Jar.Cookies(mustURL(t, p.API.URL+"/console/")) {
 		secrets = append(secrets, c.Value)
 	}
+	op := propose(t, p, "po-logged", `{"sku":"A-1","qty":1}`)
+	fp := fingerprintOn(t, s.get("/console/approvals").body, op)
+	if res := s.post("/console/approvals/"+op.ID.String()+"/approve", url.Values{"params_fingerprint": {fp}}); res.status != http.StatusSeeOther {
+		t.Fatalf("approve: %d\n%s", res.status, res.body)
+	}
 	s.getURL(callback) // replayed
 	forged := func(t *testing.T, m *mockoidc.MockOIDC, idToken string) string {
 		return resigned(t, m, idToken, func(c jwt.MapClaims) { c["aud"] = "another-client" })
@@ -624,6 +629,9 @@ func TestSignInLogsNoCodeStateTokenOrSecret(t *testing.T) {
 	got := logs.String()
 	if !strings.Contains(got, "console signed in") || !strings.Contains(got, "did not verify") {
 		t.Fatalf("the logs do not tell the sign-in and the refusal:\n%s", got)
+	}
+	if !regexp.MustCompile(`msg="proposal approved".* by=person:kim@acme.example`).MatchString(got) {
+		t.Errorf("the approval's log line does not name the person who approved:\n%s", got)
 	}
 	for _, secret := range secrets {
 		if secret != "" && strings.Contains(got, secret) {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/actledger/actledger/action"
 	"github.com/actledger/actledger/internal/testpipeline"
 	"github.com/actledger/actledger/ledger"
@@ -68,5 +70,49 @@ func TestCompensationIsKeyedByTheActionsBusinessKey(t *testing.T) {
 	p.Settled(settle)
 	if n := p.Supplier.TotalOrders(); n != 1 {
 		t.Errorf("acme has %d orders, want 1", n)
+	}
+}
+
+// A person signed in with the identity provider has no token: the
+// compensation they resolve with is requested under the token that
+// requested the operation it compensates, is sent once, and its events
+// name the person.
+func TestAPersonsCompensationIsRequestedUnderTheCompensatedOperationsToken(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := testpipeline.New(t, testpipeline.Options{LookupLag: -1})
+	if err := p.Store.PauseDispatch(ctx, ledger.WholeTenant(p.TenantID), "beta", "", "test"); err != nil {
+		t.Fatal(err)
+	}
+	p.Start(1)
+	original := p.EnqueueAction(testpipeline.OtherAction, "ticket-2", `{"subject":"restock"}`)
+	const params = `{"sku":"A-1","qty":1}`
+	const ann = "person:ann@acme.example"
+	_, comp, err := p.Reconciler.Resolve(ctx, ledger.WholeTenant(p.TenantID), uuid.Nil, ann, original.ID, reconciler.Resolution{
+		Outcome: "cancelled", Note: "order instead",
+		Compensation: &reconciler.Compensation{Action: testpipeline.Action, Key: "undo-2", Params: []byte(params), ApprovalID: p.Approve(params, time.Hour).ID},
+	})
+	if err != nil {
+		t.Fatalf("a person's resolution with a compensation: %v", err)
+	}
+	if comp.RequestedBy != original.RequestedBy {
+		t.Errorf("the compensation is requested by %s, want the compensated operation's token %s", comp.RequestedBy, original.RequestedBy)
+	}
+	p.WaitStatus(*comp, ledger.StatusSucceeded, settle)
+	if n := p.Supplier.TotalOrders(); n != 1 {
+		t.Errorf("acme has %d orders, want 1", n)
+	}
+	events, err := p.Store.Events(ctx, ledger.WholeTenant(p.TenantID), comp.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var linked bool
+	for _, e := range events {
+		if e.Kind == ledger.EventCompensationFor {
+			linked = e.Actor == ann
+		}
+	}
+	if !linked {
+		t.Errorf("the compensation's compensation_for event does not name %s:\n%s", ann, p.History(*comp))
 	}
 }

@@ -226,7 +226,11 @@ var resolvable = []ledger.Status{ledger.StatusReview, ledger.StatusUnknown, ledg
 // Resolve settles operation id, which in must see, as the operator
 // decides. It returns the operation and, with a compensation, the new
 // linked one, which takes the operation's scope: it belongs to the same
-// department's business, whoever resolved it.
+// department's business, whoever resolved it. A person (tokenID
+// uuid.Nil: a signed-in session has no token) has the compensation
+// requested under the token that requested the operation it compensates,
+// so that token's revocation holds it like the rest of that token's
+// unsent work; its events name the person (actor).
 func (r *Reconciler) Resolve(ctx context.Context, in ledger.Access, tokenID uuid.UUID, actor string, id uuid.UUID, res Resolution) (ledger.Operation, *ledger.Operation, error) {
 	to := ledger.Status(res.Outcome)
 	switch {
@@ -257,6 +261,10 @@ func (r *Reconciler) Resolve(ctx context.Context, in ledger.Access, tokenID uuid
 	// a compensation whose resolution failed would be sent for an effect
 	// nobody settled, and a resolution whose compensation failed would
 	// leave the effect it meant to undo standing.
+	requester := tokenID
+	if requester == uuid.Nil {
+		requester = op.RequestedBy
+	}
 	var done ledger.Operation
 	var comp *ledger.Operation
 	err = r.store.InTx(ctx, func(tx *ledger.Tx) error {
@@ -264,7 +272,7 @@ func (r *Reconciler) Resolve(ctx context.Context, in ledger.Access, tokenID uuid
 		detail := map[string]any{"outcome": res.Outcome, "note": res.Note}
 		if res.Compensation != nil {
 			c, _, err := r.store.EnqueueTx(ctx, tx, ledger.EnqueueRequest{
-				TenantID: op.TenantID, TokenID: tokenID, Actor: actor, Action: res.Compensation.Action, Key: compKey, ClientKey: compClientKey,
+				TenantID: op.TenantID, TokenID: requester, Actor: actor, Action: res.Compensation.Action, Key: compKey, ClientKey: compClientKey,
 				Scope:    deref(op.Scope),
 				Provider: pcName, Params: res.Compensation.Params, ApprovalID: res.Compensation.ApprovalID,
 			})

@@ -28,6 +28,11 @@ const (
 	DefaultPendingLifetime = 10 * time.Minute
 	// DefaultHTTPTimeout bounds each request to the identity provider.
 	DefaultHTTPTimeout = 10 * time.Second
+	// DefaultMaxPending bounds the sign-ins under way at once: far more
+	// than an organisation's people start in DefaultPendingLifetime,
+	// few enough rows that a flood of starts by anyone (the start needs
+	// no credential) cannot grow the table without bound.
+	DefaultMaxPending = 10000
 )
 
 // CallbackPath is the console's path the identity provider redirects to:
@@ -47,6 +52,9 @@ var (
 	// person is (no ID token, a bad signature, another audience or
 	// issuer, expired, a nonce other than this sign-in's).
 	ErrRefused = errors.New("sso: the identity provider's answer was refused")
+	// ErrTooManyPending: Config.MaxPending sign-ins are under way; a
+	// new one can start when one finishes or expires.
+	ErrTooManyPending = errors.New("sso: too many sign-ins are under way")
 )
 
 // Config configures a SignIn.
@@ -65,6 +73,9 @@ type Config struct {
 	// PendingLifetime is how long a started sign-in may take. Default
 	// DefaultPendingLifetime.
 	PendingLifetime time.Duration
+	// MaxPending is how many sign-ins may be under way at once. Default
+	// DefaultMaxPending.
+	MaxPending int
 }
 
 // SignIn is the console's relying party.
@@ -88,12 +99,15 @@ func New(cfg Config) (*SignIn, error) {
 		return nil, errors.New("sso: Config.Pool is required")
 	case cfg.PendingLifetime < 0:
 		return nil, fmt.Errorf("sso: Config.PendingLifetime %s must not be negative", cfg.PendingLifetime)
+	case cfg.MaxPending < 0:
+		return nil, fmt.Errorf("sso: Config.MaxPending %d must not be negative", cfg.MaxPending)
 	}
 	u, err := url.Parse(cfg.ConsoleURL)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return nil, fmt.Errorf("sso: Config.ConsoleURL %q is not the console's http(s) URL", cfg.ConsoleURL)
 	}
 	cfg.PendingLifetime = cmp.Or(cfg.PendingLifetime, DefaultPendingLifetime)
+	cfg.MaxPending = cmp.Or(cfg.MaxPending, DefaultMaxPending)
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: DefaultHTTPTimeout}
 	}
@@ -179,8 +193,13 @@ func (s *SignIn) oauth2(p *oidc.Provider) *oauth2.Config {
 
 const (
 	pendingExpiredDelete = `DELETE FROM signin_pending WHERE expires_at <= now()`
-	pendingInsert        = `INSERT INTO signin_pending (state_hash, browser_hash, nonce, verifier, return_to, expires_at)
-VALUES ($1, $2, $3, $4, $5, now() + $6::bigint * interval '1 microsecond')`
+	// pendingInsert records a sign-in unless MaxPending ($7) are under
+	// way (the expired ones were just deleted). Concurrent starts may
+	// each count the others' rows as not there yet: the bound holds to
+	// within the starts in flight at once.
+	pendingInsert = `INSERT INTO signin_pending (state_hash, browser_hash, nonce, verifier, return_to, expires_at)
+SELECT $1, $2, $3, $4, $5, now() + $6::bigint * interval '1 microsecond'
+WHERE (SELECT count(*) FROM signin_pending) < $7`
 	// pendingTake reads a pending sign-in and deletes it in one
 	// statement: a state is used once, whatever happens next.
 	pendingTake = `DELETE FROM signin_pending WHERE state_hash = $1 AND browser_hash = $2
@@ -210,9 +229,15 @@ func (s *SignIn) Begin(ctx context.Context, returnTo string) (Started, error) {
 		if _, err := tx.Exec(ctx, pendingExpiredDelete); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, pendingInsert, sh[:], bh[:], nonce, verifier, ReturnPath(returnTo), s.cfg.PendingLifetime.Microseconds())
+		tag, err := tx.Exec(ctx, pendingInsert, sh[:], bh[:], nonce, verifier, ReturnPath(returnTo), s.cfg.PendingLifetime.Microseconds(), s.cfg.MaxPending)
+		if err == nil && tag.RowsAffected() == 0 {
+			return ErrTooManyPending
+		}
 		return err
 	})
+	if errors.Is(err, ErrTooManyPending) {
+		return Started{}, err
+	}
 	if err != nil {
 		return Started{}, fmt.Errorf("sso: record the sign-in: %w", err)
 	}
