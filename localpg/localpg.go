@@ -6,6 +6,10 @@
 // initialised under ./data/pg and started; if there are no binaries either,
 // the error says in one message how to get a database. It is for
 // development runs only: production always sets DATABASE_URL.
+//
+// The same private clusters, with a streaming standby of one
+// (Private.Standby), are what actchaos crashes and fails over, and what
+// the tests of a failover promote: a shared server must never be.
 package localpg
 
 import (
@@ -149,10 +153,8 @@ func StartPrivate(ctx context.Context, dir, port string, logger *slog.Logger) (*
 	if err := os.MkdirAll(abs, 0o700); err != nil {
 		return nil, err
 	}
-	if os.Geteuid() == 0 {
-		if out, err := exec.CommandContext(ctx, "chown", "postgres:postgres", abs).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("chown %s: %w: %s", abs, err, out)
-		}
+	if err := c.own(ctx); err != nil {
+		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(abs, "PG_VERSION")); err != nil {
 		c.logger.InfoContext(ctx, "initialising private Postgres cluster", "dir", abs)
@@ -216,19 +218,29 @@ func (c *Private) Stop() {
 	}
 }
 
-// run runs one of the cluster's binaries, as the postgres system user
-// when this process is root.
+// run runs one of the cluster's binaries (or, for a name that is not one,
+// a command on PATH), as the postgres system user when this process is
+// root.
 func (c *Private) run(ctx context.Context, name string, args ...string) error {
-	cmdArgs := append([]string{filepath.Join(c.bin, name)}, args...)
+	path := filepath.Join(c.bin, name)
+	if _, err := os.Stat(path); err != nil {
+		path = name
+	}
+	cmdArgs := append([]string{path}, args...)
 	if os.Geteuid() == 0 {
 		if _, err := user.Lookup("postgres"); err != nil {
 			return errors.New("running as root and there is no postgres system user to run PostgreSQL as")
 		}
 		cmdArgs = append([]string{"runuser", "-u", "postgres", "--"}, cmdArgs...)
 	}
-	out, err := exec.CommandContext(ctx, cmdArgs[0], cmdArgs[1:]...).CombinedOutput()
+	return c.command(ctx, cmdArgs[0], cmdArgs[1:]...)
+}
+
+// command runs name as this process's own user.
+func (c *Private) command(ctx context.Context, name string, args ...string) error {
+	out, err := exec.CommandContext(ctx, name, args...).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s: %w: %s", name, err, strings.TrimSpace(string(out)))
+		return fmt.Errorf("%s: %w: %s", filepath.Base(name), err, strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -6,10 +6,13 @@
 // It runs, as separate OS processes, a three-node NATS JetStream cluster
 // (internal/testcluster; streams at 3 replicas) and three `actledger serve`
 // processes with the roles split (A: api,relay; B: dispatcher; C:
-// dispatcher,reconciler), all reaching Postgres through a TCP proxy it can
-// cut. Postgres is a private cluster started from the local PostgreSQL
-// binaries (localpg.StartPrivate), so that it can be crashed too
-// (-shared-postgres uses -database-url's server instead, never crashed). The mock supplier runs inside actchaos, so its order book is read
+// dispatcher,reconciler), all reaching Postgres through TCP proxies it can
+// cut. Postgres is a private primary started from the local PostgreSQL
+// binaries (localpg.StartPrivate), so that it can be crashed too, with a
+// synchronous standby (localpg.Private.Standby; -no-standby: none), and
+// the processes' DATABASE_URL lists both hosts with
+// target_session_attrs=read-write (-shared-postgres uses -database-url's
+// server instead, never crashed). The mock supplier runs inside actchaos, so its order book is read
 // directly; a third of the operations get a random supplier fault (a
 // response dropped after commit, 503 with Retry-After, an answer slower
 // than the timeout, a late commit, a stall, a 500 after commit), and every
@@ -19,8 +22,11 @@
 // A seeded scheduler (the seed is printed; the same seed replays the same
 // schedule) injects, every few seconds: SIGKILL and restart of an
 // actledger process, SIGKILL and restart of a NATS node, a cut of every
-// Postgres connection for a few seconds, and SIGKILL of the Postgres
-// server and its restart (crash recovery from the write-ahead log). Then
+// Postgres connection for a few seconds, SIGKILL of the Postgres
+// server and its restart (crash recovery from the write-ahead log), and a
+// failover: SIGKILL of the primary and promotion of its synchronous
+// standby, which holds every commit the primary acknowledged, then a new
+// synchronous standby where the old primary was. Then
 // the load stops, everything is brought back, and actchaos waits (at most -quiesce) until
 // no accepted operation is in flight, and checks:
 //
@@ -63,7 +69,6 @@ import (
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/internal/testproxy"
 	"github.com/actledger/actledger/ledger"
-	"github.com/actledger/actledger/localpg"
 	"github.com/actledger/actledger/schema"
 )
 
@@ -86,6 +91,9 @@ type options struct {
 	// providers file says it honours them: the contract actledger relies
 	// on is broken, and the checker must say so (a check of the checker).
 	lyingSupplier bool
+	// noStandby runs the private Postgres without its synchronous
+	// standby, and so without the failover fault.
+	noStandby bool
 }
 
 func main() {
@@ -97,6 +105,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin", "directory holding the actledger binary")
 	flag.StringVar(&o.adminURL, "database-url", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "with -shared-postgres: the Postgres maintenance database (a fresh database is created beside it)")
 	flag.BoolVar(&o.sharedPostgres, "shared-postgres", false, "use -database-url's server, which is cut but never crashed, instead of a private cluster from the local PostgreSQL binaries, which is also SIGKILLed and restarted")
+	flag.BoolVar(&o.noStandby, "no-standby", false, "run the private Postgres without a synchronous standby (no failover fault)")
 	flag.BoolVar(&o.lyingSupplier, "lying-supplier", false, "the supplier ignores idempotency keys its contract promises to honour (the checker must report duplicates)")
 	flag.Parse()
 	os.Exit(run(o))
@@ -252,10 +261,17 @@ type soak struct {
 	loadRng, schedRng *rand.Rand
 	// pg is the private cluster the scheduler crashes; nil with
 	// -shared-postgres.
-	pg       *localpg.Private
-	pool     *pgxpool.Pool
-	dbName   string
-	proxy    *testproxy.Proxy
+	// pg is the private Postgres primary, standby its synchronous
+	// standby (nil with -no-standby, or while a failover makes the next);
+	// generation counts the standbys made after failovers.
+	pg         *pgNode
+	standby    *pgNode
+	generation int
+	pool       *pgxpool.Pool
+	dbName     string
+	// proxies stand between the actledger processes and each Postgres
+	// host of their DATABASE_URL; the scheduler cuts them all at once.
+	proxies  []*testproxy.Proxy
 	cluster  *testcluster.Cluster
 	supplier *mocksupplier.Server
 	procs    []*process
@@ -287,13 +303,7 @@ func (s *soak) setUp() {
 		if err := os.Chmod(e.dir, 0o755); err != nil {
 			e.Fatal(err)
 		}
-		port := fmt.Sprint(testcluster.FreePorts(e, 1)[0])
-		pg, err := localpg.StartPrivate(ctx, filepath.Join(e.dir, "pg"), port, slog.New(slog.DiscardHandler))
-		if err != nil {
-			e.Fatalf("private Postgres: %v", err)
-		}
-		e.Cleanup(pg.Stop)
-		s.pg, s.o.adminURL = pg, pg.URL("postgres")
+		s.o.adminURL = s.startPostgres(ctx)
 	}
 	s.dbName = fmt.Sprintf("actchaos_%d", time.Now().Unix())
 	admin, err := pgx.Connect(ctx, s.o.adminURL)
@@ -324,9 +334,22 @@ func (s *soak) setUp() {
 	}
 	s.tenant = testfactory.NewTenant(e, tokens, tenant)
 
-	// Every actledger process reaches Postgres through the proxy, which
-	// the scheduler cuts; actchaos itself checks the ledger directly.
-	s.proxy = testproxy.New(e, fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port))
+	// Every actledger process reaches each Postgres host through a proxy,
+	// which the scheduler cuts; actchaos itself checks the ledger
+	// directly.
+	targets := []string{fmt.Sprintf("%s:%d", cfg.ConnConfig.Host, cfg.ConnConfig.Port)}
+	for _, f := range cfg.ConnConfig.Fallbacks {
+		// sslmode prefer and allow list each host twice (with TLS and without).
+		if t := fmt.Sprintf("%s:%d", f.Host, f.Port); !slices.Contains(targets, t) {
+			targets = append(targets, t)
+		}
+	}
+	var hosts []string
+	for _, target := range targets {
+		p := testproxy.New(e, target)
+		s.proxies = append(s.proxies, p)
+		hosts = append(hosts, p.Addr())
+	}
 	s.cluster = testcluster.New(e)
 	fmt.Printf("actchaos: nats-server %s (sync_interval always: %v), database %s\n", s.cluster.Version, s.cluster.SyncAlways, s.dbName)
 
@@ -351,7 +374,7 @@ func (s *soak) setUp() {
 	if err := os.WriteFile(providers, []byte(providersYAML("http://"+supplierLn.Addr().String())), 0o644); err != nil {
 		e.Fatal(err)
 	}
-	dbURL := fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", cfg.ConnConfig.User, s.proxy.Addr(), s.dbName)
+	dbURL := multiHost(cfg.ConnConfig.User, hosts, s.dbName)
 	common := []string{"DATABASE_URL=" + dbURL, "NATS_URL=" + s.cluster.URLs(), "STREAM_REPLICAS=3",
 		"STREAM_PREFIX=CHAOS", "PROVIDERS_FILE=" + providers, "LEASE_DURATION=3s", "DISPATCH_CONCURRENCY=8",
 		"ACME_WEBHOOK_SECRET=" + webhookSecret, "EVIDENCE_UNAPPLIED_AFTER=10s", "LOG_LEVEL=info"}
@@ -532,6 +555,9 @@ func (s *soak) schedule(ctx context.Context) {
 		if s.pg != nil {
 			faults = 5
 		}
+		if s.standby != nil {
+			faults = 6
+		}
 		switch s.intn(faults) {
 		case 0:
 			p := s.procs[s.intn(len(s.procs))]
@@ -547,9 +573,15 @@ func (s *soak) schedule(ctx context.Context) {
 			s.cluster.Start(n)
 		case 2:
 			kind = "cut postgres"
-			s.proxy.Cut()
+			for _, p := range s.proxies {
+				p.Cut()
+			}
 			startstop.Sleep(ctx, outage)
-			s.proxy.Restore()
+			for _, p := range s.proxies {
+				p.Restore()
+			}
+		case 5:
+			kind = s.failover(ctx, outage)
 		case 4:
 			// A crash of the database: the WAL is all that survives, and
 			// crash recovery replays it when it starts again.
@@ -616,7 +648,9 @@ func (s *soak) resume() {
 // settle brings everything back and waits until no accepted operation is
 // in flight.
 func (s *soak) settle() {
-	s.proxy.Restore()
+	for _, p := range s.proxies {
+		p.Restore()
+	}
 	for _, n := range s.cluster.Nodes {
 		if !n.Running() {
 			s.cluster.Start(n)
