@@ -83,9 +83,16 @@ func startPrepared(t *testing.T, in *instance) *instance {
 // supplier, providers file, environment) without starting it.
 func prepareServe(t *testing.T, edit func(providersYAML string) string) *instance {
 	t.Helper()
+	return prepareServeSupplier(t, edit, mocksupplier.Honour)
+}
+
+// prepareServeSupplier is prepareServe with a supplier that treats
+// idempotency keys as mode says.
+func prepareServeSupplier(t *testing.T, edit func(providersYAML string) string, mode mocksupplier.Mode) *instance {
+	t.Helper()
 	_, dbURL := testdb.NewWithURL(t)
 	testnats.Anchor(t)
-	supplier := mocksupplier.New(mocksupplier.Config{LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	supplier := mocksupplier.New(mocksupplier.Config{Idempotency: mode, LookupLag: 100 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
 	traceparents := &testpipeline.HeaderLog{Name: "traceparent", Path: "/v1/orders"}
 	srv := httptest.NewServer(traceparents.Handler(supplier))
 	t.Cleanup(func() { srv.Close(); supplier.Close() })
