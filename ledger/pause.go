@@ -54,9 +54,15 @@ const waitsForMessage = `NOT EXISTS (
         AND (p.action IS NULL OR p.action = o.action)))`
 
 const (
+	// pauseInsert adds an operator's pause. A pause already there of the
+	// same scope stays as it is, unless it is the one actledger made
+	// because the ledger is behind: the operator then takes it over, so
+	// that a recovery, which lifts actledger's own, leaves it holding
+	// (pausesClearLedgerBehind).
 	pauseInsert = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at)
 VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
-ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO NOTHING`
+ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO UPDATE SET paused_by = EXCLUDED.paused_by
+WHERE dispatch_pauses.reason = '` + PauseLedgerBehind + `' AND dispatch_pauses.paused_by = '` + ledgerBehindActor + `'`
 
 	// pausesDeleteWithin removes every pause of the tenant that lies within
 	// the scope $2 (provider), $3 (action), where '' matches any: a pause of

@@ -260,7 +260,13 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 	if err := f.store.PauseDispatch(ctx, ledger.WholeTenant(globex.ID), "", "", "operator:globex-ops"); err != nil {
 		t.Fatal(err)
 	}
+	initech := testfactory.NewTenant(t, f.tokens, "initech")
 	if _, err := f.store.LedgerBehind(ctx, ledger.Behind{Kind: "dispatch", OperationID: uuid.Must(uuid.NewV7()), Version: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// Paused by its operator after the ledger was found behind: the
+	// operator takes the pause over.
+	if err := f.store.PauseDispatch(ctx, ledger.WholeTenant(initech.ID), "", "", "operator:initech-ops"); err != nil {
 		t.Fatal(err)
 	}
 	// Made before the window, while dispatch was paused: its message was
@@ -276,8 +282,8 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Detected != 1 || r.Resumed != 1 || r.PausesKept != 1 || r.Released != 1 {
-		t.Errorf("recovery %+v: want 1 ledger_behind pause found, 1 tenant resumed, 1 operator pause kept, 1 operation released", r)
+	if r.Detected != 1 || r.Resumed != 1 || r.PausesKept != 2 || r.Released != 1 {
+		t.Errorf("recovery %+v: want 1 ledger_behind pause found, 1 tenant resumed, 2 operator pauses kept, 1 operation released", r)
 	}
 	for _, tt := range []struct {
 		name   string
@@ -286,6 +292,7 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 	}{
 		{"acme", f.tenant, "[beta  operator:ops ]"},
 		{"globex", globex.ID, "[  operator:globex-ops ]"},
+		{"initech", initech.ID, "[  operator:initech-ops ]"},
 	} {
 		pauses, err := f.store.Pauses(ctx, tt.tenant)
 		if err != nil {
@@ -301,5 +308,53 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 	}
 	if n := f.count(t, `SELECT count(*) FROM outbox WHERE msg_id LIKE 'dispatch.' || $1::text || '.%'`, waiting.ID); n != 1 {
 		t.Errorf("the operation the pause held has %d dispatch messages, want 1 (released)", n)
+	}
+}
+
+// TestRecoverCutShortLeavesDispatchPausedAndARerunFinishes: a recovery
+// whose second batch fails (the primary went away in its middle) keeps the
+// first batch's moves and leaves dispatch paused (ledger_behind), so that
+// nothing of the window is sent from the state the restored ledger shows;
+// the same recovery again moves the rest, and only the rest, and resumes.
+func TestRecoverCutShortLeavesDispatchPausedAndARerunFinishes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	for range 5 {
+		testfactory.Operation(t, f.store, testfactory.OperationOpts{Tenant: f.acme})
+	}
+	_, err := f.pool.Exec(ctx, `
+CREATE FUNCTION fail_second_recovery_batch() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF NEW.kind = 'ledger_recovery' AND (SELECT count(*) FROM operation_events WHERE kind = 'ledger_recovery') >= 2 THEN
+        RAISE EXCEPTION 'the primary went away';
+    END IF;
+    RETURN NEW;
+END $$;
+CREATE TRIGGER fail_second_recovery_batch BEFORE INSERT ON operation_events FOR EACH ROW EXECUTE FUNCTION fail_second_recovery_batch();`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := recoverWindow()
+	cut, err := f.store.Recover(ctx, ledger.RecoverOptions{Since: since, Batch: 2})
+	if err == nil || cut.Total() != 2 || cut.Batches != 1 {
+		t.Fatalf("cut short: %+v, %v; want an error after one batch of 2", cut, err)
+	}
+	pauses, err := f.store.Pauses(ctx, f.tenant)
+	if err != nil || len(pauses) != 1 || pauses[0].Reason != ledger.PauseLedgerBehind {
+		t.Fatalf("pauses after a recovery cut short: %+v (%v), want dispatch paused (ledger_behind)", pauses, err)
+	}
+	if _, err := f.pool.Exec(ctx, `DROP TRIGGER fail_second_recovery_batch ON operation_events`); err != nil {
+		t.Fatal(err)
+	}
+	rerun, err := f.store.Recover(ctx, ledger.RecoverOptions{Since: since, Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rerun.Total() != 3 || rerun.AlreadyUnknown != 2 || rerun.Resumed != 1 {
+		t.Errorf("rerun: %+v; want the 3 left moved, the 2 moved before already unknown, dispatch resumed", rerun)
+	}
+	if n := f.count(t, `SELECT count(*) FROM operation_events WHERE kind = 'ledger_recovery'`); n != 5 {
+		t.Errorf("%d ledger_recovery events, want 5: one per operation", n)
 	}
 }
