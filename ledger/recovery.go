@@ -67,8 +67,10 @@ type Recovery struct {
 	// window's.
 	Since, From time.Time
 	// Moved counts the operations made unknown, by the state they were
-	// in; Sample is some of their ids (at most RecoverySampleSize), and
-	// Providers the providers they are for, sorted.
+	// in; Sample is some of their ids (at most RecoverySampleSize).
+	// Providers are the providers of the window's operations that were
+	// moved or are unknown or in review, sorted: those whose records
+	// the window's reconciliation reads.
 	Moved     map[Status]int
 	Sample    []uuid.UUID
 	Providers []string
@@ -158,8 +160,10 @@ var operationsRecoverable = map[Status]string{
 
 const (
 	// operationsLeftInWindow counts the window's operations a recovery
-	// leaves as they are (unknown, review), along operations_waiting_idx.
-	operationsLeftInWindow = `SELECT count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'review')
+	// leaves as they are (unknown, review), along operations_waiting_idx,
+	// and names their providers.
+	operationsLeftInWindow = `SELECT count(*) FILTER (WHERE o.status = 'unknown'), count(*) FILTER (WHERE o.status = 'review'),
+  coalesce(array_agg(DISTINCT o.provider), '{}')
 FROM operations o WHERE o.status IN ('unknown', 'review') AND o.updated_at > @from`
 
 	// operationsOldest is when the oldest operation was created: the
@@ -241,8 +245,13 @@ func (s *Store) Recover(ctx context.Context, o RecoverOptions) (Recovery, error)
 	if err := s.pool.QueryRow(ctx, operationsOldest).Scan(&r.Oldest); err != nil {
 		return r, fmt.Errorf("recover: read the oldest operation: %w", err)
 	}
-	if err := s.pool.QueryRow(ctx, operationsLeftInWindow, pgx.StrictNamedArgs{"from": r.From}).Scan(&r.AlreadyUnknown, &r.InReview); err != nil {
+	var leftProviders []string
+	if err := s.pool.QueryRow(ctx, operationsLeftInWindow, pgx.StrictNamedArgs{"from": r.From}).Scan(&r.AlreadyUnknown, &r.InReview, &leftProviders); err != nil {
 		return r, fmt.Errorf("recover: count the window's unknown and review operations: %w", err)
+	}
+	providers := map[string]bool{}
+	for _, p := range leftProviders {
+		providers[p] = true
 	}
 	if err := s.pool.QueryRow(ctx, pausesLedgerBehindCount).Scan(&r.Detected, &r.PausesKept); err != nil {
 		return r, fmt.Errorf("recover: count ledger_behind pauses: %w", err)
@@ -253,7 +262,6 @@ func (s *Store) Recover(ctx context.Context, o RecoverOptions) (Recovery, error)
 			return r, fmt.Errorf("recover: pause dispatch while recovering: %w", err)
 		}
 	}
-	providers := map[string]bool{}
 	for _, st := range recoverableStates {
 		if err := s.recoverState(ctx, st, batch, log, &r, providers); err != nil {
 			r.Providers = sortedKeys(providers)
@@ -330,7 +338,11 @@ func (s *Store) recoverState(ctx context.Context, st Status, batch int, log *slo
 					r.Sample = append(r.Sample, op.ID)
 				}
 			}
-			log.InfoContext(ctx, "recovery batch committed", "status", st, "moved", len(moved), "moved_total", r.Total(), "dry_run", r.DryRun)
+			msg := "recovery batch committed"
+			if r.DryRun {
+				msg = "recovery batch counted (dry run)"
+			}
+			log.InfoContext(ctx, msg, "status", st, "moved", len(moved), "moved_total", r.Total())
 		}
 		if len(page) < batch {
 			return nil

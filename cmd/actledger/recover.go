@@ -111,7 +111,7 @@ func printRecovery(w io.Writer, r ledger.Recovery, margin time.Duration, done bo
 		}
 		printf(w, "\n")
 	default:
-		printf(w, "%s pauses lifted: %d made by a proof of the loss, and the recovery's own; dispatch resumed for %d tenant(s), %d waiting operation(s) released\n",
+		printf(w, "%s pauses lifted: the recovery's own, and %d a proof of the loss had made; dispatch resumed for %d tenant(s), %d waiting operation(s) released\n",
 			ledger.PauseLedgerBehind, r.Detected, r.Resumed, r.Released)
 		if r.PausesKept > 0 {
 			printf(w, "operator pauses kept: %d (they hold until an operator resumes: actledger ops resume)\n", r.PausesKept)

@@ -60,10 +60,11 @@ func TestRecoverCommandSaysWhatItMovesWarnsOfTheWholeLedgerAndMovesNothingTheSec
 			"ledger_behind pauses: 1 made by a proof of the loss", "actledger reconcile acme --since "}},
 		{"run", []string{"--since", "1h"}, []string{
 			"moved to unknown (event ledger_recovery): 2", queued.ID.String(),
-			"ledger_behind pauses lifted: 1 made by a proof of the loss", "dispatch resumed for 1 tenant(s)",
+			"ledger_behind pauses lifted: the recovery's own, and 1 a proof of the loss had made", "dispatch resumed for 1 tenant(s)",
 			"actledger reconcile acme --since "}},
 		{"again", []string{"--since", "1h"}, []string{
-			"moved to unknown (event ledger_recovery): 0", "already unknown                2", "nothing new to move"}},
+			"moved to unknown (event ledger_recovery): 0", "already unknown                2", "nothing new to move",
+			"actledger reconcile acme --since "}},
 	}
 	for _, step := range steps {
 		code, out := recoverRun(t, env, step.args...)
@@ -128,7 +129,7 @@ func TestRecoverAfterARestoreSettlesWhatTheLostLedgerSentWithOneOrder(t *testing
 	p.Supplier.SeedOrder(mocksupplier.Seed{ClientReference: sent.ExternalKey, Params: sent.Params})
 
 	code, out := recoverRun(t, map[string]string{"DATABASE_URL": url, "STREAM_PREFIX": p.Broker.Subjects().Prefix}, "--since", "5m")
-	if code != 0 || !strings.Contains(out, "moved to unknown (event ledger_recovery): 2") || !strings.Contains(out, "ledger_behind pauses lifted: 1") {
+	if code != 0 || !strings.Contains(out, "moved to unknown (event ledger_recovery): 2") || !strings.Contains(out, "1 a proof of the loss had made") {
 		t.Fatalf("recover: exit %d:\n%s", code, out)
 	}
 	for _, tt := range []struct {
