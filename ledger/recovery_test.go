@@ -264,6 +264,12 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 	if _, err := f.store.LedgerBehind(ctx, ledger.Behind{Kind: "dispatch", OperationID: uuid.Must(uuid.NewV7()), Version: 2}); err != nil {
 		t.Fatal(err)
 	}
+	// Made after the ledger was found behind: paused by actledger, even
+	// though the first ledger_behind pause is globex's operator's.
+	hooli, err := f.store.EnsureTenant(ctx, "hooli")
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Paused by its operator after the ledger was found behind: the
 	// operator takes the pause over.
 	if err := f.store.PauseDispatch(ctx, ledger.WholeTenant(initech.ID), "", "", "operator:initech-ops"); err != nil {
@@ -282,8 +288,8 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Detected != 1 || r.Resumed != 1 || r.PausesKept != 2 || r.Released != 1 {
-		t.Errorf("recovery %+v: want 1 ledger_behind pause found, 1 tenant resumed, 2 operator pauses kept, 1 operation released", r)
+	if r.Detected != 2 || r.Resumed != 2 || r.PausesKept != 2 || r.Released != 1 {
+		t.Errorf("recovery %+v: want 2 ledger_behind pauses found and lifted (acme's, hooli's), 2 operator pauses kept, 1 operation released", r)
 	}
 	for _, tt := range []struct {
 		name   string
@@ -293,6 +299,7 @@ func TestRecoverLiftsLedgerBehindPausesAndKeepsOperatorPauses(t *testing.T) {
 		{"acme", f.tenant, "[beta  operator:ops ]"},
 		{"globex", globex.ID, "[  operator:globex-ops ]"},
 		{"initech", initech.ID, "[  operator:initech-ops ]"},
+		{"hooli", hooli, "[]"},
 	} {
 		pauses, err := f.store.Pauses(ctx, tt.tenant)
 		if err != nil {
