@@ -191,7 +191,7 @@ const terminateOthers = `SELECT count(*)::int FROM (
 // tables that hold a page on disk: a table that ever held a row, even one
 // deleted or rolled back, has one, and a table that never did has none,
 // so nothing a test wrote is left. A TRUNCATE gives each table and index
-// new files: one of every table cost the server some 0.4 s per test,
+// new files: one of every table cost the server 0.1-0.4 s per test,
 // where a test touches a few. An id can be drawn without a page being
 // written (an insert a constraint refuses draws its id first), so every
 // sequence owned by a column that was drawn from is restarted too, as
