@@ -64,7 +64,7 @@ screenshots: ## drive headless chromium through the console and save docs/consol
 	CONSOLE_SCREENSHOTS=$(CURDIR)/docs $(GO) test -count=1 -run '^TestBrowserApproveThenResolveTwo$$' ./console
 
 .PHONY: bench
-bench: ## measure the pipeline against this machine's own limits, then on ten million operations, 8-10 min (the first run fills the large ledger: 10 more) (docs/benchmarks.md)
+bench: ## measure the pipeline against this machine's own limits, then on ten million operations, 9-11 min (the first run fills the large ledger: 10 more) (docs/benchmarks.md)
 	BENCH_DATABASE_URL="$${BENCH_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}" \
 	BENCH_NATS_URL="$${BENCH_NATS_URL:-nats://127.0.0.1:4222}" \
 	$(GO) run ./cmd/actbench $(BENCH_FLAGS)

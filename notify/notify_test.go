@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -276,32 +275,33 @@ func TestWithoutReceiversNothingIsWritten(t *testing.T) {
 }
 
 // TestHangingReceiverDelaysNoOperationAndNoOtherReceiver: a receiver that
-// never answers holds up only its own deliveries. With it (and a healthy
-// receiver beside it) operations go from enqueue to succeeded as fast as
-// without any receiver, within noise, and the healthy receiver hears every
-// one of them while the hanging one has no more than its concurrency in
-// flight.
+// never answers holds up only its own deliveries. Once it holds as many
+// requests as its concurrency allows (each signalled by the receiver as
+// it arrives), and while it still holds them, every further operation
+// goes from enqueue to succeeded, the healthy receiver beside it hears
+// every operation, and the hanging one is sent nothing more. How long
+// operations take beside it, against without any receiver, is measured
+// by the notify stage of `make bench` (docs/benchmarks.md, "The notify
+// stage"), not bounded here.
 func TestHangingReceiverDelaysNoOperationAndNoOtherReceiver(t *testing.T) {
 	t.Parallel()
-	const n = 120
+	const n = 40
+	cfg := fastRetries
+	cfg.Timeout, cfg.Concurrency = time.Minute, 2
 	release := make(chan struct{})
+	held := make(chan struct{}, 4*cfg.Concurrency)
 	hanging := testreceiver.New(t, func(_ int, _ http.ResponseWriter, r *http.Request) {
+		held <- struct{}{}
 		select {
 		case <-release:
 		case <-r.Context().Done():
 		}
 	})
-	// Released before the pipelines stop, which wait for deliveries in
+	// Released before the pipeline stops, which waits for deliveries in
 	// flight.
 	defer close(release)
 	healthy := testreceiver.New(t, nil)
 	secret := testreceiver.Secret(t)
-
-	plain := testpipeline.New(t, testpipeline.Options{})
-	plain.Start(1)
-	without := latencies(t, plain, n)
-	cfg := fastRetries
-	cfg.Timeout, cfg.Concurrency = time.Minute, 2
 	p := testpipeline.New(t, testpipeline.Options{
 		Env: map[string]string{"NOTIFY_SECRET": secret},
 		Notifications: receiverYAML("hanging", hanging.URL, "NOTIFY_SECRET", "Acme Corp.", "operation.settled") +
@@ -309,49 +309,29 @@ func TestHangingReceiverDelaysNoOperationAndNoOtherReceiver(t *testing.T) {
 		Notify: cfg,
 	})
 	p.Start(1)
-	with := latencies(t, p, n)
-	p.Eventually(20*time.Second, "the healthy receiver to hear every operation", func() bool { return len(healthy.Distinct()) == n })
+	succeed := func(key string) {
+		op := p.Enqueue(key, fmt.Sprintf(`{"sku":%q}`, key))
+		p.WaitStatus(op, ledger.StatusSucceeded, 20*time.Second)
+	}
+	for i := range cfg.Concurrency {
+		succeed(fmt.Sprintf("po-first-%d", i))
+	}
+	timeout := time.After(20 * time.Second)
+	for i := range cfg.Concurrency {
+		select {
+		case <-held:
+		case <-timeout:
+			t.Fatalf("the hanging receiver holds %d requests, want its concurrency %d before the next operations", i, cfg.Concurrency)
+		}
+	}
+	// Every request the hanging receiver was sent is held from here on.
+	for i := range n {
+		succeed(fmt.Sprintf("po-%d", i))
+	}
+	p.Eventually(20*time.Second, "the healthy receiver to hear every operation", func() bool { return len(healthy.Distinct()) == n+cfg.Concurrency })
 	if got := len(hanging.Deliveries()); got > cfg.Concurrency {
 		t.Errorf("the hanging receiver has %d requests, want at most its concurrency %d", got, cfg.Concurrency)
 	}
-	p50w, p99w := percentile(without, 50), percentile(without, 99)
-	p50, p99 := percentile(with, 50), percentile(with, 99)
-	t.Logf("enqueue → succeeded over %d operations: without receivers p50 %s p99 %s; with a hanging and a healthy receiver p50 %s p99 %s",
-		n, p50w, p99w, p50, p99)
-	if p99 > 2*p99w+100*time.Millisecond {
-		t.Errorf("p99 with a hanging receiver %s, without %s: the receiver delays operations", p99, p99w)
-	}
-}
-
-// latencies enqueues n operations over HTTP, 8 at a time, and returns
-// each one's time from enqueue to succeeded, by the ledger's clock (its
-// created and its succeeded event).
-func latencies(t *testing.T, p *testpipeline.Pipeline, n int) []time.Duration {
-	t.Helper()
-	ops := make([]ledger.Operation, n)
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for i := range n {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			ops[i] = p.Enqueue(fmt.Sprintf("po-%d", i), fmt.Sprintf(`{"sku":"A-%d"}`, i))
-		})
-	}
-	wg.Wait()
-	out := make([]time.Duration, n)
-	for i, op := range ops {
-		done := p.WaitStatus(op, ledger.StatusSucceeded, 20*time.Second)
-		out[i] = done.UpdatedAt.Sub(done.CreatedAt)
-	}
-	return out
-}
-
-func percentile(ds []time.Duration, pct int) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := (len(s)*pct + 99) / 100
-	return s[min(max(i-1, 0), len(s)-1)].Round(100 * time.Microsecond)
 }
 
 // sendUnmatchedWebhook posts a signed supplier webhook for a reference no

@@ -191,8 +191,12 @@ func (ex exchange) check(t testing.TB, route *routers.Route, pathParams map[stri
 	in := &openapi3filter.RequestValidationInput{
 		Request: ex.request, PathParams: pathParams, Route: route, Options: options(),
 	}
-	if ex.bodyChecked {
-		if err := openapi3filter.ValidateRequest(ctx, in); err != nil && ex.status < 400 {
+	// A request the API refused is what a test of bad input sends on
+	// purpose: only an accepted one must conform, so only it is checked
+	// (each check compiles the request's schemas again, the most of
+	// these checks' cost under the race detector).
+	if ex.bodyChecked && ex.status < 400 {
+		if err := openapi3filter.ValidateRequest(ctx, in); err != nil {
 			t.Errorf("openapi: %s %s: the API answered %d to a request the document refuses: %v\nrequest body: %s",
 				ex.method, ex.uri, ex.status, err, clip(ex.body))
 		}

@@ -27,6 +27,8 @@ var tinyPlan = plan{
 	LatencyDuration: time.Second,
 	E2ERate:         200,
 	E2EDuration:     time.Second,
+	NotifyRate:      100,
+	NotifyDuration:  time.Second,
 	MaxClients:      4,
 	MaxDuration:     200 * time.Millisecond,
 	MaxBacklog:      50,
@@ -183,6 +185,40 @@ func TestEndToEndWithStatementSchedule(t *testing.T) {
 	var out bytes.Buffer
 	writeReport(&out, res)
 	for _, want := range []string{"statement every 1s beside it", "runs, complete", "findings for a person"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the report has no %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestNotifyStage runs the notify stage once at a tiny size and checks
+// its counts: both open loops sent every operation, the healthy receiver
+// heard every settled operation while the hanging one held at least one
+// request and no more than its concurrency, and the report has row 9.
+// It asserts no timing: the latencies are the stage's to compare.
+func TestNotifyStage(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	e := &env{adminURL: testdb.AdminURL(), natsURL: testnats.URL()}
+	var err error
+	if e.supplier, err = startSupplier(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.supplier.close)
+	res := &results{Plan: tinyPlan}
+	if err := benchNotify(ctx, e, tinyPlan, res); err != nil {
+		t.Fatal(err)
+	}
+	r := res.Notify[0]
+	if r.WithoutOps != 100 || r.WithOps != 100 || r.Abandoned != 0 || r.Without.N != 100 || r.With.N != 100 {
+		t.Errorf("open loops: %d and %d sent (%d and %d latencies), %d abandoned; want 100, 100, none", r.WithoutOps, r.WithOps, r.Without.N, r.With.N, r.Abandoned)
+	}
+	if r.HealthyMissing != 0 || r.HangingHeld < 1 || r.HangingHeld > notifyConcurrency {
+		t.Errorf("the healthy receiver missed %d operations, the hanging one held %d requests; want 0 and 1 … %d", r.HealthyMissing, r.HangingHeld, notifyConcurrency)
+	}
+	var out bytes.Buffer
+	writeReport(&out, res)
+	for _, want := range []string{"hanging receiver", "p99 ms, hanging + healthy", "healthy receiver: operations not heard", "hanging receiver: requests held"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the report has no %q:\n%s", want, out.String())
 		}

@@ -18,7 +18,7 @@
 //
 // Usage:
 //
-//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,statement,large] [--refill] [--large-operations N] [--reconcile-every D] [--cpuprofile FILE]
+//	actbench [--quick] [--reps N] [--stages limits,api,relay,latency,e2e,notify,statement,large] [--refill] [--large-operations N] [--reconcile-every D] [--cpuprofile FILE]
 //
 // BENCH_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable,
 // a maintenance database: the benchmark creates and drops its own) and
@@ -48,7 +48,7 @@ const (
 )
 
 // allStages are the stages in the order they run.
-var allStages = []string{"limits", "api", "relay", "latency", "e2e", "statement", "large"}
+var allStages = []string{"limits", "api", "relay", "latency", "e2e", "notify", "statement", "large"}
 
 // fullPlan is `make bench`: three repetitions, about four minutes on two
 // cores.
@@ -64,6 +64,8 @@ var fullPlan = plan{
 	LatencyDuration:  8 * time.Second,
 	E2ERate:          1000,
 	E2EDuration:      8 * time.Second,
+	NotifyRate:       250,
+	NotifyDuration:   6 * time.Second,
 	MaxClients:       16,
 	MaxDuration:      6 * time.Second,
 	MaxBacklog:       500,
@@ -90,6 +92,8 @@ var quickPlan = plan{
 	LatencyDuration:  2 * time.Second,
 	E2ERate:          1000,
 	E2EDuration:      2 * time.Second,
+	NotifyRate:       250,
+	NotifyDuration:   2 * time.Second,
 	MaxClients:       16,
 	MaxDuration:      2 * time.Second,
 	MaxBacklog:       500,
@@ -201,6 +205,7 @@ type results struct {
 	Drain   []drainResult
 	Latency [][]latencyResult
 	E2E     []e2eResult
+	Notify  []notifyResult
 	// Statement is, per repetition, one run per window of
 	// plan.StatementRecords.
 	Statement [][]statementResult
@@ -259,6 +264,8 @@ func bench(ctx context.Context, e *env, pl plan, stages []string, refill bool) (
 				}
 				return err
 			})
+		case "notify":
+			err = benchNotify(ctx, e, pl, res)
 		case "statement":
 			err = benchStatement(ctx, e, pl, res)
 		case "large":

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/actledger/actledger/broker"
 	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/notify"
 	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/relay"
 )
@@ -57,6 +59,9 @@ type supplier struct {
 	*mocksupplier.Server
 	srv      *http.Server
 	registry *provider.Registry
+	// yaml is the providers file registry was parsed from, which a stage
+	// may extend (the notify stage's receivers).
+	yaml string
 }
 
 // startSupplier serves a new mock supplier and parses the providers
@@ -87,7 +92,8 @@ func serveSupplier(extra string) (*supplier, error) {
 	y.WriteString("    review: {owner: supply-ops, deadline: 4h}\n")
 	y.WriteString(extra)
 	fmt.Fprintf(&y, "actions:\n  %s: {provider: %s}\n", benchAction, benchProvider)
-	if s.registry, err = provider.Parse([]byte(y.String())); err != nil {
+	s.yaml = y.String()
+	if s.registry, err = provider.Parse([]byte(s.yaml)); err != nil {
 		s.close()
 		return nil, fmt.Errorf("mock supplier providers config: %w", err)
 	}
@@ -110,6 +116,11 @@ type roles struct {
 	// Statements runs the statement schedule (the reconciler's role, as
 	// `actledger serve` runs it), looking for a due run every second.
 	Statements bool
+	// Notify, when set, runs the notification worker so configured on
+	// Registry's receivers.
+	Notify *notify.Config
+	// Registry is the providers file; nil: the supplier's.
+	Registry *provider.Registry
 }
 
 // pipeline is actledger assembled in-process by app.Build, as `actledger
@@ -154,9 +165,11 @@ func newPipeline(ctx context.Context, e *env, r roles) (_ *pipeline, err error) 
 	p.app, err = app.Build(ctx, app.Config{
 		Pool:     p.db.pool,
 		NATS:     broker.Config{URL: e.natsURL, Prefix: prefix, Name: "actbench"},
-		Registry: e.supplier.registry,
+		Registry: cmp.Or(r.Registry, e.supplier.registry),
 		// The stages measure the pipeline without the lease sweeper.
-		Roles:          app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Reconciler: r.Statements, Sweeper: app.SweeperNever},
+		Roles: app.Roles{API: r.API, Relay: r.Relay, Dispatcher: r.Dispatcher, Reconciler: r.Statements, Sweeper: app.SweeperNever,
+			Notify: r.Notify != nil},
+		Notify:         notifyConfig(r.Notify),
 		StatementCheck: time.Second,
 		Logger:         quiet(),
 	})

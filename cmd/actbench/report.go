@@ -219,6 +219,7 @@ func lines(r *results) []line {
 		}
 	}
 
+	notifyLines(add, r)
 	statementLines(add, r)
 
 	if len(r.API) > 0 {
@@ -348,6 +349,11 @@ func writeReport(w io.Writer, r *results) {
 	fmt.Fprintln(w, "  6   every operation of the end-to-end ledgers against the mock supplier's order count for its external key")
 	fmt.Fprintln(w, "  7   CPU: getrusage of this process; /proc/PID/stat of nats-server, of the Postgres server processes and of the")
 	fmt.Fprintln(w, "      backends of this run's databases; /proc/stat for the machine. WAL: pg_current_wal_lsn() before and after")
+	if len(r.Notify) > 0 {
+		fmt.Fprintf(w, "  9   open loop at %s/s for %s on a pipeline without receivers, then on one with a receiver that never answers and a\n",
+			thousands(pl.NotifyRate), pl.NotifyDuration)
+		fmt.Fprintf(w, "      healthy one, both of operation.settled (%d requests in flight each at most); enqueue → succeeded as in 5\n", notifyConcurrency)
+	}
 	if len(r.Statement) > 0 {
 		fmt.Fprintln(w, "  8   one statement.Runner.Run per window, the mock supplier listing it 100 a page (computed, not stored), against as many")
 		fmt.Fprintln(w, "      operations written set-based; RSS: VmRSS before, VmHWM after (reset by /proc/self/clear_refs at the start), of this")

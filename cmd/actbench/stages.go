@@ -35,6 +35,11 @@ type plan struct {
 	MaxClients  int
 	MaxDuration time.Duration
 	MaxBacklog  int
+	// The notify stage: an open loop at NotifyRate for NotifyDuration,
+	// on a pipeline without notification receivers, then on one with a
+	// hanging and a healthy receiver.
+	NotifyRate     float64
+	NotifyDuration time.Duration
 	// OpenLoopClients serve the open loops' due operations: enough that
 	// none waits for a free client at the offered rates.
 	OpenLoopClients int

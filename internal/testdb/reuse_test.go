@@ -23,6 +23,19 @@ func TestReusedDatabaseIsEmptiedWithItsSequencesRestarted(t *testing.T) {
 			t.Fatalf("first outbox id = %d, want 1", got)
 		}
 		insertOutboxRow(t, pool)
+		// An insert the CHECK refuses draws its id and writes no page:
+		// the table stays empty on disk, its sequence has moved.
+		if _, err := pool.Exec(context.Background(), `INSERT INTO stale_results (operation_id, provider, provider_reference, worker)
+			VALUES (gen_random_uuid(), 'p', '', 'w')`); err == nil {
+			t.Fatal("an empty provider_reference was accepted")
+		}
+		var pages int64
+		if err := pool.QueryRow(context.Background(), `SELECT pg_relation_size('stale_results')`).Scan(&pages); err != nil {
+			t.Fatal(err)
+		}
+		if pages != 0 {
+			t.Fatalf("stale_results holds %d bytes after a refused insert, want none", pages)
+		}
 	})
 	t.Run("reuses", func(t *testing.T) {
 		pool := testdb.New(t)
@@ -38,6 +51,13 @@ func TestReusedDatabaseIsEmptiedWithItsSequencesRestarted(t *testing.T) {
 		}
 		if got := insertOutboxRow(t, pool); got != 1 {
 			t.Errorf("outbox id = %d, want 1: the sequence restarted", got)
+		}
+		var staleID int64
+		if err := pool.QueryRow(context.Background(), `SELECT nextval('stale_results_id_seq')`).Scan(&staleID); err != nil {
+			t.Fatal(err)
+		}
+		if staleID != 1 {
+			t.Errorf("stale_results id = %d, want 1: the sequence a refused insert drew from restarted", staleID)
 		}
 		var migrations int
 		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM schema_migrations`).Scan(&migrations); err != nil {

@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,10 +223,11 @@ const staleTemplates = `SELECT datname FROM pg_database
 WHERE datname LIKE 'actledger\_tmpl\_%' AND datname <> $1
 ORDER BY oid DESC OFFSET $2`
 
-// ensureTemplate creates and migrates the template database for the current
-// migrations unless it exists. An advisory lock keeps parallel test
-// binaries from building it twice.
-func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
+// templateName names the template after the migrations and function
+// files this binary embeds, hashed once per process: reading them parses
+// every function file's requires line, some 20 ms a call under the race
+// detector, and every New asks.
+var templateName = sync.OnceValues(func() (string, error) {
 	migrations, err := schema.Migrations()
 	if err != nil {
 		return "", err
@@ -245,7 +247,17 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 		h.Write([]byte("functions/" + f.Name))
 		h.Write([]byte(f.SQL))
 	}
-	name := "actledger_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16]
+	return "actledger_tmpl_" + hex.EncodeToString(h.Sum(nil))[:16], nil
+})
+
+// ensureTemplate creates and migrates the template database for the current
+// migrations unless it exists. An advisory lock keeps parallel test
+// binaries from building it twice.
+func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
+	name, err := templateName()
+	if err != nil {
+		return "", err
+	}
 
 	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext('actledger_testdb_template'))`); err != nil {
 		return "", fmt.Errorf("lock template: %w", err)
