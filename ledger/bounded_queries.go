@@ -176,7 +176,7 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "statement: discard a dry run (statementRunDelete)", SQL: statementRunDelete, Args: []any{run}},
 		bounded.Query{Name: "statement: a page's operations (operationsOfStatement)", SQL: operationsOfStatement, Args: []any{pgx.StrictNamedArgs{
 			"refs": []string{ExternalKeyOfID(f.Settled), ExternalKeyOf(tenant, f.SettledAction, f.SettledKey)},
-			"ids": []uuid.UUID{f.Settled}, "provider": "mock"}}},
+			"ids":  []uuid.UUID{f.Settled}, "provider": "mock"}}},
 		bounded.Query{Name: "statement: unlisted successes (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, nil, uuid.Nil, 500}},
 		bounded.Query{Name: "statement: unlisted successes, next page (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, day.Add(time.Hour), uuid.Nil, 500}},
 		bounded.Query{Name: "statement runs (statementRunsPage)", SQL: statementRunsPage, Args: []any{tenant, whole, nil, uuid.Nil, 100}},
