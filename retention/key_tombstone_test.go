@@ -109,6 +109,10 @@ func TestAKeyAskedAgainAfterItsOperationWasPrunedIsTheSameOperationOrAConflict(t
 	if n := p.Supplier.TotalOrders(); n != len(cases) {
 		t.Errorf("%d orders at the supplier, want %d: one per intention", n, len(cases))
 	}
+	// A proposal under a pruned key with other params is refused alike.
+	if status, out := p.Propose("po-old-other", `{"sku":"B-2","qty":4}`); status != http.StatusConflict {
+		t.Errorf("a proposal under a pruned key with other params: %d %v, want 409", status, out)
+	}
 	var conflicts int
 	if err := p.Pool.QueryRow(context.Background(), `SELECT count(*) FROM operations WHERE key IN ('po-other', 'po-old-other')`).Scan(&conflicts); err != nil || conflicts != 0 {
 		t.Errorf("%d operations under the conflicting keys (%v), want none", conflicts, err)
