@@ -2,12 +2,15 @@ package ledger_test
 
 import (
 	"context"
+	"errors"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/actledger/actledger/internal/testfactory"
+	"github.com/actledger/actledger/internal/testpoll"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -128,5 +131,63 @@ func TestOperationsMadeBeforeDerivedKeysKeepTheirKeysAndAreFoundByThem(t *testin
 	}
 	if other, err := f.store.StatementOperations(ctx, "other", []string{old.ExternalKey, derived.ExternalKey}); err != nil || len(other) != 0 {
 		t.Errorf("another provider's page: %v, %v; want nothing", other, err)
+	}
+}
+
+// TestAKeyAskedAgainWhileItsPruneCommitsFindsTheTombstone: an enqueue
+// under a key whose operation a prune is deleting waits for the prune
+// (ON CONFLICT waits on the row), then inserts; its check of the key's
+// tombstones runs after that insert, so it sees the tombstone the prune
+// committed meanwhile: other params are refused as a conflict, never
+// stored under the pruned operation's external key.
+func TestAKeyAskedAgainWhileItsPruneCommitsFindsTheTombstone(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	op, _ := f.queued(t, "po-pruning", `{"sku":"A-1"}`)
+	a := f.approve(t, `{"sku":"B-2"}`, 1)
+
+	// The prune's transaction, as operationsPrune writes it: the history
+	// and the row go, the tombstone comes.
+	prune, err := f.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prune.Rollback(ctx)
+	var pid int
+	if err := prune.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`SELECT set_config('actledger.prune', 'on', true) WHERE $1::uuid IS NOT NULL`,
+		`DELETE FROM operation_events WHERE operation_id = $1`,
+		`DELETE FROM outbox WHERE split_part(msg_id, '.', 2) = $1::text`,
+		`INSERT INTO key_tombstones (operation_id, tenant_id, action, key, params_fingerprint, scope, external_key, pruned_at)
+SELECT id, tenant_id, action, key, params_fingerprint, scope, external_key, now() FROM operations WHERE id = $1`,
+		`DELETE FROM operations WHERE id = $1`,
+	} {
+		if _, err := prune.Exec(ctx, q, op.ID); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	enqueued := make(chan error, 1)
+	go func() {
+		_, _, err := f.enqueue("po-pruning", `{"sku":"B-2"}`, a.ID)
+		enqueued <- err
+	}()
+	testpoll.Until(t, 10*time.Second, func() error {
+		if f.count(t, `SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))`, pid) == 0 {
+			return errors.New("the enqueue never waited for the prune")
+		}
+		return nil
+	})
+	if err := prune.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-enqueued; !errors.Is(err, ledger.ErrKeyConflict) {
+		t.Errorf("enqueue with other params while the key's prune committed: %v, want ErrKeyConflict", err)
+	}
+	if n := f.count(t, `SELECT count(*) FROM operations WHERE key = 'po-pruning'`); n != 0 {
+		t.Errorf("%d operations under the pruned key, want none", n)
 	}
 }
