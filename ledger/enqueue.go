@@ -51,8 +51,11 @@ type EnqueueRequest struct {
 //
 // Its spelling is that of every earlier key, "al_" and a UUID (39
 // characters of [0-9a-z_-]), so no supplier's limit on a key or a
-// reference (Stripe's 255 characters, the shortest we send to) and no
-// reader of references changes: the UUID is version 8 (RFC 9562, "custom")
+// reference that earlier keys met (Stripe's 255 characters for an
+// Idempotency-Key, https://docs.stripe.com/api/idempotent_requests, which
+// internal/mocksupplier/stripe enforces; the recipes' metadata and
+// external-id fields) and no reader of references (drill's pattern, the
+// fakes' matching) changes: the UUID is version 8 (RFC 9562, "custom")
 // made of the first 122 bits of SHA-256 over tenant's 16 bytes, then
 // action and key each after its length as 4 bytes big-endian, so that no
 // two identities share an encoding. A version-8 key never equals an id's
