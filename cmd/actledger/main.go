@@ -22,7 +22,7 @@ const usage = `actledger: one approved intention, at most one external effect.
 Usage:
   actledger serve [--roles api,relay,...] [--providers FILE]
   actledger migrate
-  actledger prune --older-than 90d --archive DIR|- [--dry-run] [--batch N]
+  actledger prune --older-than 90d --archive DIR|- [--dry-run] [--batch N] [--providers FILE]
                                           archive, then delete, terminal operations older than that
   actledger token create --tenant T --role agent|approver|operator|metrics [--name N] [--scope S]
   actledger token revoke NAME|ID
