@@ -182,5 +182,23 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "statement runs (statementRunsPage)", SQL: statementRunsPage, Args: []any{tenant, whole, nil, uuid.Nil, 100}},
 		bounded.Query{Name: "statement: last runs (statementRunsLast)", SQL: statementRunsLast, Args: []any{nil, nil}},
 	)
+	// A recovery (actledger recover) walks the window's queued,
+	// retry_wait and dispatching operations a batch at a time, from the
+	// first and from where a batch ended, and counts what it leaves
+	// (unknown, review) and the oldest operation: what it reads is the
+	// open work of the window, whatever the history. The widest window:
+	// the whole ledger.
+	window := func(afterAt *time.Time, afterID uuid.UUID) pgx.StrictNamedArgs {
+		return pgx.StrictNamedArgs{"from": time.Time{}, "now": now, "after_at": afterAt, "after_id": afterID, "limit": DefaultRecoveryBatch}
+	}
+	for _, st := range recoverableStates {
+		queries = append(queries,
+			bounded.Query{Name: "recover: a batch of " + string(st) + " (operationsRecoverable)", SQL: operationsRecoverable[st], Args: []any{window(nil, uuid.Nil)}},
+			bounded.Query{Name: "recover: the next batch of " + string(st) + " (operationsRecoverable)", SQL: operationsRecoverable[st], Args: []any{window(&f.MiddleAt, f.MiddleID)}})
+	}
+	queries = append(queries,
+		bounded.Query{Name: "recover: what the window leaves (operationsLeftInWindow)", SQL: operationsLeftInWindow, Args: []any{pgx.StrictNamedArgs{"from": time.Time{}}}},
+		bounded.Query{Name: "recover: the oldest operation (operationsOldest)", SQL: operationsOldest},
+	)
 	return queries
 }

@@ -53,6 +53,11 @@ const (
 	// EventRedispatched: the stuck-dispatch sweeper published the
 	// operation's dispatch message again; a note, not a state change.
 	EventRedispatched EventKind = "redispatched"
+	// EventLedgerRecovery: an operator's recovery after the ledger lost
+	// its latest changes (Store.Recover) made the operation unknown: the
+	// ledger it lost may have sent it. It reads as an attempt that may
+	// have had an effect, until a lookup excludes it.
+	EventLedgerRecovery EventKind = "ledger_recovery"
 	// EventKeyConflict: a request reused an operation's key with other
 	// params; nothing was created or sent.
 	EventKeyConflict EventKind = "key_conflict"

@@ -62,7 +62,7 @@ func Judge(events []Event) Judgement {
 		case EventStaleResult:
 			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
 			j.EffectConfirmed = j.EffectConfirmed || detail["would_be"] == string(StatusSucceeded)
-		case EventLeaseExpired:
+		case EventLeaseExpired, EventLedgerRecovery:
 			j.MayHaveHadEffect, j.AbsenceConfirmed = true, false
 		case EventLookupFound, EventLookupDuplicate:
 			j.LastLookup = detail

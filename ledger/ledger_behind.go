@@ -49,6 +49,10 @@ func (b Behind) String() string {
 	if b.Known {
 		return fmt.Sprintf("a %s message names operation %s at version %d; the ledger holds version %d", b.Kind, b.OperationID, b.Version, b.At)
 	}
+	if b.Version == 0 {
+		// A review announcement names no version.
+		return fmt.Sprintf("a %s message names operation %s, which the ledger does not hold", b.Kind, b.OperationID)
+	}
 	return fmt.Sprintf("a %s message names operation %s (version %d), which the ledger does not hold", b.Kind, b.OperationID, b.Version)
 }
 
@@ -104,6 +108,10 @@ DO UPDATE SET reason = EXCLUDED.reason, detail = coalesce(dispatch_pauses.detail
     OR coalesce((SELECT @made::timestamptz <= pruned_through + @margin_us::bigint * interval '1 microsecond'
         AND @made::timestamptz <= tombstones_from + @margin_us::bigint * interval '1 microsecond'
         FROM prune_horizon), false)`
+
+	// operationExists says whether any tenant's ledger holds operation
+	// @id, by the primary key.
+	operationExists = `SELECT EXISTS (SELECT 1 FROM operations WHERE id = @id)`
 )
 
 // LedgerBehind pauses dispatch for every tenant with reason
@@ -161,6 +169,17 @@ func (s *Store) MayHaveBeenPruned(ctx context.Context, id uuid.UUID) (bool, erro
 		return false, fmt.Errorf("read the key tombstones and the prune horizon: %w", err)
 	}
 	return pruned, nil
+}
+
+// OperationExists says whether any tenant's ledger holds operation id: a
+// message naming one the caller cannot see is another tenant's, or the
+// ledger lost it.
+func (s *Store) OperationExists(ctx context.Context, id uuid.UUID) (bool, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, operationExists, pgx.NamedArgs{"id": id}).Scan(&exists); err != nil {
+		return false, fmt.Errorf("ask whether operation %s exists: %w", id, err)
+	}
+	return exists, nil
 }
 
 // EvidenceBeyond says whether the webhook event (webhook true) or stale

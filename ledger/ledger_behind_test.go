@@ -98,3 +98,34 @@ VALUES (@id, @tenant, 'supplier.create_order', 'po-pruned', 'fp', 'al_x', now())
 		t.Errorf("a pause for the tombstoned operation: %v, want ErrBehindNotProven", err)
 	}
 }
+
+// TestATenantMadeWhileTheLedgerIsBehindIsPausedToo: the ledger_behind
+// pause stops every tenant there is when the loss is proven; one made
+// afterwards is paused with the same reason and proof (schema 043), so
+// none dispatches before the window is settled.
+func TestATenantMadeWhileTheLedgerIsBehindIsPausedToo(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	before, err := f.store.EnsureTenant(ctx, "made before the loss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pauses, err := f.store.Pauses(ctx, before); err != nil || len(pauses) != 0 {
+		t.Fatalf("a tenant made while nothing is paused has pauses %+v (%v), want none", pauses, err)
+	}
+	lost := ledger.Behind{Kind: "dispatch", OperationID: uuid.Must(uuid.NewV7()), Version: 1}
+	if _, err := f.store.LedgerBehind(ctx, lost); err != nil {
+		t.Fatal(err)
+	}
+	after, err := f.store.EnsureTenant(ctx, "made after the loss")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pauses, err := f.store.Pauses(ctx, after)
+	if err != nil || len(pauses) != 1 || pauses[0].Reason != ledger.PauseLedgerBehind || pauses[0].Detail != lost.String() ||
+		pauses[0].Provider != "" || pauses[0].Action != "" {
+		t.Fatalf("the tenant made after the loss has pauses %+v (%v), want one of its whole dispatch, reason %s, detail %q",
+			pauses, err, ledger.PauseLedgerBehind, lost.String())
+	}
+}

@@ -54,9 +54,15 @@ const waitsForMessage = `NOT EXISTS (
         AND (p.action IS NULL OR p.action = o.action)))`
 
 const (
+	// pauseInsert adds an operator's pause. A pause already there of the
+	// same scope stays as it is, unless it is the one actledger made
+	// because the ledger is behind: the operator then takes it over, so
+	// that a recovery, which lifts actledger's own, leaves it holding
+	// (pausesClearLedgerBehind).
 	pauseInsert = `INSERT INTO dispatch_pauses (tenant_id, provider, action, paused_by, paused_at)
 VALUES ($1, $2, $3, $4, coalesce($5::timestamptz, now()))
-ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO NOTHING`
+ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, '')) DO UPDATE SET paused_by = EXCLUDED.paused_by
+WHERE dispatch_pauses.reason = '` + PauseLedgerBehind + `' AND dispatch_pauses.paused_by = '` + ledgerBehindActor + `'`
 
 	// pausesDeleteWithin removes every pause of the tenant that lies within
 	// the scope $2 (provider), $3 (action), where '' matches any: a pause of
@@ -155,19 +161,38 @@ func (s *Store) ResumeDispatch(ctx context.Context, in Access, provider, action 
 	if in.Scope != "" {
 		return 0, 0, fmt.Errorf("%w: a resume releases the work of every scope of the tenant", ErrWholeTenantOnly)
 	}
-	tenant := in.Tenant
+	released, err = s.releaseWaiting(ctx, in.Tenant, provider, action, func(tx *Tx) error {
+		tag, err := tx.tx.Exec(ctx, pausesDeleteWithin, in.Tenant, provider, action)
+		if err != nil {
+			return fmt.Errorf("resume dispatch: %w", err)
+		}
+		removed = int(tag.RowsAffected())
+		return nil
+	})
+	if err != nil && released == 0 && removed > 0 {
+		// The first batch rolled back with the pauses' removal.
+		removed = 0
+	}
+	return removed, released, err
+}
+
+// releaseWaiting writes the dispatch messages of tenant's operations of
+// the scope provider, action ("" matches any) that no pause covers and that
+// wait for one (operationsReleasable), in batches of Config.ResumeBatch,
+// oldest first, each in its own transaction; first, when set, runs in the
+// first batch's transaction (the removal of the pauses that held them).
+// released counts the operations of the committed batches.
+func (s *Store) releaseWaiting(ctx context.Context, tenant uuid.UUID, provider, action string, first func(tx *Tx) error) (released int, err error) {
 	var afterAt *time.Time
 	var afterID uuid.UUID
 	now := s.Now()
 	for batch := 0; ; batch++ {
 		n := 0
 		err = s.InTx(ctx, func(tx *Tx) error {
-			if batch == 0 {
-				tag, err := tx.tx.Exec(ctx, pausesDeleteWithin, tenant, provider, action)
-				if err != nil {
-					return fmt.Errorf("resume dispatch: %w", err)
+			if batch == 0 && first != nil {
+				if err := first(tx); err != nil {
+					return err
 				}
-				removed = int(tag.RowsAffected())
 			}
 			rows, _ := tx.tx.Query(ctx, operationsReleasable, pgx.StrictNamedArgs{
 				"tenant": tenant, "provider": provider, "action": action,
@@ -196,13 +221,13 @@ func (s *Store) ResumeDispatch(ctx context.Context, in Access, provider, action 
 		})
 		if err != nil {
 			if batch > 0 {
-				return removed, released, fmt.Errorf("resume dispatch: pauses removed and %d batch(es) released, then: %w", batch, err)
+				return released, fmt.Errorf("resume dispatch: pauses removed and %d batch(es) released, then: %w", batch, err)
 			}
-			return 0, 0, err
+			return 0, err
 		}
 		released += n
 		if n < s.resumeBatch {
-			return removed, released, nil
+			return released, nil
 		}
 	}
 }

@@ -56,15 +56,19 @@ var Transitions = map[Status][]Status{
 	// declined (cancelled) or lapses (held: the request expired, the
 	// requesting token or the approval was revoked); it is never sent.
 	StatusAwaitingApproval: {StatusQueued, StatusCancelled, StatusHeld},
-	StatusQueued:           {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
-	StatusDispatching:      {StatusSucceeded, StatusFailed, StatusRetryWait, StatusUnknown, StatusHeld, StatusReview, StatusQueued},
-	StatusRetryWait:        {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled},
-	StatusUnknown:          {StatusDispatching, StatusSucceeded, StatusFailed, StatusReview, StatusCancelled},
-	StatusSucceeded:        {StatusReview},
-	StatusFailed:           {StatusQueued, StatusSucceeded, StatusReview},
-	StatusHeld:             {StatusSucceeded, StatusReview, StatusCancelled},
-	StatusReview:           {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued, StatusReview},
-	StatusCancelled:        {},
+	// Queued and retry_wait also lead to unknown: after the ledger lost
+	// its latest changes (a failover to an asynchronous replica, a
+	// restore), an operation it shows unsent may have been sent by the
+	// ledger it lost, and recovery (Store.Recover) says so.
+	StatusQueued:      {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled, StatusUnknown},
+	StatusDispatching: {StatusSucceeded, StatusFailed, StatusRetryWait, StatusUnknown, StatusHeld, StatusReview, StatusQueued},
+	StatusRetryWait:   {StatusDispatching, StatusHeld, StatusSucceeded, StatusReview, StatusCancelled, StatusUnknown},
+	StatusUnknown:     {StatusDispatching, StatusSucceeded, StatusFailed, StatusReview, StatusCancelled},
+	StatusSucceeded:   {StatusReview},
+	StatusFailed:      {StatusQueued, StatusSucceeded, StatusReview},
+	StatusHeld:        {StatusSucceeded, StatusReview, StatusCancelled},
+	StatusReview:      {StatusSucceeded, StatusFailed, StatusCancelled, StatusQueued, StatusReview},
+	StatusCancelled:   {},
 }
 
 // Valid reports whether s is one of the contract's states.

@@ -2,60 +2,13 @@ package localpg_test
 
 import (
 	"context"
-	"fmt"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/actledger/actledger/internal/testpg"
 	"github.com/actledger/actledger/localpg"
 )
-
-// pair starts a private primary with a streaming standby, synchronous
-// when sync; both are stopped when t ends.
-func pair(t *testing.T, sync bool) (primary, standby *localpg.Private) {
-	t.Helper()
-	if _, err := os.Stat("/usr/lib/postgresql"); err != nil {
-		t.Skip("no PostgreSQL server binaries on this machine")
-	}
-	ctx := context.Background()
-	dir := t.TempDir()
-	// The clusters' owner (the postgres system user, as root) must reach
-	// into the test's directory (t.TempDir makes two levels of 0700).
-	for _, d := range []string{filepath.Dir(dir), dir} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	primary, err := localpg.StartPrivate(ctx, filepath.Join(dir, "primary"), freePort(t), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Stop)
-	standby, err = primary.Standby(ctx, filepath.Join(dir, "standby"), freePort(t), "standby")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(standby.Stop)
-	if sync {
-		if err := primary.RequireSynchronous(ctx, "standby"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return primary, standby
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-}
 
 func connect(t *testing.T, c *localpg.Private) *pgx.Conn {
 	t.Helper()
@@ -92,7 +45,8 @@ func TestAPromotedStandbyHoldsWhatItReceived(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			primary, standby := pair(t, tc.sync)
+			pair := testpg.New(t, tc.sync)
+			primary, standby := pair.Primary, pair.Standby
 			conn := connect(t, primary)
 			if _, err := conn.Exec(ctx, `CREATE TABLE acknowledged (n int PRIMARY KEY)`); err != nil {
 				t.Fatal(err)

@@ -69,6 +69,12 @@ const (
 	// operation's key; the item stays with a person, who now has every
 	// reference (Detail).
 	ReplayDuplicateEffect ReplayResult = "duplicate_effect"
+	// ReplayLedgerBehind: the announcement names an operation that no
+	// tenant's ledger holds and that retention did not prune: committed
+	// work was lost (a failover to an asynchronous replica, a restore),
+	// and dispatch is paused for every tenant (ledger.PauseLedgerBehind;
+	// a dry run pauses nothing).
+	ReplayLedgerBehind ReplayResult = "ledger_behind"
 )
 
 // ReplayApplied is the result of a lookup's evidence that replay applied.
@@ -182,6 +188,40 @@ func (r *Reconciler) readReviewStream(ctx context.Context, subject string, since
 	}
 }
 
+// replayMissing judges an announcement of an operation the caller cannot
+// see: another tenant's or scope's, one retention pruned, or one the
+// ledger lost. The pause's statement tells the first from the last (it
+// finds the operation in any tenant), the prune horizon the second.
+func (r *Reconciler) replayMissing(ctx context.Context, item ReplayItem, id uuid.UUID, dryRun bool) (ReplayItem, error) {
+	pruned, err := r.store.MayHaveBeenPruned(ctx, id)
+	if err != nil {
+		return item, err
+	}
+	if pruned {
+		return item, errNotThisTenants
+	}
+	if dryRun {
+		exists, err := r.store.OperationExists(ctx, id)
+		if err != nil || exists {
+			return item, cmp.Or(err, errNotThisTenants)
+		}
+		item.Result, item.Detail = ReplayLedgerBehind, "the ledger does not hold this operation: committed work was lost; a replay that is not a dry run pauses dispatch"
+		return item, nil
+	}
+	b := ledger.Behind{Kind: "review", OperationID: id}
+	paused, err := r.store.LedgerBehind(ctx, b)
+	if errors.Is(err, ledger.ErrBehindNotProven) {
+		return item, errNotThisTenants
+	}
+	if err != nil {
+		return item, err
+	}
+	r.log.ErrorContext(ctx, "the ledger is behind its messages: committed work was lost (a failover or a restore); dispatch is paused for every tenant",
+		"kind", b.Kind, "operation_id", id, "tenants_paused", paused)
+	item.Result, item.Detail = ReplayLedgerBehind, "the ledger does not hold this operation: committed work was lost, and dispatch is paused for every tenant"
+	return item, nil
+}
+
 // errNotThisTenants: an announcement names an operation or evidence that
 // is not the replaying tenant's, or not of the replaying caller's scope.
 var errNotThisTenants = errors.New("not this tenant's review item")
@@ -203,7 +243,7 @@ func (r *Reconciler) replayOne(ctx context.Context, in ledger.Access, a ledger.R
 	}
 	op, err := r.store.Get(ctx, in, *a.OperationID)
 	if errors.Is(err, ledger.ErrNotFound) {
-		return item, errNotThisTenants
+		return r.replayMissing(ctx, item, *a.OperationID, dryRun)
 	}
 	if err != nil {
 		return item, err

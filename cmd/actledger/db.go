@@ -41,6 +41,9 @@ func openDatabase(ctx context.Context, e env, logger *slog.Logger) (pool *pgxpoo
 	if err == nil && repl.InRecovery {
 		err = errStandby
 	}
+	if err == nil {
+		err = checkOnePrimary(ctx, cfg.ConnConfig)
+	}
 	if err != nil {
 		pool.Close()
 		stopPG()

@@ -24,6 +24,10 @@ Usage:
   actledger migrate
   actledger prune --older-than 90d --archive DIR|- [--dry-run] [--batch N] [--providers FILE]
                                           archive, then delete, terminal operations older than that
+  actledger recover --since T [--margin 1m] [--dry-run] [--batch N]
+                                          after a failover or restore lost the ledger's latest changes:
+                                          unsettled operations changed after T minus the margin become
+                                          unknown, then the ledger_behind pauses are lifted
   actledger token create --tenant T --role agent|approver|operator|metrics [--name N] [--scope S]
   actledger token revoke NAME|ID
   actledger sessions end --subject S [--issuer I] | --people
@@ -140,6 +144,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrate(ctx, env, logger)
 	case "prune":
 		return prune(ctx, env, args[1:], stdout, logger)
+	case "recover":
+		return recoverCmd(ctx, env, args[1:], stdout, logger)
 	case "token":
 		return token(ctx, env, args[1:], stdout, logger)
 	case "sessions":
@@ -166,12 +172,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 }
 
 // asksForHelp reports whether a command that opens the database, starts
-// services or sends (serve, migrate, token, demo, notifications) was given -h, -help or --help:
+// services or sends (serve, migrate, token, demo, prune, recover, notifications) was given -h, -help or --help:
 // it prints the usage and exits 0, as Go's flag package does, instead of
 // running or reporting a mistake.
 func asksForHelp(args []string) bool {
 	switch args[0] {
-	case "serve", "migrate", "token", "sessions", "demo", "prune", "notifications", "drill":
+	case "serve", "migrate", "token", "sessions", "demo", "prune", "recover", "notifications", "drill":
 		return slices.ContainsFunc(args[1:], func(a string) bool { return a == "-h" || a == "-help" || a == "--help" })
 	}
 	return false

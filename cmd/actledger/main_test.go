@@ -43,6 +43,12 @@ func TestCommandLineMistakesExitTwoNamingTheMistake(t *testing.T) {
 		{[]string{"ops", "resolve", "01a2", "--outcome", "failed"}, "--note"},
 		{[]string{"ops", "bogus"}, `unknown ops command "bogus"`},
 		{[]string{"bogus"}, `unknown command "bogus"`},
+		{[]string{"recover"}, "recover needs --since"},
+		{[]string{"recover", "--since", "2999-01-01T00:00:00Z"}, "--since 2999-01-01T00:00:00Z is in the future"},
+		{[]string{"recover", "--since", "yesterday"}, "not a duration"},
+		{[]string{"recover", "--since", "-15m"}, "must not be negative"},
+		{[]string{"recover", "--since", "15m", "--margin", "-1m"}, "must not be negative"},
+		{[]string{"recover", "--since", "15m", "extra"}, `"extra"`},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -105,7 +111,7 @@ func TestHelpOfEveryCommandExitsZero(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--help"}, {"serve", "--roles", "api", "-h"}, {"migrate", "--help"}, {"token", "-help"},
 		{"token", "create", "--help"}, {"token", "revoke", "-h"}, {"demo", "--help"}, {"notifications", "test", "--help"},
-		{"drill", "--help"}, {"drill", "supplier.create_order", "-h"},
+		{"drill", "--help"}, {"drill", "supplier.create_order", "-h"}, {"recover", "--since", "15m", "--help"},
 	} {
 		var stdout, stderr bytes.Buffer
 		if got := exitStatus(run(t.Context(), args, getenv, &stdout, io.Discard), &stderr); got != 0 {

@@ -5,9 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // replicationSettingsSelect reads what the server actledger's connections
@@ -70,4 +75,69 @@ func warnWithoutSynchronousStandby(r replication, logger *slog.Logger) {
 		"(unless the storage under Postgres is replicated synchronously, as a managed Multi-AZ instance does); "+
 		"see docs/reliability.md, \"Postgres failover\"",
 		"synchronous_standby_names", r.StandbyNames, "synchronous_commit", r.Commit)
+}
+
+// errTwoPrimaries is returned when more than one host of DATABASE_URL
+// takes writes: a standby was promoted while the old primary still runs
+// (split brain). target_session_attrs=read-write would pick the first of
+// them for each new connection, so connections made before and after a
+// change of the list's answers could write to both, and each would hold
+// half of the ledger. Fencing the old primary is the operator's (or the
+// managed service's) job; actledger refuses to start until it is done.
+var errTwoPrimaries = errors.New("more than one host of DATABASE_URL takes writes")
+
+// hostProbeTimeout bounds the probe of each host of a multi-host URL: a
+// host that does not answer is taken for a stopped old primary.
+const hostProbeTimeout = 5 * time.Second
+
+// checkOnePrimary asks each host of a multi-host DATABASE_URL on its own
+// whether it takes writes, and returns errTwoPrimaries, naming them, when
+// more than one does. Hosts that cannot be reached are not counted: a
+// dead old primary is what a failover leaves.
+func checkOnePrimary(ctx context.Context, cfg *pgx.ConnConfig) error {
+	// sslmode prefer and allow list each host twice (with TLS and
+	// without): one probe a host, the first way the URL lists.
+	hosts := []*pgconn.FallbackConfig{{Host: cfg.Host, Port: cfg.Port, TLSConfig: cfg.TLSConfig}}
+	names := []string{hostName(hosts[0])}
+	for _, f := range cfg.Fallbacks {
+		if !slices.Contains(names, hostName(f)) {
+			hosts, names = append(hosts, f), append(names, hostName(f))
+		}
+	}
+	if len(hosts) < 2 {
+		return nil
+	}
+	var writable []string
+	for i, h := range hosts {
+		one := cfg.Copy()
+		one.Host, one.Port, one.TLSConfig = h.Host, h.Port, h.TLSConfig
+		one.Fallbacks, one.ValidateConnect = nil, nil
+		if primary, err := takesWrites(ctx, one); err == nil && primary {
+			writable = append(writable, names[i])
+		}
+	}
+	if len(writable) > 1 {
+		return fmt.Errorf("%w: %s (a standby promoted while the old primary still runs): fence the old primary, "+
+			"or take it out of the URL, before actledger runs; nothing was changed (docs/reliability.md, \"Split brain\")",
+			errTwoPrimaries, strings.Join(writable, ", "))
+	}
+	return nil
+}
+
+// takesWrites says whether the one host of cfg is a primary.
+func takesWrites(ctx context.Context, cfg *pgx.ConnConfig) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, hostProbeTimeout)
+	defer cancel()
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var inRecovery bool
+	err = conn.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&inRecovery)
+	return !inRecovery, err
+}
+
+func hostName(f *pgconn.FallbackConfig) string {
+	return net.JoinHostPort(f.Host, strconv.Itoa(int(f.Port)))
 }

@@ -45,9 +45,18 @@ type OperationOpts struct {
 	Target *ledger.Target
 	// Status is the state the operation is left in:
 	// StatusAwaitingApproval (a proposal nobody decided),
-	// StatusQueued (approved and enqueued; the default) or StatusReview
-	// (enqueued, then handed to a person with Review).
+	// StatusQueued (approved and enqueued; the default), StatusReview
+	// (enqueued, then handed to a person with Review), StatusCancelled or
+	// StatusHeld (enqueued, then ended unsent), or, after a claim by
+	// worker "test" (StatusDispatching, its lease ending at LeaseUntil),
+	// StatusRetryWait (not executed, retried in a minute), StatusUnknown
+	// (an unknown answer, looked up in a minute), StatusSucceeded or
+	// StatusFailed.
 	Status ledger.Status
+	// LeaseUntil is a StatusDispatching operation's lease end; default
+	// 30 s after the store's now. One in the past is a claim whose worker
+	// stopped reporting.
+	LeaseUntil time.Time
 	// Review is a StatusReview operation's review; its zero fields
 	// default to ReasonOutcomeUnknown, owner "ops" and a deadline an
 	// hour from the store's now.
@@ -116,9 +125,49 @@ func Operation(t TB, store *ledger.Store, opts OperationOpts) ledger.Operation {
 			t.Fatalf("testfactory: move %s to review: %v", key, err)
 		}
 		return op
+	case ledger.StatusCancelled, ledger.StatusHeld:
+		return move(t, store, op, ledger.Change{To: opts.Status, Kind: "test_end"})
 	}
-	t.Fatalf("testfactory: no way yet to an operation in status %s", opts.Status)
-	return ledger.Operation{}
+	lease := opts.LeaseUntil
+	if lease.IsZero() {
+		lease = store.Now().Add(30 * time.Second)
+	}
+	op, _, err = store.Claim(ctx, ledger.Change{
+		ID: op.ID, From: op.Status, Version: op.Version, To: ledger.StatusDispatching, Kind: ledger.EventClaimed, Actor: "test",
+		LeaseOwner: "test", LeaseUntil: lease,
+	}, *target)
+	if err != nil {
+		t.Fatalf("testfactory: claim %s: %v", key, err)
+	}
+	now := store.Now()
+	sent := ledger.Change{Kind: ledger.EventAttempt, Attempted: true, SentFrom: now, SentAt: now}
+	switch opts.Status {
+	case ledger.StatusDispatching:
+		return op
+	case ledger.StatusRetryWait:
+		sent.To, sent.NextAttemptAt, sent.Detail = ledger.StatusRetryWait, now.Add(time.Minute), map[string]any{"class": "not_executed"}
+	case ledger.StatusUnknown:
+		sent.To, sent.NextAttemptAt, sent.Detail = ledger.StatusUnknown, now.Add(time.Minute), map[string]any{"class": "unknown"}
+	case ledger.StatusSucceeded:
+		sent.To, sent.Detail = ledger.StatusSucceeded, map[string]any{"class": "succeeded"}
+	case ledger.StatusFailed:
+		sent.To, sent.Detail = ledger.StatusFailed, map[string]any{"class": "rejected"}
+	default:
+		t.Fatalf("testfactory: no way yet to an operation in status %s", opts.Status)
+	}
+	return move(t, store, op, sent)
+}
+
+// move applies c (its To, Kind and what it records) to op as the ledger
+// holds it, by actor "test".
+func move(t TB, store *ledger.Store, op ledger.Operation, c ledger.Change) ledger.Operation {
+	t.Helper()
+	c.ID, c.From, c.Version, c.Actor = op.ID, op.Status, op.Version, "test"
+	moved, err := store.Transition(context.Background(), c)
+	if err != nil {
+		t.Fatalf("testfactory: move %s from %s to %s: %v", op.Key, op.Status, c.To, err)
+	}
+	return moved
 }
 
 // operationsBackdate moves operations @ids @age_us microseconds into the

@@ -76,6 +76,14 @@ func TestOperationIsMadeInTheStateAskedFor(t *testing.T) {
 		{testfactory.OperationOpts{Key: "po-queued"}, ledger.StatusQueued},
 		{testfactory.OperationOpts{Key: "po-proposed", ClientKey: "call-\u202e7", Status: ledger.StatusAwaitingApproval}, ledger.StatusAwaitingApproval},
 		{testfactory.OperationOpts{Key: "po-review", Params: `{"sku":"A-1"}`, Status: ledger.StatusReview, Review: review}, ledger.StatusReview},
+		{testfactory.OperationOpts{Key: "po-cancelled", Status: ledger.StatusCancelled}, ledger.StatusCancelled},
+		{testfactory.OperationOpts{Key: "po-held", Status: ledger.StatusHeld}, ledger.StatusHeld},
+		{testfactory.OperationOpts{Key: "po-dispatching", Status: ledger.StatusDispatching}, ledger.StatusDispatching},
+		{testfactory.OperationOpts{Key: "po-expired", Status: ledger.StatusDispatching, LeaseUntil: time.Now().Add(-time.Second)}, ledger.StatusDispatching},
+		{testfactory.OperationOpts{Key: "po-retry-wait", Status: ledger.StatusRetryWait}, ledger.StatusRetryWait},
+		{testfactory.OperationOpts{Key: "po-unknown", Status: ledger.StatusUnknown}, ledger.StatusUnknown},
+		{testfactory.OperationOpts{Key: "po-succeeded", Status: ledger.StatusSucceeded}, ledger.StatusSucceeded},
+		{testfactory.OperationOpts{Key: "po-failed", Status: ledger.StatusFailed}, ledger.StatusFailed},
 	} {
 		tt.opts.Tenant = acme
 		op := testfactory.Operation(t, store, tt.opts)
