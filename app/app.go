@@ -344,6 +344,7 @@ func Build(ctx context.Context, cfg Config) (_ *App, err error) {
 	if cfg.Retention.OlderThan > 0 {
 		rc := cfg.Retention
 		rc.Store, rc.Pool, rc.Logger = a.Store, cfg.Pool, cfg.Logger
+		rc.KeyTombstones = max(rc.KeyTombstones, cfg.Registry.LongestIdempotencyRetention())
 		if a.Pruner, err = retention.New(rc); err != nil {
 			return nil, err
 		}

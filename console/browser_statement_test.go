@@ -43,7 +43,7 @@ func TestBrowserDispatchShowsTheLastStatementRunAndLinksItsFindings(t *testing.T
 	if err := p.Supplier.RemoveOrder(*missing.ProviderReference); err != nil {
 		t.Fatal(err)
 	}
-	stranger := ledger.ExternalKey(uuid.New())
+	stranger := ledger.ExternalKeyOfID(uuid.New())
 	p.Supplier.SeedOrder(mocksupplier.Seed{ClientReference: stranger, Params: json.RawMessage(`{"sku":"X"}`)})
 	p.Clock.Advance(2 * time.Second)
 	body := fmt.Sprintf(`{"provider":"acme","since":%q,"until":%q}`, p.Clock.Now().Add(-time.Hour).UTC().Format(time.RFC3339Nano),

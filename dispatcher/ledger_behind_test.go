@@ -142,8 +142,9 @@ func TestDispatchMessageForAnOperationTheLedgerNeverHadPausesDispatchForEveryTen
 
 // TestDispatchMessageForAPrunedOperationDoesNotPause: retention deletes
 // settled operations, and a late redelivery of one's dispatch message
-// names an operation the ledger no longer holds. It was made before the
-// last prune, so it is not taken for a loss: nothing is paused.
+// names an operation the ledger no longer holds. Its prune left a key
+// tombstone, so it is not taken for a loss: nothing is paused. An
+// operation made before the prune that left none was lost.
 func TestDispatchMessageForAPrunedOperationDoesNotPause(t *testing.T) {
 	t.Parallel()
 	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, Mode: mocksupplier.Honour})
@@ -167,10 +168,42 @@ func TestDispatchMessageForAPrunedOperationDoesNotPause(t *testing.T) {
 	if pauses, err := p.Store.Pauses(context.Background(), p.TenantID); err != nil || len(pauses) != 0 {
 		t.Fatalf("pauses after a message for a pruned operation: %v %v, want none", pauses, err)
 	}
-	// The same pipeline takes a message for an operation made after the
-	// prune (past ledger.PrunedMargin) for what it is.
-	publishDispatch(t, p, v7At(time.Now().Add(ledger.PrunedMargin+time.Minute)), 1)
+	// The same pipeline takes a message for an operation that left no
+	// key tombstone for what it is, though it was made before the prune:
+	// every operation pruned since the ledger keeps tombstones left one.
+	publishDispatch(t, p, v7At(time.Now().Add(-time.Hour)), 1)
 	p.Eventually(30*time.Second, "a lost operation's message pausing dispatch", func() bool {
 		return len(ledgerBehindPauses(t, p, p.TenantID)) == 1
 	})
+}
+
+// TestAnOperationAskedAgainAfterTheLedgerLostItMakesOneEffect: the ledger
+// lost a succeeded operation's row (a failover to an asynchronous
+// replica, a restore) while its order stays at the supplier, and the
+// agent asks again under the same key with a new approval, as a real
+// agent does. The new operation sends the first one's external key, the
+// supplier (which honours idempotency keys) answers with the first order,
+// and the operation succeeds: one order at the supplier for the one
+// intention.
+func TestAnOperationAskedAgainAfterTheLedgerLostItMakesOneEffect(t *testing.T) {
+	t.Parallel()
+	p := testpipeline.New(t, testpipeline.Options{Idempotency: true, Mode: mocksupplier.Honour})
+	p.Start(1)
+	const key, params = "po-lost", `{"sku":"A-1","qty":3}`
+	first := p.WaitStatus(p.Enqueue(key, params), ledger.StatusSucceeded, settle)
+	p.Settled(settle)
+	testfactory.Lose(t, p.Pool, first.ID)
+
+	again := p.Enqueue(key, params)
+	if again.ID == first.ID || again.ExternalKey != first.ExternalKey {
+		t.Fatalf("asked again: operation %s with external key %q, want a new id with %q", again.ID, again.ExternalKey, first.ExternalKey)
+	}
+	done := p.WaitStatus(again, ledger.StatusSucceeded, settle)
+	p.Settled(settle)
+	if got := p.Supplier.TotalOrders(); got != 1 || p.Orders(done) != 1 {
+		t.Errorf("%d orders at the supplier (%d under %s), want the first one only", got, p.Orders(done), done.ExternalKey)
+	}
+	if done.ProviderReference == nil || first.ProviderReference == nil || *done.ProviderReference != *first.ProviderReference {
+		t.Errorf("provider reference %v, want the first order's %v", done.ProviderReference, first.ProviderReference)
+	}
 }

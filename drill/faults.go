@@ -89,7 +89,7 @@ type faults struct {
 }
 
 // externalKeyPattern matches an external key wherever a request carries it.
-var externalKeyPattern = regexp.MustCompile(regexp.QuoteMeta(strings.TrimSuffix(ledger.ExternalKey(uuid.Nil), uuid.Nil.String())) +
+var externalKeyPattern = regexp.MustCompile(regexp.QuoteMeta(strings.TrimSuffix(ledger.ExternalKeyOfID(uuid.Nil), uuid.Nil.String())) +
 	`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
 
 func newFaults() *faults {

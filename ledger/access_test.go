@@ -288,7 +288,7 @@ func TestGroupedEnqueuesRefuseAnApprovalOfAnotherScope(t *testing.T) {
 		for i, scope := range scopes {
 			ids[i] = uuid.Must(uuid.NewV7())
 			tenants[i], approvals[i], tokens[i] = f.tenant, eu.ID, f.agent.TokenID
-			actions[i], keys[i], providers[i], fingerprints[i], externals[i] = action, ids[i].String(), "acme", fingerprint, ledger.ExternalKey(ids[i])
+			actions[i], keys[i], providers[i], fingerprints[i], externals[i] = action, ids[i].String(), "acme", fingerprint, ledger.ExternalKeyOfID(ids[i])
 			actors[i], subjects[i], msgIDs[i], payloads[i], paramsOf[i] = "agent:"+scope, "TEST.ops.acme", "dispatch."+ids[i].String()+".1", []byte(`{}`), []byte(params)
 		}
 		rows, _ := f.pool.Query(ctx, `SELECT ord FROM enqueue_operations(

@@ -45,7 +45,17 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		{Name: "hold on approver revoke (operationsUnsentByApprovals)", SQL: operationsUnsentByApprovals, Args: []any{[]uuid.UUID{f.Approval}}},
 		{Name: "evidence sweep (webhookEventsSweep)", SQL: webhookEventsSweep, Args: []any{now, 30.0, 300.0, 100}},
 		{Name: "evidence sweep (staleResultsSweep)", SQL: staleResultsSweep, Args: []any{now, 30.0, 300.0, 100}},
-		{Name: "evidence by key (operationGetByExternalKey)", SQL: operationGetByExternalKey, Args: []any{f.Settled}},
+		{Name: "evidence by key, made before schema 041 (operationGetByExternalKey)", SQL: operationGetByExternalKey, Args: []any{
+			pgx.StrictNamedArgs{"key": ExternalKeyOfID(f.Settled), "id": f.Settled}}},
+		{Name: "evidence by key, derived (operationGetByExternalKey)", SQL: operationGetByExternalKey, Args: []any{
+			pgx.StrictNamedArgs{"key": ExternalKeyOf(tenant, f.SettledAction, f.SettledKey), "id": nil}}},
+		{Name: "dispatch message naming no operation (operationMayBePruned)", SQL: operationMayBePruned, Args: []any{
+			pgx.StrictNamedArgs{"id": f.Settled, "made": time.Now(), "margin_us": PrunedMargin.Microseconds()}}},
+		{Name: "retention: key tombstones (keyTombstonesPrune)", SQL: keyTombstonesPrune, Args: []any{
+			pgx.StrictNamedArgs{"cutoff": time.Now().Add(-30 * 24 * time.Hour), "after_at": time.Time{}, "after_id": uuid.Nil,
+				"limit": DefaultPruneBatch}}},
+		{Name: "enqueue, proposal: a pruned key (keyTombstoneReuse)", SQL: keyTombstoneReuse, Args: []any{pgx.StrictNamedArgs{
+			"id": f.Settled, "tenant": tenant, "action": f.SettledAction, "key": f.SettledKey, "fingerprint": "", "scope": nil}}},
 		{Name: "outbox backlog (outboxBacklog)", SQL: outboxBacklog},
 		{Name: "review list (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, nil, uuid.Nil, 50, whole}},
 		{Name: "review list, next page (operationsInReview)", SQL: operationsInReview, Args: []any{tenant, f.ReviewNextAt, f.ReviewNextID, 50, whole}},
@@ -164,7 +174,9 @@ func BoundedQueries(f bounded.Fixture) []bounded.Query {
 		bounded.Query{Name: "statement: finish a run (statementRunFinish)", SQL: statementRunFinish.SQL, Args: finish},
 		bounded.Query{Name: "statement: a run's findings, as a report lists them (statementRecordsPage)", SQL: statementRecordsPage, Args: []any{run, 0, 1000}},
 		bounded.Query{Name: "statement: discard a dry run (statementRunDelete)", SQL: statementRunDelete, Args: []any{run}},
-		bounded.Query{Name: "statement: a page's operations (operationsOfStatement)", SQL: operationsOfStatement, Args: []any{[]uuid.UUID{f.Settled}, "mock"}},
+		bounded.Query{Name: "statement: a page's operations (operationsOfStatement)", SQL: operationsOfStatement, Args: []any{pgx.StrictNamedArgs{
+			"refs": []string{ExternalKeyOfID(f.Settled), ExternalKeyOf(tenant, f.SettledAction, f.SettledKey)},
+			"ids":  []uuid.UUID{f.Settled}, "provider": "mock"}}},
 		bounded.Query{Name: "statement: unlisted successes (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, nil, uuid.Nil, 500}},
 		bounded.Query{Name: "statement: unlisted successes, next page (operationsUnlisted)", SQL: operationsUnlisted, Args: []any{"mock", day, f.MiddleAt, run, day.Add(time.Hour), uuid.Nil, 500}},
 		bounded.Query{Name: "statement runs (statementRunsPage)", SQL: statementRunsPage, Args: []any{tenant, whole, nil, uuid.Nil, 100}},

@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -38,25 +40,62 @@ type EnqueueRequest struct {
 	ApprovalID uuid.UUID
 }
 
-// ExternalKey is the stable key sent to the provider for operation id, in
-// the idempotency header and in the reference param. It never changes,
-// whatever happens to the operation.
-func ExternalKey(id uuid.UUID) string {
+// ExternalKeyOf is the external key of a new operation of tenant under
+// (action, key): the key sent to its supplier in the idempotency header
+// and the reference param, which never changes whatever happens to the
+// operation. It is derived from the operation's business identity, not
+// its id, so an operation the ledger lost (a failover to an asynchronous
+// replica, a restore) and that an agent asks for again under the same key
+// sends the same key: the supplier's dedup and the lookup find the first
+// effect (docs/contract.md, "External key").
+//
+// Its spelling is that of every earlier key, "al_" and a UUID (39
+// characters of [0-9a-z_-]), so no supplier's limit on a key or a
+// reference that earlier keys met (Stripe's 255 characters for an
+// Idempotency-Key, https://docs.stripe.com/api/idempotent_requests, which
+// internal/mocksupplier/stripe enforces; the recipes' metadata and
+// external-id fields) and no reader of references (drill's pattern, the
+// fakes' matching) changes: the UUID is version 8 (RFC 9562, "custom")
+// made of the first 122 bits of SHA-256 over tenant's 16 bytes, then
+// action and key each after its length as 4 bytes big-endian, so that no
+// two identities share an encoding. A version-8 key never equals an id's
+// (version 7), and two identities share a key only if SHA-256 truncated
+// to 122 bits collides. Callers treat it as opaque.
+func ExternalKeyOf(tenant uuid.UUID, action, key string) string {
+	h := sha256.New()
+	h.Write(tenant[:])
+	var n [4]byte
+	for _, s := range []string{action, key} {
+		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	var id uuid.UUID
+	copy(id[:], h.Sum(nil))
+	id[6] = id[6]&0x0f | 0x80 // version 8
+	id[8] = id[8]&0x3f | 0x80 // the RFC 9562 variant
+	return externalKeyPrefix + id.String()
+}
+
+// ExternalKeyOfID is the external key of an operation made before schema
+// 041: "al_" and its id. Those operations keep it, and a lookup of such a
+// key reads by the id it spells.
+func ExternalKeyOfID(id uuid.UUID) string {
 	return externalKeyPrefix + id.String()
 }
 
 const externalKeyPrefix = "al_"
 
-// operationIDOf is ExternalKey's inverse: the id of the operation whose
-// external key is key, if key is one. Evidence names any string; only the
-// exact spelling ExternalKey makes names an operation.
+// operationIDOf is ExternalKeyOfID's inverse: the id that key spells, if
+// it is an operation's key made before schema 041. Evidence names any
+// string; only that exact spelling names an id.
 func operationIDOf(key string) (uuid.UUID, bool) {
 	s, ok := strings.CutPrefix(key, externalKeyPrefix)
 	if !ok {
 		return uuid.Nil, false
 	}
 	id, err := uuid.Parse(s)
-	if err != nil || ExternalKey(id) != key {
+	if err != nil || id.Version() == 8 || ExternalKeyOfID(id) != key {
 		return uuid.Nil, false
 	}
 	return id, true
@@ -64,7 +103,7 @@ func operationIDOf(key string) (uuid.UUID, bool) {
 
 // operationEnqueue runs enqueue_operation (schema/functions/enqueue_operation.sql):
 // the whole enqueue transaction in one round trip.
-const operationEnqueue = `SELECT e.created, e.created_at, e.tenant, ab.approved_by FROM enqueue_operation(
+const operationEnqueue = `SELECT e.created, e.created_at, e.tenant, e.external_key, ab.approved_by FROM enqueue_operation(
     p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
     p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
     p_external_key => @external_key, p_now => @now, p_actor => @actor,
@@ -75,6 +114,21 @@ CROSS JOIN LATERAL (SELECT ` + approvedByColumn + ` FROM (VALUES (@approval::uui
 // approvalRefused is the SQLSTATE enqueue_operation raises when the approval
 // does not authorise the operation; the message is the ApprovalCode.
 const approvalRefused = "AL403"
+
+// tombstoneRefused is the SQLSTATE key_tombstone_reuse raises when a key
+// retention pruned is asked for again with other params (message
+// key_conflict) or from a scope that may not see it (key_in_use_elsewhere).
+const tombstoneRefused = "AL409"
+
+// tombstoneError is the answer to a key_tombstone_reuse refusal: the same
+// error as a live key's conflict, without an operation to name (it was
+// pruned).
+func tombstoneError(pgErr *pgconn.PgError, req EnqueueRequest) error {
+	if pgErr.Message == "key_in_use_elsewhere" {
+		return fmt.Errorf("%w: %s/%s", ErrKeyInUseElsewhere, req.Action, req.Key)
+	}
+	return fmt.Errorf("%w: %s/%s: %s", ErrKeyConflict, req.Action, req.Key, pgErr.Detail)
+}
 
 // Enqueue stores a new operation with its created event and its outbox
 // message, consuming one use of the approval, all in one transaction.
@@ -174,7 +228,7 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 		calls[i] = c
 		ids[i], tenants[i], approvals[i], tokens[i] = c.id, c.req.TenantID, c.req.ApprovalID, c.req.TokenID
 		actions[i], keys[i], providers[i], fingerprints[i] = c.req.Action, c.req.Key, c.req.Provider, c.fingerprint
-		externalKeys[i], actors[i], subjects[i], msgIDs[i] = ExternalKey(c.id), c.req.Actor, c.msg.Subject, c.msg.MsgID
+		externalKeys[i], actors[i], subjects[i], msgIDs[i] = c.externalKey, c.req.Actor, c.msg.Subject, c.msg.MsgID
 		params[i], payloads[i], clientKeys[i], scopes[i] = c.canonical, c.msg.Payload, nullString(c.req.ClientKey), nullString(c.req.Scope)
 		traceparents[i] = nullString(c.msg.Traceparent)
 	}
@@ -190,7 +244,7 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 	}
 	b.Queue(enqueuesStmt.SQL, args...).Query(func(rows pgx.Rows) error {
 		for _, c := range calls {
-			c.created, c.createdAt, c.tenant, c.approvedBy = false, nil, nil, nil
+			c.created, c.createdAt, c.tenant, c.storedKey, c.approvedBy = false, nil, nil, nil, nil
 		}
 		var (
 			ord        int
@@ -202,6 +256,7 @@ func (s *Store) queueEnqueues(b *pgx.Batch, items []any) error {
 			at, name := createdAt, tenant // each call keeps its own copy
 			c := calls[ord-1]
 			c.created, c.createdAt, c.tenant, c.approvedBy = true, &at, &name, approvedBy
+			c.storedKey = &c.externalKey // enqueue_operations took no tombstoned key
 			return nil
 		})
 		return err
@@ -215,12 +270,14 @@ type enqueueCall struct {
 	id          uuid.UUID
 	canonical   []byte
 	fingerprint string
+	externalKey string // ExternalKeyOf the request
 	msg         OutboxMessage
 	now         *time.Time
 
 	created    bool
 	createdAt  *time.Time
 	tenant     *string
+	storedKey  *string // the external key stored: externalKey or a tombstone's
 	approvedBy *string
 }
 
@@ -245,8 +302,9 @@ func (s *Store) newEnqueueCall(ctx context.Context, req EnqueueRequest) (*enqueu
 	id := uuid.Must(uuid.NewV7())
 	return &enqueueCall{
 		req: req, id: id, canonical: canonical, fingerprint: fingerprint,
-		msg: DispatchMessage{Subject: subject, OperationID: id, Version: 1, Traceparent: tracing.Traceparent(ctx)}.Outbox(),
-		now: s.nowArg(),
+		externalKey: ExternalKeyOf(req.TenantID, req.Action, req.Key),
+		msg:         DispatchMessage{Subject: subject, OperationID: id, Version: 1, Traceparent: tracing.Traceparent(ctx)}.Outbox(),
+		now:         s.nowArg(),
 	}, nil
 }
 
@@ -258,7 +316,7 @@ func (c *enqueueCall) namedArgs() ([]any, error) {
 	return enqueueStmt.args(pgx.StrictNamedArgs{
 		"id": c.id, "tenant": c.req.TenantID, "action": c.req.Action, "key": c.req.Key, "provider": c.req.Provider,
 		"params": c.canonical, "fingerprint": c.fingerprint, "approval": c.req.ApprovalID, "token": c.req.TokenID,
-		"external_key": ExternalKey(c.id), "now": c.now, "actor": c.req.Actor,
+		"external_key": c.externalKey, "now": c.now, "actor": c.req.Actor,
 		"subject": c.msg.Subject, "msg_id": c.msg.MsgID, "payload": c.msg.Payload, "client_key": nullString(c.req.ClientKey),
 		"scope": nullString(c.req.Scope), "traceparent": nullString(c.msg.Traceparent),
 	})
@@ -267,7 +325,7 @@ func (c *enqueueCall) namedArgs() ([]any, error) {
 // scan keeps the call's results; it may run twice (a failed shared batch
 // is retried alone), so it overwrites.
 func (c *enqueueCall) scan(row pgx.Row) error {
-	return row.Scan(&c.created, &c.createdAt, &c.tenant, &c.approvedBy)
+	return row.Scan(&c.created, &c.createdAt, &c.tenant, &c.storedKey, &c.approvedBy)
 }
 
 // finishEnqueue turns the call's outcome (err is the statement's) into
@@ -278,13 +336,15 @@ func (s *Store) finishEnqueue(ctx context.Context, db DBTX, c *enqueueCall, err 
 	switch {
 	case errors.As(err, &pgErr) && pgErr.Code == approvalRefused:
 		return Operation{}, false, &ApprovalError{Code: ApprovalCode(pgErr.Message), Reason: pgErr.Detail}
+	case errors.As(err, &pgErr) && pgErr.Code == tombstoneRefused:
+		return Operation{}, false, tombstoneError(pgErr, req)
 	case err != nil:
 		return Operation{}, false, fmt.Errorf("enqueue operation: %w", err)
 	case c.created:
 		return Operation{
 			ID: c.id, TenantID: req.TenantID, Tenant: deref(c.tenant), Action: req.Action, Key: req.Key,
 			Provider: req.Provider, Params: c.canonical, ParamsFingerprint: c.fingerprint,
-			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: ExternalKey(c.id),
+			ApprovalID: req.ApprovalID, RequestedBy: req.TokenID, ExternalKey: deref(c.storedKey),
 			Status: StatusQueued, Version: 1, Flags: []string{}, CreatedAt: *c.createdAt, UpdatedAt: *c.createdAt,
 			ClientKey: nullString(req.ClientKey), Scope: nullString(req.Scope), Traceparent: nullString(c.msg.Traceparent),
 			ApprovedBy: c.approvedBy,

@@ -79,6 +79,7 @@ WHERE CASE
     WHEN @known::boolean
         THEN EXISTS (SELECT 1 FROM operations WHERE id = @operation AND version < @version)
     ELSE NOT EXISTS (SELECT 1 FROM operations WHERE id = @operation)
+        AND NOT EXISTS (SELECT 1 FROM key_tombstones WHERE operation_id = @operation)
 END
 ON CONFLICT (tenant_id, coalesce(provider, ''), coalesce(action, ''))
 DO UPDATE SET reason = EXCLUDED.reason, detail = coalesce(dispatch_pauses.detail, EXCLUDED.detail)`
@@ -97,13 +98,20 @@ DO UPDATE SET reason = EXCLUDED.reason, detail = coalesce(dispatch_pauses.detail
 	webhookEventsBeyond = `SELECT @id::bigint > CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM webhook_events_id_seq`
 	staleResultsBeyond  = `SELECT @id::bigint > CASE WHEN is_called THEN last_value ELSE last_value - 1 END FROM stale_results_id_seq`
 
+	// operationMayBePruned is MayHaveBeenPruned's verdict for operation
+	// @id, made at @made: it left a key tombstone (schema 041), or it was
+	// made no later than @margin after both the last prune batch that
+	// deleted operations (schema 040) and the time after which every
+	// pruned operation has a tombstone. No prune_horizon row: nothing was
+	// ever pruned.
+	operationMayBePruned = `SELECT EXISTS (SELECT 1 FROM key_tombstones WHERE operation_id = @id)
+    OR coalesce((SELECT @made::timestamptz <= pruned_through + @margin_us::bigint * interval '1 microsecond'
+        AND @made::timestamptz <= tombstones_from + @margin_us::bigint * interval '1 microsecond'
+        FROM prune_horizon), false)`
+
 	// operationExists says whether any tenant's ledger holds operation
 	// @id, by the primary key.
 	operationExists = `SELECT EXISTS (SELECT 1 FROM operations WHERE id = @id)`
-
-	// pruneHorizonSelect is the time of the last prune batch that deleted
-	// operations (schema 040); no row: nothing was ever pruned.
-	pruneHorizonSelect = `SELECT pruned_through FROM prune_horizon`
 )
 
 // LedgerBehind pauses dispatch for every tenant with reason
@@ -135,24 +143,32 @@ var ErrBehindNotProven = errors.New("ledger: the proof that the ledger is behind
 
 // MayHaveBeenPruned says whether an operation id the ledger does not hold
 // may be one that retention pruned, so that a message naming it is not
-// proof of a loss: its id (a UUIDv7, as every operation's) was made no
-// later than PrunedMargin after the last prune batch that deleted
-// operations. An id that is not a UUIDv7 was never an operation's, and
-// proves nothing either.
+// proof of a loss.
+//
+// Exact where a key tombstone can answer (schema 041): a pruned
+// operation leaves one, kept for at least the longest idempotency
+// retention of the providers file; found, the operation was pruned. Not
+// found, it was not, if every operation pruned since the id was made
+// would have left one still kept: the id (a UUIDv7, as every operation's)
+// was made more than PrunedMargin after tombstones_from (before it, prunes
+// kept no tombstones, or their tombstones were pruned in turn) or after
+// the last prune batch that deleted operations. Only an id older than
+// both may be a pruned operation whose tombstone is gone, or one pruned
+// before tombstones were kept: that fallback is schema 040's prune
+// horizon, and still needed for those. An id that is not a UUIDv7 was
+// never an operation's, and proves nothing either.
 func (s *Store) MayHaveBeenPruned(ctx context.Context, id uuid.UUID) (bool, error) {
 	if id.Version() != 7 {
 		return true, nil
 	}
-	var through time.Time
-	err := s.pool.QueryRow(ctx, pruneHorizonSelect).Scan(&through)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("read the prune horizon: %w", err)
-	}
 	sec, nsec := id.Time().UnixTime()
-	return !time.Unix(sec, nsec).After(through.Add(PrunedMargin)), nil
+	var pruned bool
+	if err := s.pool.QueryRow(ctx, operationMayBePruned, pgx.StrictNamedArgs{
+		"id": id, "made": time.Unix(sec, nsec), "margin_us": PrunedMargin.Microseconds(),
+	}).Scan(&pruned); err != nil {
+		return false, fmt.Errorf("read the key tombstones and the prune horizon: %w", err)
+	}
+	return pruned, nil
 }
 
 // OperationExists says whether any tenant's ledger holds operation id: a

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/actledger/actledger/internal/testfactory"
 	"github.com/actledger/actledger/ledger"
@@ -40,6 +42,60 @@ func TestALedgerBehindPauseMustProveItselfOnTheLedgerItWritesTo(t *testing.T) {
 	pauses, err := f.store.Pauses(ctx, f.tenant)
 	if err != nil || len(pauses) != 1 || pauses[0].Reason != ledger.PauseLedgerBehind {
 		t.Errorf("pauses %+v (%v), want one ledger_behind", pauses, err)
+	}
+}
+
+// TestMayHaveBeenPrunedAsksTheTombstonesFirstAndTheHorizonOnlyBeforeThem:
+// an id the ledger does not hold is a pruned operation's when its key
+// tombstone says so, and a lost one's when it was made after the time
+// from which every prune left a tombstone (tombstones_from, schema 041),
+// even if a prune ran since. Only an id older than both the last prune
+// batch and tombstones_from (a ledger that pruned before tombstones were
+// kept, or whose tombstones went in turn) may have been pruned unseen.
+func TestMayHaveBeenPrunedAsksTheTombstonesFirstAndTheHorizonOnlyBeforeThem(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	now := time.Now()
+	at := func(d time.Duration) uuid.UUID {
+		id := uuid.Must(uuid.NewV7())
+		ms := uint64(now.Add(d).UnixMilli())
+		for i := range 6 {
+			id[i] = byte(ms >> (40 - 8*i))
+		}
+		return id
+	}
+	tombstoned := at(-48 * time.Hour)
+	// What a prune batch writes (operationsPrune) after a ledger that
+	// pruned before schema 041 (its horizon row starts tombstones_from at
+	// the migration's time, here an hour ago).
+	for _, q := range []string{
+		`INSERT INTO key_tombstones (operation_id, tenant_id, action, key, params_fingerprint, external_key, pruned_at)
+VALUES (@id, @tenant, 'supplier.create_order', 'po-pruned', 'fp', 'al_x', now())`,
+		`INSERT INTO prune_horizon (pruned_through, tombstones_from) SELECT now(), now() - interval '1 hour' WHERE @id::uuid IS NOT NULL AND @tenant::uuid IS NOT NULL`,
+	} {
+		if _, err := f.pool.Exec(ctx, q, pgx.StrictNamedArgs{"id": tombstoned, "tenant": f.tenant}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		id     uuid.UUID
+		pruned bool
+	}{
+		{"its tombstone is kept", tombstoned, true},
+		{"made before tombstones were kept, none left", at(-2 * time.Hour), true},
+		{"made after tombstones were kept and before the last prune, none left", at(-30 * time.Minute), false},
+		{"made after the last prune", at(time.Hour), false},
+		{"not a UUIDv7", uuid.New(), true},
+	} {
+		got, err := f.store.MayHaveBeenPruned(ctx, tc.id)
+		if err != nil || got != tc.pruned {
+			t.Errorf("%s: MayHaveBeenPruned = %v, %v; want %v", tc.name, got, err, tc.pruned)
+		}
+	}
+	if _, err := f.store.LedgerBehind(ctx, ledger.Behind{Kind: "dispatch", OperationID: tombstoned, Version: 2}); !errors.Is(err, ledger.ErrBehindNotProven) {
+		t.Errorf("a pause for the tombstoned operation: %v, want ErrBehindNotProven", err)
 	}
 }
 

@@ -128,7 +128,7 @@ func TestEnqueueWritesOperationEventAndOutboxRowTogether(t *testing.T) {
 	if err != nil || replayed {
 		t.Fatalf("enqueue: replayed=%v err=%v", replayed, err)
 	}
-	if op.Status != ledger.StatusQueued || op.Version != 1 || op.ExternalKey != ledger.ExternalKey(op.ID) {
+	if op.Status != ledger.StatusQueued || op.Version != 1 || op.ExternalKey != ledger.ExternalKeyOf(f.tenant, action, "po-1") {
 		t.Errorf("op = %+v", op)
 	}
 	if got, want := f.count(t, `SELECT count(*) FROM outbox WHERE msg_id = $1`, ledger.DispatchMsgID(op.ID, 1)), 1; got != want {
@@ -476,9 +476,10 @@ func TestSQLTenantIDTextAgreesWithGo(t *testing.T) {
 }
 
 // TestGetByExternalKeyFindsOnlyTheExactKey: evidence names an operation by
-// its external key, which is read by the id it spells (schema 015). Only
-// the exact spelling ExternalKey makes finds the operation; another
-// spelling of the same id, or of no operation, is not found.
+// its external key (derived from its business identity, schema 041). Only
+// the exact spelling ExternalKeyOf makes finds the operation; another
+// spelling of it, the key its id would have had before schema 041, or a
+// key of no operation, is not found.
 func TestGetByExternalKeyFindsOnlyTheExactKey(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
@@ -488,12 +489,15 @@ func TestGetByExternalKeyFindsOnlyTheExactKey(t *testing.T) {
 		found bool
 	}{
 		{op.ExternalKey, true},
-		{ledger.ExternalKey(op.ID), true},
+		{ledger.ExternalKeyOf(f.tenant, action, "po-1"), true},
+		{ledger.ExternalKeyOfID(op.ID), false},
 		{strings.ToUpper(op.ExternalKey), false},
+		{strings.TrimPrefix(op.ExternalKey, "al_"), false},
+		{"al_" + strings.ReplaceAll(strings.TrimPrefix(op.ExternalKey, "al_"), "-", ""), false},
 		{"al_" + strings.ReplaceAll(op.ID.String(), "-", ""), false},
 		{"al_{" + op.ID.String() + "}", false},
 		{op.ID.String(), false},
-		{ledger.ExternalKey(uuid.New()), false},
+		{ledger.ExternalKeyOfID(uuid.New()), false},
 		{"", false},
 	} {
 		got, err := f.store.GetByExternalKey(context.Background(), tc.key)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/actledger/actledger/tracing"
 )
@@ -106,6 +107,10 @@ const (
 SELECT ` + operationColumns + `
 FROM ins o JOIN tenants t ON t.id = o.tenant_id`
 
+	// keyTombstoneReuse judges a new proposal's key against the
+	// operations retention pruned under it (schema/functions/key_tombstone_reuse.sql).
+	keyTombstoneReuse = `SELECT key_tombstone_reuse(@id, @tenant, @action, @key, @fingerprint, @scope)`
+
 	// operationLockAwaiting reads an operation the caller may see and
 	// locks it, so two decisions on one proposal take turns.
 	operationLockAwaiting = `SELECT ` + operationColumns + `
@@ -187,7 +192,7 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 		created = false
 		rows, _ := tx.tx.Query(ctx, operationPropose, pgx.StrictNamedArgs{
 			"id": id, "tenant": req.TenantID, "action": req.Action, "key": req.Key, "provider": req.Provider,
-			"params": canonical, "fingerprint": fingerprint, "token": req.TokenID, "external_key": ExternalKey(id),
+			"params": canonical, "fingerprint": fingerprint, "token": req.TokenID, "external_key": ExternalKeyOf(req.TenantID, req.Action, req.Key),
 			"reason": nullString(req.Reason), "request_ttl": req.RequestTTL.Microseconds(), "now": s.nowArg(),
 			"actor": req.Actor, "detail": detail, "client_key": nullString(req.ClientKey), "scope": nullString(req.Scope),
 			"traceparent": nullString(tracing.Traceparent(ctx)),
@@ -200,6 +205,22 @@ func (s *Store) Propose(ctx context.Context, req ProposeRequest) (op Operation, 
 		}
 		if err != nil {
 			return fmt.Errorf("store proposal: %w", err)
+		}
+		// A key retention pruned: the tombstone's external key, or a
+		// refusal (key_tombstone_reuse), judged after the insert.
+		var reused *string
+		if err := tx.tx.QueryRow(ctx, keyTombstoneReuse, pgx.StrictNamedArgs{
+			"id": op.ID, "tenant": req.TenantID, "action": req.Action, "key": req.Key, "fingerprint": fingerprint,
+			"scope": nullString(req.Scope),
+		}).Scan(&reused); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == tombstoneRefused {
+				return tombstoneError(pgErr, EnqueueRequest{Action: req.Action, Key: req.Key})
+			}
+			return fmt.Errorf("judge the key's tombstones: %w", err)
+		}
+		if reused != nil {
+			op.ExternalKey = *reused
 		}
 		created = true
 		tx.wroteOutbox = tx.wroteOutbox || (req.AutoApproval == nil && s.notifies(op))

@@ -94,11 +94,18 @@ DELETE FROM notifications WHERE id IN (SELECT id FROM n)`
 	operationEventsDel = `DELETE FROM operation_events WHERE operation_id = ANY ($1)`
 
 	// operationsPrune deletes the batch (operation_counts_track takes
-	// them out of the counts), adds them to operations_pruned and raises
-	// the prune horizon to this batch's time (schema 040: what tells a
-	// message for a pruned operation from one for a lost one).
+	// them out of the counts), adds them to operations_pruned, leaves a
+	// key tombstone of each (schema 041: a create under its key takes its
+	// external key or is refused, and a message naming it is not taken
+	// for a loss) and raises the prune horizon to this batch's time
+	// (schema 040: what tells a message for a pruned operation from one
+	// for a lost one where no tombstone is left).
 	operationsPrune = `WITH gone AS (
-    DELETE FROM operations WHERE id = ANY ($1) RETURNING status
+    DELETE FROM operations WHERE id = ANY ($1)
+    RETURNING id, tenant_id, action, key, params_fingerprint, scope, external_key, status
+), tombstoned AS (
+    INSERT INTO key_tombstones (operation_id, tenant_id, action, key, params_fingerprint, scope, external_key, pruned_at)
+    SELECT id, tenant_id, action, key, params_fingerprint, scope, external_key, now() FROM gone
 ), counted AS (
     INSERT INTO operations_pruned (status, n)
     SELECT status, count(*) FROM gone GROUP BY status
@@ -155,6 +162,81 @@ FROM batch b`
 SELECT coalesce(max(b.id), 0), count(*), coalesce(min(b.created_at) >= @cutoff, true), (SELECT count(*) FROM gone)
 FROM batch b`
 )
+
+// keyTombstonesPrune deletes the next @limit key tombstones left by
+// prunes before @cutoff, in (pruned_at, operation_id) order after the
+// cursor (key_tombstones_pruned_at_idx), SKIP LOCKED, and raises
+// prune_horizon.tombstones_from to the newest pruned_at it deleted: every
+// operation pruned after it still has its tombstone (MayHaveBeenPruned).
+// It answers how many the batch held and deleted, and where it ended.
+const keyTombstonesPrune = `WITH batch AS (
+    SELECT operation_id, pruned_at FROM key_tombstones
+    WHERE pruned_at < @cutoff AND (pruned_at, operation_id) > (@after_at, @after_id)
+    ORDER BY pruned_at, operation_id LIMIT @limit
+), gone AS (
+    DELETE FROM key_tombstones k WHERE k.operation_id IN (
+        SELECT x.operation_id FROM key_tombstones x
+        WHERE x.operation_id = ANY (ARRAY(SELECT b.operation_id FROM batch b))
+        FOR UPDATE SKIP LOCKED)
+    RETURNING k.pruned_at
+), horizon AS (
+    UPDATE prune_horizon SET tombstones_from = greatest(tombstones_from, (SELECT max(pruned_at) FROM gone))
+    WHERE EXISTS (SELECT 1 FROM gone)
+), last AS (
+    SELECT operation_id, pruned_at FROM batch ORDER BY pruned_at DESC, operation_id DESC LIMIT 1
+)
+SELECT (SELECT count(*) FROM batch), (SELECT count(*) FROM gone),
+    coalesce((SELECT pruned_at FROM last), @after_at), coalesce((SELECT operation_id FROM last), @after_id)`
+
+// KeyTombstonesCursor is where the next PruneKeyTombstones batch starts:
+// after the tombstone of operation ID, left at PrunedAt (zero: from the
+// oldest).
+type KeyTombstonesCursor struct {
+	PrunedAt time.Time
+	ID       uuid.UUID
+}
+
+// PrunedKeyTombstones is what one PruneKeyTombstones batch deleted (or, in
+// a dry run, would have) and where the next starts; Done says no older
+// tombstone is left after it.
+type PrunedKeyTombstones struct {
+	Deleted int64
+	Next    KeyTombstonesCursor
+	Done    bool
+}
+
+// PruneKeyTombstones deletes, in one statement, the key tombstones among
+// the next limit after after that prunes left before cutoff
+// (keyTombstonesPrune). A dry run counts them in a transaction rolled
+// back.
+func (s *Store) PruneKeyTombstones(ctx context.Context, cutoff time.Time, after KeyTombstonesCursor, limit int, dryRun bool) (PrunedKeyTombstones, error) {
+	if limit <= 0 {
+		limit = DefaultPruneBatch
+	}
+	var out PrunedKeyTombstones
+	var seen int64
+	errDryRun := errors.New("dry run")
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, keyTombstonesPrune, pgx.StrictNamedArgs{
+			"cutoff": cutoff, "after_at": after.PrunedAt, "after_id": after.ID, "limit": limit,
+		}).Scan(&seen, &out.Deleted, &out.Next.PrunedAt, &out.Next.ID)
+		if err != nil {
+			return fmt.Errorf("prune key tombstones: %w", err)
+		}
+		if dryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errDryRun) {
+		return PrunedKeyTombstones{Next: after}, err
+	}
+	if dryRun {
+		out.Deleted = seen // a dry run's batch takes no lock: it counts what would go
+	}
+	out.Done = seen < int64(limit)
+	return out, nil
+}
 
 // History is an operation and its whole history, oldest event first, as
 // a prune archives it before deleting it.

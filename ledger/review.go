@@ -14,11 +14,22 @@ import (
 )
 
 const (
-	// operationGetByExternalKey reads by the id the key spells: schema 015
-	// ties external_key to the id (a CHECK) instead of indexing it.
-	operationGetByExternalKey = `SELECT ` + operationColumns + `
+	// operationGetByExternalKey reads the operation whose external key is
+	// @key: a derived key (schema 041) by operations_external_key_idx,
+	// whose predicate the first branch repeats; a key made before it,
+	// 'al_' || id, by the id it spells (@id, NULL when it spells none).
+	// One key is one operation (the index is UNIQUE, and a key 'al_' ||
+	// id is either that operation's or, inherited through a tombstone,
+	// in the index), so LIMIT 1 only stops the second branch once the
+	// first found it.
+	operationGetByExternalKey = `(SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.id = $1`
+WHERE o.external_key = @key AND o.external_key <> 'al_' || o.id::text)
+UNION ALL
+(SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.id = @id::uuid AND o.external_key = @key)
+LIMIT 1`
 
 	// operationsInReview is a page of the operations in review the caller
 	// ($1, $5) may see, longest waiting first, after position ($2, $3)
@@ -67,11 +78,11 @@ func (p *Position) args() (*time.Time, uuid.UUID) {
 // GetByExternalKey returns the operation whose external key is key, whatever
 // its tenant: evidence from a provider names only the key. Internal use.
 func (s *Store) GetByExternalKey(ctx context.Context, key string) (Operation, error) {
-	id, ok := operationIDOf(key)
-	if !ok {
-		return Operation{}, ErrNotFound
+	var id *uuid.UUID
+	if v, ok := operationIDOf(key); ok {
+		id = &v
 	}
-	rows, _ := s.pool.Query(ctx, operationGetByExternalKey, id)
+	rows, _ := s.pool.Query(ctx, operationGetByExternalKey, pgx.StrictNamedArgs{"key": key, "id": id})
 	op, err := collectOperation(rows)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return op, fmt.Errorf("get operation by external key: %w", err)

@@ -78,7 +78,11 @@ var ErrLeaseLost = errors.New("ledger: the statement lease of this provider was 
 const (
 	operationsOfStatement = `SELECT ` + operationColumns + `
 FROM operations o JOIN tenants t ON t.id = o.tenant_id
-WHERE o.id = ANY($1) AND o.provider = $2`
+WHERE o.external_key = ANY (@refs) AND o.external_key <> 'al_' || o.id::text AND o.provider = @provider
+UNION ALL
+SELECT ` + operationColumns + `
+FROM operations o JOIN tenants t ON t.id = o.tenant_id
+WHERE o.id = ANY (@ids) AND o.external_key = 'al_' || o.id::text AND o.provider = @provider`
 
 	// operationsUnlisted reads operations_succeeded_idx from the span's
 	// start: a page of the successes of the span, each checked against
@@ -273,17 +277,20 @@ type StatementRecord struct {
 // external keys refs, by key. Keys that are not an operation's, or are
 // another provider's operation's, are left out.
 func (s *Store) StatementOperations(ctx context.Context, provider string, refs []string) (map[string]Operation, error) {
+	out := make(map[string]Operation, len(refs))
+	if len(refs) == 0 {
+		return out, nil
+	}
+	// A key made before schema 041 is read by the id it spells, a derived
+	// one (or one inherited through a tombstone) by
+	// operations_external_key_idx (operationsOfStatement).
 	ids := make([]uuid.UUID, 0, len(refs))
 	for _, ref := range refs {
 		if id, ok := operationIDOf(ref); ok {
 			ids = append(ids, id)
 		}
 	}
-	out := make(map[string]Operation, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	rows, _ := s.pool.Query(ctx, operationsOfStatement, ids, provider)
+	rows, _ := s.pool.Query(ctx, operationsOfStatement, pgx.StrictNamedArgs{"refs": refs, "ids": ids, "provider": provider})
 	ops, err := pgx.CollectRows(rows, pgx.RowToStructByName[Operation])
 	if err != nil {
 		return nil, fmt.Errorf("read operations of a statement page: %w", err)

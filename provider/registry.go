@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"slices"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -205,6 +206,21 @@ func (r *Registry) Provider(name string) (cfg *Config, ok bool) {
 // Actions returns the known action names, sorted.
 func (r *Registry) Actions() []string {
 	return slices.Sorted(maps.Keys(r.actions))
+}
+
+// LongestIdempotencyRetention is the longest idempotency.retention of the
+// providers that honour keys (zero if none does): how long a supplier may
+// still answer a resend under an operation's key with its first effect,
+// so how long a pruned key's tombstone must outlive its prune
+// (retention.Config.KeyTombstones).
+func (r *Registry) LongestIdempotencyRetention() time.Duration {
+	var longest time.Duration
+	for _, c := range r.providers {
+		if c.Idempotency != nil {
+			longest = max(longest, c.Idempotency.Retention.Duration)
+		}
+	}
+	return longest
 }
 
 // Providers returns every provider config, sorted by name.

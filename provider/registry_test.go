@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The providers file example of docs/contract.md, the repository's
@@ -67,6 +68,36 @@ func TestRecipesBusinessKeysLoadAndDeriveTheirKeys(t *testing.T) {
 		}
 		if got, _, err := a.BusinessKey(context.Background(), []byte(tc.params), "acme-corp"); got != tc.want || err != nil {
 			t.Errorf("%s %s: key %q, %v; want %q", tc.recipe, tc.action, got, err, tc.want)
+		}
+	}
+}
+
+// TestLongestIdempotencyRetentionIsTheLongestOfTheProvidersThatHonourKeys:
+// how long a pruned key's tombstone must be kept (retention) is the
+// longest time any supplier may still answer the key; a provider that
+// ignores keys adds nothing.
+func TestLongestIdempotencyRetentionIsTheLongestOfTheProvidersThatHonourKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		file File
+		want time.Duration
+	}{
+		{"no provider honours keys", File{Providers: map[string]Config{
+			"acme": {BaseURL: "http://x.example", Create: Endpoint{Path: "/o"}},
+		}}, 0},
+		{"the longest of several", File{Providers: map[string]Config{
+			"acme":   {BaseURL: "http://x.example", Create: Endpoint{Path: "/o"}, Idempotency: &Idempotency{Header: "Idempotency-Key", Retention: d(24 * time.Hour)}},
+			"globex": {BaseURL: "http://y.example", Create: Endpoint{Path: "/o"}, Idempotency: &Idempotency{Header: "Idempotency-Key", Retention: d(30 * 24 * time.Hour)}},
+			"plain":  {BaseURL: "http://z.example", Create: Endpoint{Path: "/o"}},
+		}}, 30 * 24 * time.Hour},
+	} {
+		reg, err := NewRegistry(tc.file)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := reg.LongestIdempotencyRetention(); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
 }

@@ -56,6 +56,15 @@ type Config struct {
 	// ledger.DefaultStatementRecordsKept, and never longer than
 	// OlderThan, after which the run itself goes.
 	StatementRecords time.Duration
+	// KeyTombstones is how long the key tombstone of a pruned operation
+	// (schema 041) is kept after its prune: while it is, a create under
+	// its key takes its external key (same params) or is refused (other
+	// params). It must be at least the longest idempotency.retention of
+	// the providers file (provider.Registry.LongestIdempotencyRetention),
+	// as long as a supplier may still answer the key with its first
+	// effect; the wiring (app, actledger prune) gives that. Default, and
+	// never less than, OlderThan.
+	KeyTombstones time.Duration
 	// Interval is how often Start prunes; default DefaultInterval.
 	Interval time.Duration
 	// Batch is the most operations (and evidence rows) per transaction;
@@ -94,6 +103,7 @@ func New(cfg Config) (*Pruner, error) {
 	}
 	cfg.Stdout = cmp.Or[io.Writer](cfg.Stdout, os.Stdout)
 	cfg.StatementRecords = min(cmp.Or(cfg.StatementRecords, ledger.DefaultStatementRecordsKept), cfg.OlderThan)
+	cfg.KeyTombstones = max(cfg.KeyTombstones, cfg.OlderThan)
 	cfg.Interval = cmp.Or(cfg.Interval, DefaultInterval)
 	cfg.Batch = cmp.Or(cfg.Batch, ledger.DefaultPruneBatch)
 	cfg.ProgressEvery = cmp.Or(cfg.ProgressEvery, DefaultProgressEvery)
@@ -124,6 +134,9 @@ type Summary struct {
 	// Config.StatementRecords). A provider's last finished run stays.
 	StatementRuns    int64
 	StatementRecords int64
+	// KeyTombstones went after Config.KeyTombstones; the tombstones the
+	// run's prunes left are not counted.
+	KeyTombstones int64
 	// Archive is the file written ("-": standard output; empty: none,
 	// nothing was pruned or it was a dry run).
 	Archive  string
@@ -136,7 +149,7 @@ func (s Summary) logAttrs() []any {
 		"dry_run", s.DryRun, "cutoff", s.Cutoff.UTC().Format(time.RFC3339), "operations", s.Operations,
 		"events", s.Events, "stale_results", s.StaleResults, "key_conflicts", s.KeyConflicts,
 		"webhook_events", s.WebhookEvents, "outbox_messages", s.OutboxMessages,
-		"statement_runs", s.StatementRuns, "statement_records", s.StatementRecords,
+		"statement_runs", s.StatementRuns, "statement_records", s.StatementRecords, "key_tombstones", s.KeyTombstones,
 		"archive", s.Archive, "duration", s.Duration.Round(time.Millisecond).String(),
 	}
 	for _, st := range slices.Sorted(maps.Keys(s.ByStatus)) {
@@ -207,6 +220,9 @@ func (p *Pruner) Run(ctx context.Context, dryRun bool) (Summary, error) {
 	}
 	if err == nil {
 		err = p.pruneStatements(ctx, &s, start, dryRun, progress)
+	}
+	if err == nil {
+		err = p.pruneKeyTombstones(ctx, &s, start, dryRun, progress)
 	}
 	s.Duration = time.Since(clock)
 	if err != nil {
@@ -308,6 +324,26 @@ func (p *Pruner) pruneStatements(ctx context.Context, s *Summary, start time.Tim
 		if got.Done {
 			return nil
 		}
+	}
+}
+
+// pruneKeyTombstones deletes the key tombstones older than
+// Config.KeyTombstones, in batches. Not archived: the operation each
+// stood for is in the archive of the run that pruned it.
+func (p *Pruner) pruneKeyTombstones(ctx context.Context, s *Summary, start time.Time, dryRun bool, progress func()) error {
+	cutoff := start.Add(-p.cfg.KeyTombstones)
+	var after ledger.KeyTombstonesCursor
+	for {
+		got, err := p.cfg.Store.PruneKeyTombstones(ctx, cutoff, after, p.cfg.Batch, dryRun)
+		if err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		s.KeyTombstones += got.Deleted
+		progress()
+		if got.Done {
+			return nil
+		}
+		after = got.Next
 	}
 }
 

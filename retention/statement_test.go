@@ -30,7 +30,7 @@ func statementRun(t *testing.T, p *testpipeline.Pipeline, provider string, ago t
 	if err != nil || run.Status != ledger.RunRunning {
 		t.Fatalf("start a run of %s: %v %+v", provider, err, run)
 	}
-	ref, other := ledger.ExternalKey(uuid.New()), "no reference of ours"
+	ref, other := ledger.ExternalKeyOfID(uuid.New()), "no reference of ours"
 	if err := p.Store.AddStatementRecords(ctx, run.ID, []ledger.StatementRecord{
 		{Seq: 1, Finding: ledger.FindingUnexplained, Reference: &ref},
 		{Seq: 2, Finding: ledger.FindingSkipped, Reference: &other, Skip: &other},

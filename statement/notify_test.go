@@ -63,7 +63,7 @@ func TestStatementFindingsAnnounceTheirReviewItemsToReceiversOnce(t *testing.T) 
 	if err := p.Supplier.RemoveOrder(*missing.ProviderReference); err != nil {
 		t.Fatal(err)
 	}
-	stranger := ledger.ExternalKey(uuid.New())
+	stranger := ledger.ExternalKeyOfID(uuid.New())
 	p.Supplier.SeedOrder(mocksupplier.Seed{ClientReference: stranger, Params: json.RawMessage(`{"sku":"X"}`)})
 
 	p.Clock.Advance(time.Hour)

@@ -163,7 +163,7 @@ func TestStatementSendsWhatContradictsTheLedgerToAPersonOnce(t *testing.T) {
 	if err := p.Supplier.RemoveOrder(*missing.ProviderReference); err != nil {
 		t.Fatal(err)
 	}
-	stranger := ledger.ExternalKey(uuid.New())
+	stranger := ledger.ExternalKeyOfID(uuid.New())
 	p.Supplier.SeedOrder(mocksupplier.Seed{ClientReference: stranger, Params: json.RawMessage(`{"sku":"X"}`)})
 	p.Supplier.SeedOrder(mocksupplier.Seed{Params: json.RawMessage(`{"sku":"by hand"}`)})
 

@@ -137,13 +137,13 @@ func stmtGenerated(n int, since time.Time, every time.Duration) *mocksupplier.Ge
 		Adjust: func(i int, o *mocksupplier.Order) {
 			switch stmtKindOf(i) {
 			case stmtDuplicateSecond:
-				o.ClientReference = ledger.ExternalKey(stmtOperationID(i - 1))
+				o.ClientReference = ledger.ExternalKeyOfID(stmtOperationID(i - 1))
 			case stmtUnexplained:
-				o.ClientReference = ledger.ExternalKey(stmtOperationID(3*n + i))
+				o.ClientReference = ledger.ExternalKeyOfID(stmtOperationID(3*n + i))
 			case stmtForeign:
 				o.ClientReference = ""
 			default:
-				o.ClientReference = ledger.ExternalKey(stmtOperationID(i))
+				o.ClientReference = ledger.ExternalKeyOfID(stmtOperationID(i))
 			}
 		},
 	}

@@ -48,7 +48,7 @@ func TestApproverDecidesProposalsFromTheCLI(t *testing.T) {
 	if out := in.approvals(t, approver, "deny", otherID, "--reason", "too many"); !strings.Contains(out, otherID+" is cancelled") || !strings.Contains(out, "too many") {
 		t.Errorf("approvals deny:\n%s", out)
 	}
-	if got := in.supplier.Orders("al_" + otherID); got != 0 {
+	if got := in.supplier.Orders(other["external_key"].(string)); got != 0 {
 		t.Errorf("denied proposal made %d orders", got)
 	}
 	if out := in.approvals(t, approver, "list"); !strings.Contains(out, "no approval requests") {

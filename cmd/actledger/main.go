@@ -22,7 +22,7 @@ const usage = `actledger: one approved intention, at most one external effect.
 Usage:
   actledger serve [--roles api,relay,...] [--providers FILE]
   actledger migrate
-  actledger prune --older-than 90d --archive DIR|- [--dry-run] [--batch N]
+  actledger prune --older-than 90d --archive DIR|- [--dry-run] [--batch N] [--providers FILE]
                                           archive, then delete, terminal operations older than that
   actledger recover --since T [--margin 1m] [--dry-run] [--batch N]
                                           after a failover or restore lost the ledger's latest changes:

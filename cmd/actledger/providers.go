@@ -20,7 +20,7 @@ import (
 // renderKey is the external key `providers check --render` builds its
 // request with, unless --key names another: one of the shape the ledger
 // gives every operation.
-var renderKey = ledger.ExternalKey(uuid.MustParse("00000000-0000-4000-8000-000000000000"))
+var renderKey = ledger.ExternalKeyOfID(uuid.MustParse("00000000-0000-4000-8000-000000000000"))
 
 // providersCmd is `actledger providers check [FILE] [--render ACTION
 // --params JSON [--key K]]`: it loads a providers file as serve would

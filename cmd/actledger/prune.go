@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/actledger/actledger/ledger"
+	"github.com/actledger/actledger/provider"
 	"github.com/actledger/actledger/retention"
 )
 
@@ -25,6 +26,7 @@ func prune(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 	archive := fs.String("archive", e.Retention.Archive, "directory for the archive file, or - for stdout; default $RETENTION_ARCHIVE")
 	dryRun := fs.Bool("dry-run", false, "count what would go; delete nothing")
 	batch := fs.Int("batch", 0, "operations per transaction (default 500)")
+	providers := fs.String("providers", e.ProvidersFile, "providers file whose longest idempotency.retention key tombstones outlive (default $PROVIDERS_FILE; without one, the retention period)")
 	if err := fs.Parse(args); err != nil {
 		return fmt.Errorf("%v: %w", err, errUsage)
 	}
@@ -45,6 +47,14 @@ func prune(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 	if *archive == "" && !*dryRun {
 		return fmt.Errorf("prune needs --archive DIR or --archive - (or RETENTION_ARCHIVE): pruned operations are archived first: %w", errUsage)
 	}
+	var tombstones time.Duration
+	if *providers != "" {
+		registry, err := provider.LoadEnv(*providers, e.Getenv)
+		if err != nil {
+			return err
+		}
+		tombstones = registry.LongestIdempotencyRetention()
+	}
 	pool, stop, err := openDatabase(ctx, e, logger)
 	if err != nil {
 		return err
@@ -52,7 +62,7 @@ func prune(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 	defer stop()
 	p, err := retention.New(retention.Config{
 		Store: ledger.New(pool, ledger.Config{}), Pool: pool, OlderThan: period, Archive: *archive,
-		Stdout: stdout, Batch: *batch, Logger: logger,
+		Stdout: stdout, Batch: *batch, Logger: logger, KeyTombstones: tombstones,
 	})
 	if err != nil {
 		return err
@@ -75,9 +85,9 @@ func prune(ctx context.Context, e env, args []string, stdout io.Writer, logger *
 		}
 		fmt.Fprintf(stdout, "%s %d", st, s.ByStatus[st])
 	}
-	fmt.Fprintf(stdout, ") unchanged since before %s, %d events, %d stale results, %d key-conflict counts, %d webhook events, %d outbox messages, %d statement runs, %d statement records in %s",
+	fmt.Fprintf(stdout, ") unchanged since before %s, %d events, %d stale results, %d key-conflict counts, %d webhook events, %d outbox messages, %d statement runs, %d statement records, %d key tombstones in %s",
 		s.Cutoff.Format(time.RFC3339), s.Events, s.StaleResults, s.KeyConflicts, s.WebhookEvents, s.OutboxMessages,
-		s.StatementRuns, s.StatementRecords, s.Duration.Round(time.Millisecond))
+		s.StatementRuns, s.StatementRecords, s.KeyTombstones, s.Duration.Round(time.Millisecond))
 	if s.Archive != "" {
 		fmt.Fprintf(stdout, "; archive %s", s.Archive)
 	}

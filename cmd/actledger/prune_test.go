@@ -99,8 +99,15 @@ func TestPruneCommandCountsThenArchivesAndDeletes(t *testing.T) {
 	if lines := archiveLines(t, dir); len(lines) != 1 || !strings.Contains(lines[0], id) {
 		t.Errorf("archive lines %q, want one naming %s", lines, id)
 	}
-	if out := prune(); !strings.Contains(out, "pruned 0 operations") {
+	if out := prune(); !strings.Contains(out, "pruned 0 operations") || !strings.Contains(out, "0 key tombstones") {
 		t.Errorf("a second prune:\n%s", out)
+	}
+	// The key tombstones outlive their prune by the providers file's
+	// longest idempotency retention: the file is read, and one that
+	// cannot be is an error, not a shorter lifetime.
+	missing := filepath.Join(dir, "no-such-providers.yaml")
+	if err := run(t.Context(), []string{"prune", "--older-than", "90d", "--archive", dir, "--providers", missing}, in.getenv, io.Discard, io.Discard); err == nil || !strings.Contains(err.Error(), "no-such-providers.yaml") {
+		t.Errorf("prune --providers %s: %v, want an error naming the file", missing, err)
 	}
 }
 

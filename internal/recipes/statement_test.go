@@ -122,7 +122,7 @@ func refusedOnce(t *testing.T, p *testpipeline.Pipeline, op ledger.Operation) {
 
 // stranger is an external key no operation holds, as a record made by
 // hand under a copied reference carries.
-func stranger() string { return ledger.ExternalKey(uuid.New()) }
+func stranger() string { return ledger.ExternalKeyOfID(uuid.New()) }
 
 func deref(s *string) string {
 	if s == nil {

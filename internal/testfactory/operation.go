@@ -188,3 +188,90 @@ func Backdate(t TB, db ledger.DBTX, age time.Duration, ids ...uuid.UUID) {
 		t.Fatalf("testfactory: backdate %d operations: %v", len(ids), err)
 	}
 }
+
+// operationsLose deletes operations @ids and every row that names them,
+// as a ledger restored from before their transactions holds them
+// (nothing: no tombstone either, unlike a prune). The history's deletes
+// pass the append-only trigger as a prune's do (schema 031).
+const operationsLose = `WITH allow AS (SELECT set_config('actledger.prune', 'on', true)),
+events AS (DELETE FROM operation_events WHERE operation_id = ANY (@ids) AND (SELECT true FROM allow)),
+outbox AS (DELETE FROM outbox WHERE msg_id LIKE 'dispatch.%' AND split_part(msg_id, '.', 2)::uuid = ANY (@ids)),
+stale AS (DELETE FROM stale_results WHERE operation_id = ANY (@ids)),
+conflicts AS (DELETE FROM operation_key_conflicts WHERE operation_id = ANY (@ids)),
+watches AS (DELETE FROM operation_watches WHERE operation_id = ANY (@ids)),
+notified AS (SELECT id FROM notifications WHERE operation_id = ANY (@ids)),
+deliveries AS (DELETE FROM notification_deliveries WHERE notification_id IN (SELECT id FROM notified)),
+notifications AS (DELETE FROM notifications WHERE id IN (SELECT id FROM notified))
+DELETE FROM operations WHERE id = ANY (@ids)`
+
+// Lose makes the ledger forget operations ids, as a failover to an
+// asynchronous replica or a point-in-time restore forgets the last
+// seconds' commits: whatever they did outside Postgres (an order at a
+// supplier, a message in the streams) stays. A failure ends t.
+func Lose(t TB, db ledger.DBTX, ids ...uuid.UUID) {
+	t.Helper()
+	tag, err := db.Exec(context.Background(), operationsLose, pgx.StrictNamedArgs{"ids": ids})
+	if err != nil {
+		t.Fatalf("testfactory: lose %d operations: %v", len(ids), err)
+	}
+	if tag.RowsAffected() != int64(len(ids)) {
+		t.Fatalf("testfactory: lose %d operations: %d were in the ledger", len(ids), tag.RowsAffected())
+	}
+}
+
+// operationEnqueueAsPreviousRelease is the enqueue of the release before
+// schema 041, whose external key was 'al_' || id: its call of
+// enqueue_operation, with that key.
+const operationEnqueueAsPreviousRelease = `SELECT e.created FROM enqueue_operation(
+    p_id => @id, p_tenant => @tenant, p_action => @action, p_key => @key, p_provider => @provider,
+    p_params => @params, p_fingerprint => @fingerprint, p_approval => @approval, p_token => @token,
+    p_external_key => @external_key, p_now => NULL, p_actor => @actor,
+    p_subject => @subject, p_msg_id => @msg_id, p_payload => @payload) e`
+
+// OperationOfPreviousRelease makes a queued operation of opts.Tenant as a
+// process of the release before schema 041 stored it, its external key
+// 'al_' || id (ledger.ExternalKeyOfID), with its dispatch message on
+// subject (the provider's dispatch subject, which only a dispatcher
+// reads), through db; it returns it as the ledger holds it. opts.Status
+// must be empty or queued. A failure ends t.
+func OperationOfPreviousRelease(t TB, store *ledger.Store, db ledger.DBTX, subject string, opts OperationOpts) ledger.Operation {
+	t.Helper()
+	ctx := context.Background()
+	if opts.Status != "" && opts.Status != ledger.StatusQueued {
+		t.Fatalf("testfactory: an operation of the previous release is made queued, not %s", opts.Status)
+	}
+	name, providerName := cmp.Or(opts.Action, DefaultAction), cmp.Or(opts.Provider, DefaultProvider)
+	key := cmp.Or(opts.Key, "op-"+uuid.NewString())
+	canonical, fingerprint, err := ledger.Canonicalize([]byte(cmp.Or(opts.Params, "{}")))
+	if err != nil {
+		t.Fatalf("testfactory: params of %s: %v", key, err)
+	}
+	target := opts.Target
+	if target == nil {
+		target = &DefaultTarget
+	}
+	approver, agent := opts.Tenant.Approver.Principal, opts.Tenant.Agent.Principal
+	a, err := store.CreateApproval(ctx, ledger.NewApproval{
+		TenantID: approver.TenantID, ApproverTokenID: approver.TokenID, Action: name, Params: canonical,
+		PolicyVersion: "p1", ExpiresAt: store.Now().Add(time.Hour), Target: target,
+	})
+	if err != nil {
+		t.Fatalf("testfactory: approve %s: %v", key, err)
+	}
+	id := uuid.Must(uuid.NewV7())
+	msg := ledger.DispatchMessage{Subject: subject, OperationID: id, Version: 1}.Outbox()
+	var created bool
+	if err := db.QueryRow(ctx, operationEnqueueAsPreviousRelease, pgx.StrictNamedArgs{
+		"id": id, "tenant": agent.TenantID, "action": name, "key": key, "provider": providerName,
+		"params": canonical, "fingerprint": fingerprint, "approval": a.ID, "token": agent.TokenID,
+		"external_key": ledger.ExternalKeyOfID(id), "actor": agent.Actor(),
+		"subject": msg.Subject, "msg_id": msg.MsgID, "payload": msg.Payload,
+	}).Scan(&created); err != nil || !created {
+		t.Fatalf("testfactory: enqueue %s as the previous release: created %v, %v", key, created, err)
+	}
+	op, err := store.Get(ctx, ledger.WholeTenant(agent.TenantID), id)
+	if err != nil {
+		t.Fatalf("testfactory: read %s: %v", key, err)
+	}
+	return op
+}

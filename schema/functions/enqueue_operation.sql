@@ -12,7 +12,7 @@
 -- operation's key from its params (a business key), kept for tracing; it
 -- is stored with a new operation and decides nothing.
 --
--- requires: scope_admits
+-- requires: scope_admits, key_tombstone_reuse
 --
 -- p_scope is the new operation's access scope (schema 024): the scope of
 -- the token that requested it, or of the operation a compensation is for;
@@ -23,16 +23,23 @@
 -- p_traceparent is the W3C trace context of the enqueue (schema 030), kept
 -- with the operation and its dispatch message; NULL without tracing. It
 -- decides nothing.
+--
+-- p_external_key is the key ledger.ExternalKeyOf derives from the
+-- operation's tenant, action and key (schema 041). A key that retention
+-- pruned left a tombstone, which key_tombstone_reuse judges once the
+-- operation is inserted: its external key is then the tombstone's, or the
+-- request is refused (AL409). The external key stored is returned.
 CREATE OR REPLACE FUNCTION enqueue_operation(
     p_id uuid, p_tenant uuid, p_action text, p_key text, p_provider text, p_params jsonb,
     p_fingerprint text, p_approval uuid, p_token uuid, p_external_key text, p_now timestamptz,
     p_actor text, p_subject text, p_msg_id text, p_payload bytea, p_client_key text DEFAULT NULL,
     p_scope text DEFAULT NULL, p_traceparent text DEFAULT NULL
-) RETURNS TABLE (created boolean, created_at timestamptz, tenant text)
+) RETURNS TABLE (created boolean, created_at timestamptz, tenant text, external_key text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, now());
     v_id  uuid;
+    v_key text;
     a     approvals%ROWTYPE;
 BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, so
@@ -45,9 +52,10 @@ BEGIN
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
         -- The key exists: a replay or a conflict, decided by the caller.
-        RETURN QUERY SELECT false, NULL::timestamptz, NULL::text;
+        RETURN QUERY SELECT false, NULL::timestamptz, NULL::text, NULL::text;
         RETURN;
     END IF;
+    v_key := coalesce(key_tombstone_reuse(p_id, p_tenant, p_action, p_key, p_fingerprint, p_scope), p_external_key);
 
     -- The row lock makes concurrent consumers queue; each re-checks
     -- uses < max_uses on the newest row.
@@ -80,6 +88,6 @@ BEGIN
     VALUES (p_id, p_tenant, v_now, 'created', NULL, 'queued', p_actor,
         jsonb_build_object('approval_id', p_approval, 'params_fingerprint', p_fingerprint));
     INSERT INTO outbox (subject, msg_id, payload, traceparent) VALUES (p_subject, p_msg_id, p_payload, p_traceparent);
-    RETURN QUERY SELECT true, v_now, t.name FROM tenants t WHERE t.id = p_tenant;
+    RETURN QUERY SELECT true, v_now, t.name, v_key FROM tenants t WHERE t.id = p_tenant;
 END;
 $$;

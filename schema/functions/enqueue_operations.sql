@@ -26,6 +26,10 @@
 -- access scope, as enqueue_operation's; an approval must admit the scope
 -- of every operation of the group under it.
 --
+-- A key that retention pruned (a key tombstone, schema 041) is not clean
+-- either: enqueue_operation's key_tombstone_reuse judges it. The check
+-- runs after the insert, for the reason key_tombstone_reuse gives.
+--
 -- requires: scope_admits
 CREATE OR REPLACE FUNCTION enqueue_operations(
     p_id uuid[], p_tenant uuid[], p_action text[], p_key text[], p_provider text[], p_params jsonb[],
@@ -82,6 +86,11 @@ BEGIN
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     IF v_rows <> v_n THEN
         RAISE EXCEPTION USING ERRCODE = 'ALSET', MESSAGE = 'a key of the group exists: enqueue one by one';
+    END IF;
+    IF EXISTS (
+        SELECT 1 FROM unnest(p_tenant, p_action, p_key) AS r(tenant, action, key)
+        JOIN key_tombstones k ON k.tenant_id = r.tenant AND k.action = r.action AND k.key = r.key) THEN
+        RAISE EXCEPTION USING ERRCODE = 'ALSET', MESSAGE = 'a key of the group was pruned: enqueue one by one';
     END IF;
 
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
