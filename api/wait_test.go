@@ -113,8 +113,9 @@ func TestEveryOperationViewCarriesItsVersionAsETag(t *testing.T) {
 // through another pool and store (another process): the wake-up comes
 // from the database, not from this process's own writes. Nothing polls,
 // so without the database's notification the reader would wait out its
-// 25 s; the bound of a second leaves room for a loaded machine (it answers
-// in a few milliseconds when idle, which the log line shows).
+// 25 s; the bound of 10 s tells the two apart with room for a machine
+// that compiles the rest of the suite beside it (1.2 s seen then; a few
+// milliseconds when idle, which the log line shows).
 func TestLongPollWakesOnAChangeByAnotherProcess(t *testing.T) {
 	t.Parallel()
 	f := setupWait(t)
@@ -139,8 +140,8 @@ func TestLongPollWakesOnAChangeByAnotherProcess(t *testing.T) {
 		t.Fatalf("long poll answered %d, status %q, ETag %q; want 200, held, \"2\"", r.status, r.str("status"), r.header.Get("ETag"))
 	}
 	lag := answered.Sub(committed)
-	if lag > time.Second {
-		t.Errorf("long poll answered %s after the commit, want within a second", lag)
+	if lag > 10*time.Second {
+		t.Errorf("long poll answered %s after the commit, want well within its 25 s wait (the database's notification)", lag)
 	}
 	t.Logf("long poll answered %s after the other process's commit", lag)
 }
