@@ -45,22 +45,6 @@ func v7At(at time.Time) uuid.UUID {
 	return id
 }
 
-// ledgerBehindPauses lists tenant's pauses with reason ledger_behind.
-func ledgerBehindPauses(t *testing.T, p *testpipeline.Pipeline, tenant uuid.UUID) []ledger.Pause {
-	t.Helper()
-	all, err := p.Store.Pauses(context.Background(), tenant)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []ledger.Pause
-	for _, pz := range all {
-		if pz.Reason == ledger.PauseLedgerBehind {
-			out = append(out, pz)
-		}
-	}
-	return out
-}
-
 // scrape reads GET /metrics.
 func scrape(t *testing.T, p *testpipeline.Pipeline) string {
 	t.Helper()
@@ -93,9 +77,9 @@ func TestDispatchMessageForAnOperationTheLedgerNeverHadPausesDispatchForEveryTen
 	lost := uuid.Must(uuid.NewV7())
 	publishDispatch(t, p, lost, 3)
 	p.Eventually(30*time.Second, "dispatch paused for ledger_behind", func() bool {
-		return len(ledgerBehindPauses(t, p, p.TenantID)) == 1
+		return len(p.LedgerBehindPauses(p.TenantID)) == 1
 	})
-	if pz := ledgerBehindPauses(t, p, p.TenantID)[0]; pz.Provider != "" || pz.Action != "" || !strings.Contains(pz.Detail, lost.String()) {
+	if pz := p.LedgerBehindPauses(p.TenantID)[0]; pz.Provider != "" || pz.Action != "" || !strings.Contains(pz.Detail, lost.String()) {
 		t.Errorf("pause %+v: want the whole tenant's, naming %s", pz, lost)
 	}
 	for who, token := range map[string]string{"the pipeline's tenant": p.Operator, "another tenant": otherOperator} {
@@ -135,7 +119,7 @@ func TestDispatchMessageForAnOperationTheLedgerNeverHadPausesDispatchForEveryTen
 	if got := p.Orders(op); got != 1 {
 		t.Errorf("orders after the resume = %d, want 1", got)
 	}
-	if n := len(ledgerBehindPauses(t, p, p.TenantID)); n != 0 {
+	if n := len(p.LedgerBehindPauses(p.TenantID)); n != 0 {
 		t.Errorf("%d ledger_behind pauses left after the resume", n)
 	}
 }
@@ -173,7 +157,7 @@ func TestDispatchMessageForAPrunedOperationDoesNotPause(t *testing.T) {
 	// every operation pruned since the ledger keeps tombstones left one.
 	publishDispatch(t, p, v7At(time.Now().Add(-time.Hour)), 1)
 	p.Eventually(30*time.Second, "a lost operation's message pausing dispatch", func() bool {
-		return len(ledgerBehindPauses(t, p, p.TenantID)) == 1
+		return len(p.LedgerBehindPauses(p.TenantID)) == 1
 	})
 }
 

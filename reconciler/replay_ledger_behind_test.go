@@ -53,7 +53,7 @@ func TestReplayOfAReviewItemTheLedgerLostPausesDispatch(t *testing.T) {
 	if _, seen := dry.results["po-theirs"]; seen {
 		t.Errorf("dry run reported another tenant's operation: %+v", dry)
 	}
-	if pauses := ledgerBehindPauses(t, p); len(pauses) != 0 {
+	if pauses := p.LedgerBehindPauses(p.TenantID); len(pauses) != 0 {
 		t.Fatalf("a dry run paused dispatch: %+v", pauses)
 	}
 	done := replay(t, p, `{}`)
@@ -63,23 +63,8 @@ func TestReplayOfAReviewItemTheLedgerLostPausesDispatch(t *testing.T) {
 	if _, seen := done.results["po-theirs"]; seen {
 		t.Errorf("replay reported another tenant's operation: %+v", done)
 	}
-	pauses := ledgerBehindPauses(t, p)
+	pauses := p.LedgerBehindPauses(p.TenantID)
 	if len(pauses) != 1 || pauses[0].Detail != (ledger.Behind{Kind: "review", OperationID: lost}).String() {
 		t.Fatalf("pauses after replay %+v, want one ledger_behind naming %s", pauses, lost)
 	}
-}
-
-func ledgerBehindPauses(t *testing.T, p *testpipeline.Pipeline) []ledger.Pause {
-	t.Helper()
-	all, err := p.Store.Pauses(context.Background(), p.TenantID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []ledger.Pause
-	for _, pz := range all {
-		if pz.Reason == ledger.PauseLedgerBehind {
-			out = append(out, pz)
-		}
-	}
-	return out
 }

@@ -897,3 +897,20 @@ func (l *HeaderLog) Values() []string {
 	defer l.mu.Unlock()
 	return slices.Clone(l.values)
 }
+
+// LedgerBehindPauses are tenant's dispatch pauses of reason
+// ledger.PauseLedgerBehind.
+func (p *Pipeline) LedgerBehindPauses(tenant uuid.UUID) []ledger.Pause {
+	p.t.Helper()
+	all, err := p.Store.Pauses(context.Background(), tenant)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var out []ledger.Pause
+	for _, pz := range all {
+		if pz.Reason == ledger.PauseLedgerBehind {
+			out = append(out, pz)
+		}
+	}
+	return out
+}
