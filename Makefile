@@ -22,11 +22,12 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 # Four test packages run at once (go test's default is one per core): most
 # of their time is spent waiting on leases, timers, outages and commits, not
 # computing, so on two cores this more than halves the wall time (5m40s -> 2m10s-2m30s).
-# The cluster package runs after them, on its own: it kills JetStream nodes
-# under load and holds the failover to time bounds, which a machine busy
-# with three other packages stretched past them (a stream leader killed
-# while the two cores ran the rest of the suite left dispatchers waiting
-# over a minute for the new leader, in two of four runs).
+# The cluster package runs after them, without the other packages: it
+# kills JetStream nodes under load and holds the failover to time bounds,
+# which a machine busy with three other packages stretched past them (a
+# stream leader killed while the two cores ran the rest of the suite left
+# dispatchers waiting over a minute for the new leader, in two of four
+# runs).
 # Every step compiles the product one way only, with -race: vet checks the
 # race build the tests then reuse from the cache, and the cluster tests
 # build their actledger binary with it too. A second way (plain vet, a
@@ -38,26 +39,31 @@ test: ## vet, then every test against the real Postgres and NATS, then short fuz
 # go vet that has just run over the same packages, and link without DWARF
 # (-ldflags=-w: stack traces need none), a fifth of each link. The fuzz
 # targets live in leaf packages, since fuzzing instruments every package
-# the test binary links. The two fuzz runs and bench/peers are mostly
-# compiles of their own: they run beside one another, each one's output
-# printed whole when it ends (docs/benchmarks.md, "make test on a fresh
-# machine").
+# the test binary links. Each step's output is printed whole when it ends
+# (docs/benchmarks.md, "make test on a fresh machine").
 	$(GO) vet -race ./...
 	$(GO) test -race -vet=off -ldflags=-w -count=1 -timeout 9m -p 4 $$($(GO) list ./... | grep -v '/cluster$$')
-	$(GO) test -race -vet=off -ldflags=-w -count=1 -timeout 9m ./cluster
-	@$(MAKE) --no-print-directory -j3 --output-sync=target test-fuzz-request test-fuzz-webhook test-peers
+	@$(MAKE) --no-print-directory -j4 --output-sync=target test-cluster test-fuzz-request test-fuzz-webhook test-peers
 
+# The cluster tests wait on elections and restarts more than they compute
+# (half the two cores idle when they run alone); the fuzz runs and
+# bench/peers, mostly compiles of their own, run beside them at the lowest
+# priority (nice 19), so that they take only what the cluster leaves.
+.PHONY: test-cluster test-fuzz-request test-fuzz-webhook test-peers
+test-cluster:
+	$(GO) test -race -vet=off -ldflags=-w -count=1 -timeout 9m ./cluster
 # Fuzz runs are bounded by a count of inputs, not by time: a time-bounded run
 # can fail spuriously at its deadline on a loaded machine (golang/go#51484).
-.PHONY: test-fuzz-request test-fuzz-webhook test-peers
 test-fuzz-request:
-	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 20000x ./internal/request
+	nice -n 19 $(GO) test -vet=off -count=1 -run '^$$' -fuzz '^FuzzDecodeOperationRequest$$' -fuzztime 20000x ./internal/request
 test-fuzz-webhook:
-	$(GO) test -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 200000x ./webhook
+	nice -n 19 $(GO) test -vet=off -count=1 -run '^$$' -fuzz '^FuzzVerify$$' -fuzztime 200000x ./webhook
 # The peers harness is a module of its own (bench/peers); its tests need no
-# services.
+# services. It is vetted and tested with -race too, so that it reuses the
+# race build of the standard library, pgx and nats.go the steps before it
+# compiled, instead of compiling them a second way.
 test-peers:
-	cd bench/peers && $(GO) vet ./... && $(GO) test -vet=off -count=1 ./...
+	cd bench/peers && nice -n 19 $(GO) vet -race ./... && nice -n 19 $(GO) test -race -vet=off -ldflags=-w -count=1 ./...
 
 .PHONY: docs
 docs: ## regenerate the documents generated from the code (docs/states.md, docs/console.md, docs/packages.md)

@@ -1,13 +1,14 @@
 // Package testbigledger gives a test a ledger that has run for a while
-// (bigledger.Fill into a database of its own, testdb) and fails the test
+// (a copy of one bigledger.Fill, testdb.NewFilled) and fails the test
 // when a query reads that ledger's large tables unboundedly
 // (bigledger.Check).
 //
-// It never writes outside the test's own database.
+// It writes only into the test's own copy.
 package testbigledger
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,14 +30,13 @@ const statisticsTarget = 10_000
 type Ledger struct {
 	Pool *pgxpool.Pool
 	bounded.Fixture
-	// FillTime is how long the fill and ANALYZE took.
-	FillTime time.Duration
 }
 
-// New creates a test database (testdb.New), fills it with
-// bigledger.DefaultOperations operations and analyzes it. ANALYZE, not
-// VACUUM: the planner needs the statistics, and a VACUUM of every page
-// would take longer than the fill.
+// New gives the test a copy of a ledger of bigledger.DefaultOperations
+// operations, filled and analyzed once per server (testdb.NewFilled).
+// ANALYZE, not VACUUM: the planner needs the statistics, and a VACUUM of
+// every page would take longer than the fill. The copy carries the
+// statistics, so every test judges the same plans.
 func New(t testing.TB) *Ledger {
 	t.Helper()
 	return NewWith(t, bigledger.FillConfig{})
@@ -45,17 +45,21 @@ func New(t testing.TB) *Ledger {
 // NewWith is New with a fill of cfg's size.
 func NewWith(t testing.TB, cfg bigledger.FillConfig) *Ledger {
 	t.Helper()
-	pool := testdb.New(t)
+	start := time.Now()
+	// Range and Workers only cut the fill into transactions: the rows
+	// are the same, so they do not name it.
+	key := fmt.Sprintf("bigledger %s operations=%d subject=%s statistics=%d",
+		bigledger.FillVersion, cfg.Operations, cfg.Subject, statisticsTarget)
+	pool := testdb.NewFilled(t, key, func(ctx context.Context, pool *pgxpool.Pool) error {
+		if err := bigledger.Fill(ctx, pool, cfg); err != nil {
+			return err
+		}
+		_, err := bigledger.Analyze(ctx, pool, statisticsTarget)
+		return err
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	start := time.Now()
-	if err := bigledger.Fill(ctx, pool, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := bigledger.Analyze(ctx, pool, statisticsTarget); err != nil {
-		t.Fatal(err)
-	}
-	l := &Ledger{Pool: pool, FillTime: time.Since(start)}
+	l := &Ledger{Pool: pool}
 	var err error
 	if l.Fixture, err = bigledger.Pick(ctx, pool); err != nil {
 		t.Fatal(err)
@@ -65,7 +69,7 @@ func NewWith(t testing.TB, cfg bigledger.FillConfig) *Ledger {
 		Scan(&ops, &events); err != nil {
 		t.Fatalf("testbigledger: count: %v", err)
 	}
-	t.Logf("testbigledger: %d operations, %d events, filled and analyzed in %s", ops, events, l.FillTime.Round(time.Millisecond))
+	t.Logf("testbigledger: %d operations, %d events, ready in %s", ops, events, time.Since(start).Round(time.Millisecond))
 	return l
 }
 

@@ -23,6 +23,12 @@ func TestReusedDatabaseIsEmptiedWithItsSequencesRestarted(t *testing.T) {
 			t.Fatalf("first outbox id = %d, want 1", got)
 		}
 		insertOutboxRow(t, pool)
+		// A row another references: emptying deletes both, whatever
+		// the order of the tables.
+		if _, err := pool.Exec(context.Background(), `WITH t AS (INSERT INTO tenants (id, name) VALUES (gen_random_uuid(), 'acme') RETURNING id)
+			INSERT INTO api_tokens (id, tenant_id, name, role, token_hash) SELECT gen_random_uuid(), id, 'acme-agent', 'agent', '\x01' FROM t`); err != nil {
+			t.Fatal(err)
+		}
 		// An insert the CHECK refuses draws its id and writes no page:
 		// the table stays empty on disk, its sequence has moved.
 		if _, err := pool.Exec(context.Background(), `INSERT INTO stale_results (operation_id, provider, provider_reference, worker)
@@ -51,6 +57,13 @@ func TestReusedDatabaseIsEmptiedWithItsSequencesRestarted(t *testing.T) {
 		}
 		if got := insertOutboxRow(t, pool); got != 1 {
 			t.Errorf("outbox id = %d, want 1: the sequence restarted", got)
+		}
+		var tenants, tokens int
+		if err := pool.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM tenants), (SELECT count(*) FROM api_tokens)`).Scan(&tenants, &tokens); err != nil {
+			t.Fatal(err)
+		}
+		if tenants != 0 || tokens != 0 {
+			t.Errorf("%d tenants and %d tokens of the earlier test are left, want none", tenants, tokens)
 		}
 		var staleID int64
 		if err := pool.QueryRow(context.Background(), `SELECT nextval('stale_results_id_seq')`).Scan(&staleID); err != nil {
