@@ -43,12 +43,18 @@ DECLARE
     a     approvals%ROWTYPE;
 BEGIN
     -- ON CONFLICT waits for a concurrent inserter of the same key, so
-    -- identical concurrent requests converge on one operation.
+    -- identical concurrent requests converge on one operation. It names
+    -- no arbiter: the same (tenant, action, key) also gives the same
+    -- derived external key (041), and with (tenant_id, action, key) as
+    -- the only arbiter, two inserters that both passed its check met
+    -- again in operations_external_key_idx, where the loser waited and
+    -- then failed with unique_violation (a 500 to a concurrent replay)
+    -- instead of doing nothing.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
         approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope, traceparent)
     VALUES (p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
         p_approval, p_token, p_external_key, 'queued', v_now, v_now, p_client_key, p_scope, p_traceparent)
-    ON CONFLICT (tenant_id, action, key) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING id INTO v_id;
     IF v_id IS NULL THEN
         -- The key exists: a replay or a conflict, decided by the caller.

@@ -74,7 +74,8 @@ BEGIN
     END IF;
 
     -- ON CONFLICT waits for a concurrent inserter of the same key, as
-    -- enqueue_operation does; a key that exists is not clean.
+    -- enqueue_operation does, with every unique index an arbiter for the
+    -- same reason; a key that exists is not clean.
     INSERT INTO operations (id, tenant_id, action, key, provider, params, params_fingerprint,
         approval_id, requested_by, external_key, status, created_at, updated_at, client_key, scope, traceparent)
     SELECT r.id, r.tenant, r.action, r.key, r.provider, r.params, r.fingerprint,
@@ -82,7 +83,7 @@ BEGIN
     FROM unnest(p_id, p_tenant, p_action, p_key, p_provider, p_params, p_fingerprint,
         p_approval, p_token, p_external_key, p_client_key, p_scope, p_traceparent)
         AS r(id, tenant, action, key, provider, params, fingerprint, approval, token, external_key, client_key, scope, traceparent)
-    ON CONFLICT (tenant_id, action, key) DO NOTHING;
+    ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_rows = ROW_COUNT;
     IF v_rows <> v_n THEN
         RAISE EXCEPTION USING ERRCODE = 'ALSET', MESSAGE = 'a key of the group exists: enqueue one by one';
