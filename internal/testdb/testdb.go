@@ -250,11 +250,16 @@ func createFromTemplate(ctx context.Context, admin *pgx.Conn, name, tmpl string)
 // server without dropping each other's template mid-run.
 const keepTemplates = 4
 
-// staleTemplates lists the templates other than $1, except the $2 newest
-// (by creation order: a database's oid grows with each CREATE DATABASE).
+// keepFilled is how many filled templates of other migrations or keys
+// survive: each holds a large ledger, so fewer than keepTemplates.
+const keepFilled = 2
+
+// staleTemplates lists the templates named like $1 other than $2, except
+// the $3 newest (by creation order: a database's oid grows with each
+// CREATE DATABASE).
 const staleTemplates = `SELECT datname FROM pg_database
-WHERE datname LIKE 'actledger\_tmpl\_%' AND datname <> $1
-ORDER BY oid DESC OFFSET $2`
+WHERE datname LIKE $1 AND datname <> $2
+ORDER BY oid DESC OFFSET $3`
 
 // templateName names the template after the migrations and function
 // files this binary embeds, hashed once per process: reading them parses
@@ -284,80 +289,20 @@ var templateName = sync.OnceValues(func() (string, error) {
 })
 
 // ensureTemplate creates and migrates the template database for the current
-// migrations unless it exists. An advisory lock keeps parallel test
-// binaries from building it twice.
+// migrations unless it exists.
 func ensureTemplate(ctx context.Context, admin *pgx.Conn) (string, error) {
 	name, err := templateName()
 	if err != nil {
 		return "", err
 	}
-
-	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext('actledger_testdb_template'))`); err != nil {
-		return "", fmt.Errorf("lock template: %w", err)
-	}
-	defer func() {
-		_, _ = admin.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('actledger_testdb_template'))`)
-	}()
-
-	var exists bool
-	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return "", fmt.Errorf("look up template: %w", err)
-	}
-	// Templates of older migrations are of no use to this tree, but
-	// another checkout with other migrations may be testing against the
-	// same server right now: keep the newest few, drop the rest.
-	stale, err := admin.Query(ctx, staleTemplates, name, keepTemplates)
-	if err != nil {
-		return "", fmt.Errorf("list stale templates: %w", err)
-	}
-	names, err := pgx.CollectRows(stale, pgx.RowTo[string])
-	if err != nil {
-		return "", fmt.Errorf("list stale templates: %w", err)
-	}
-	for _, old := range names {
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+old+" WITH (FORCE)"); err != nil {
-			return "", fmt.Errorf("drop stale template %s: %w", old, err)
-		}
-	}
-	if exists {
-		return name, nil
-	}
-	building := name + "_building"
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
-		return "", fmt.Errorf("drop stale template: %w", err)
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+building); err != nil {
-		return "", fmt.Errorf("create template: %w", err)
-	}
-	buildURL, err := replaceDatabase(AdminURL(), building)
-	if err != nil {
-		return "", err
-	}
-	pool, err := pgxpool.New(ctx, buildURL)
-	if err != nil {
-		return "", fmt.Errorf("connect template: %w", err)
-	}
-	_, err = schema.Migrate(ctx, pool, nil)
-	pool.Close()
-	if err != nil {
-		return "", fmt.Errorf("migrate template: %w", err)
-	}
-	// Renaming last makes a crashed build invisible to the next run.
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
-		return "", fmt.Errorf("publish template: %w", err)
-	}
-	return name, nil
+	return name, ensureBuilt(ctx, admin, template{
+		name: name, kind: "template", like: `actledger\_tmpl\_%`, keep: keepTemplates,
+		build: func(ctx context.Context, pool *pgxpool.Pool) error {
+			_, err := schema.Migrate(ctx, pool, nil)
+			return err
+		},
+	})
 }
-
-// keepFilled is how many filled templates of other migrations or keys
-// survive: each holds a large ledger, so fewer than keepTemplates.
-const keepFilled = 2
-
-// staleFilled lists the filled templates other than $1, except the $2
-// newest.
-const staleFilled = `SELECT datname FROM pg_database
-WHERE datname LIKE 'actledger\_filled\_%' AND datname <> $1
-ORDER BY oid DESC OFFSET $2`
 
 // DropFilled drops the filled template of key, for a test that filled
 // one of its own.
@@ -376,59 +321,91 @@ func filledName(base, key string) string {
 }
 
 // ensureFilled creates the filled template of base and key unless it
-// exists, under an advisory lock of its own, and drops the stale ones.
+// exists: a copy of base that fill has written into.
 func ensureFilled(ctx context.Context, admin *pgx.Conn, base, key string, fill func(context.Context, *pgxpool.Pool) error) (string, error) {
 	name := filledName(base, key)
-	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext('actledger_testdb_filled'))`); err != nil {
-		return "", fmt.Errorf("lock filled template: %w", err)
+	return name, ensureBuilt(ctx, admin, template{
+		name: name, kind: "filled template", like: `actledger\_filled\_%`, keep: keepFilled,
+		from: base, build: fill,
+	})
+}
+
+// template is a database ensureBuilt builds once per server.
+type template struct {
+	name string
+	kind string // in errors and as the advisory lock's name
+	// like matches the templates of its kind; all but the keep newest
+	// of the others are dropped, since templates of older migrations
+	// are of no use to this tree, but another checkout with other
+	// migrations may be testing against the same server right now.
+	like  string
+	keep  int
+	from  string // the template it is copied from; "" for an empty database
+	build func(context.Context, *pgxpool.Pool) error
+}
+
+// ensureBuilt creates tmpl unless it exists, under an advisory lock of
+// its kind that keeps parallel test binaries from building it twice, and
+// drops the stale ones.
+func ensureBuilt(ctx context.Context, admin *pgx.Conn, tmpl template) error {
+	lock := "actledger_testdb_" + strings.ReplaceAll(tmpl.kind, " ", "_")
+	if _, err := admin.Exec(ctx, `SELECT pg_advisory_lock(hashtext($1))`, lock); err != nil {
+		return fmt.Errorf("lock %s: %w", tmpl.kind, err)
 	}
 	defer func() {
-		_, _ = admin.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext('actledger_testdb_filled'))`)
+		_, _ = admin.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, lock)
 	}()
-	stale, err := admin.Query(ctx, staleFilled, name, keepFilled)
+
+	stale, err := admin.Query(ctx, staleTemplates, tmpl.like, tmpl.name, tmpl.keep)
 	if err != nil {
-		return "", fmt.Errorf("list stale filled templates: %w", err)
+		return fmt.Errorf("list stale %ss: %w", tmpl.kind, err)
 	}
 	names, err := pgx.CollectRows(stale, pgx.RowTo[string])
 	if err != nil {
-		return "", fmt.Errorf("list stale filled templates: %w", err)
+		return fmt.Errorf("list stale %ss: %w", tmpl.kind, err)
 	}
 	for _, old := range names {
 		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+old+" WITH (FORCE)"); err != nil {
-			return "", fmt.Errorf("drop stale filled template %s: %w", old, err)
+			return fmt.Errorf("drop stale %s %s: %w", tmpl.kind, old, err)
 		}
 	}
 	var exists bool
-	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
-		return "", fmt.Errorf("look up filled template: %w", err)
+	if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, tmpl.name).Scan(&exists); err != nil {
+		return fmt.Errorf("look up %s: %w", tmpl.kind, err)
 	}
 	if exists {
-		return name, nil
+		return nil
 	}
-	building := name + "_building"
+	building := tmpl.name + "_building"
 	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+building+" WITH (FORCE)"); err != nil {
-		return "", fmt.Errorf("drop stale filled template: %w", err)
+		return fmt.Errorf("drop stale %s: %w", tmpl.kind, err)
 	}
-	if err := createFromTemplate(ctx, admin, building, base); err != nil {
-		return "", fmt.Errorf("create filled template: %w", err)
+	if tmpl.from == "" {
+		_, err = admin.Exec(ctx, "CREATE DATABASE "+building)
+	} else {
+		err = createFromTemplate(ctx, admin, building, tmpl.from)
+	}
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmpl.kind, err)
 	}
 	buildURL, err := replaceDatabase(AdminURL(), building)
 	if err != nil {
-		return "", err
+		return err
 	}
 	pool, err := pgxpool.New(ctx, buildURL)
 	if err != nil {
-		return "", fmt.Errorf("connect filled template: %w", err)
+		return fmt.Errorf("connect %s: %w", tmpl.kind, err)
 	}
-	err = fill(ctx, pool)
+	err = tmpl.build(ctx, pool)
 	pool.Close()
 	if err != nil {
-		return "", fmt.Errorf("fill template: %w", err)
+		return fmt.Errorf("build %s: %w", tmpl.kind, err)
 	}
-	if _, err := admin.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+name); err != nil {
-		return "", fmt.Errorf("publish filled template: %w", err)
+	// Renaming last makes a crashed build invisible to the next run.
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+building+" RENAME TO "+tmpl.name); err != nil {
+		return fmt.Errorf("publish %s: %w", tmpl.kind, err)
 	}
-	return name, nil
+	return nil
 }
 
 func withDatabase(t testing.TB, raw, db string) string {
