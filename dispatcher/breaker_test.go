@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -42,12 +41,7 @@ func (s *switchable) Lookup(ctx context.Context, key provider.LookupRequest) pro
 // operation succeeds, one order each.
 func TestOutageOpensTheCircuitInsteadOfSpendingEveryOperationsRetries(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refusing := "http://" + ln.Addr().String()
-	ln.Close()
+	refusing := refusingURL(t)
 	sw := &switchable{}
 	var live *provider.HTTP
 	p := testpipeline.New(t, testpipeline.Options{

@@ -1,8 +1,9 @@
 package dispatcher_test
 
 import (
-	"net"
+	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,12 +59,7 @@ func TestRepeated500UnderTheKeyIsSettledByLookupOnceResendsAreSpent(t *testing.T
 // operation goes to a person with reason retries_exhausted.
 func TestConnectionRefusedIsRetriedThenRetriesExhausted(t *testing.T) {
 	t.Parallel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closed := "http://" + ln.Addr().String()
-	ln.Close()
+	closed := refusingURL(t)
 	p := testpipeline.New(t, testpipeline.Options{
 		Idempotency: true, LookupLag: 0, Mode: mocksupplier.Honour, MaxAttempts: 3,
 		Providers: func(real provider.Provider) provider.Provider {
@@ -98,4 +94,25 @@ func TestRepeated500UnderTheKeyWithoutLookupIsRetriesExhausted(t *testing.T) {
 		t.Errorf("reason %s, orders %d, create requests %d; want retries_exhausted, 1 and 3; history:\n%s",
 			*done.ReviewReason, p.Orders(op), p.Creates(op), p.History(op))
 	}
+}
+
+// refusingURL is the URL of a local port that refuses every connection
+// until t ends. A socket bound to the port that never listens holds it:
+// the port of a closed listener is free, and a parallel test's listener
+// took one once and answered the requests meant to be refused with 404.
+func refusingURL(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("http://127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
