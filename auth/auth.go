@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/actledger/actledger/internal/startstop"
+	"github.com/actledger/actledger/internal/ttlcache"
 	"github.com/actledger/actledger/ledger"
 )
 
@@ -206,8 +207,9 @@ type Config struct {
 	Logger    *slog.Logger
 }
 
-// withDefaults fills the zero fields with the defaults.
-func (cfg Config) withDefaults() Config {
+// WithDefaults returns cfg with each zero field at its default (the
+// Default… constants), as New applies it.
+func (cfg Config) WithDefaults() Config {
 	cfg.CacheTTL = cmp.Or(cfg.CacheTTL, DefaultCacheTTL)
 	cfg.CacheSize = cmp.Or(cfg.CacheSize, DefaultCacheSize)
 	return cfg
@@ -232,7 +234,7 @@ type Tokens struct {
 	log    *slog.Logger
 	// cache is nil with Config.CacheTTL < 0. It serves tokens only while
 	// live: while the revocation listener (Start) is connected.
-	cache *tokenCache
+	cache *ttlcache.Cache[tokenHash, Principal]
 	live  atomic.Bool
 	svc   startstop.Loop
 }
@@ -240,13 +242,13 @@ type Tokens struct {
 // New returns Tokens over pool; store holds the operations a revoked token
 // leaves behind. It fails on a Config that validate refuses.
 func New(pool *pgxpool.Pool, store *ledger.Store, cfg Config) (*Tokens, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	t := &Tokens{pool: pool, ledger: store, log: cmp.Or(cfg.Logger, slog.Default()).With("component", "auth")}
 	if cfg.CacheTTL > 0 {
-		t.cache = newTokenCache(cfg.CacheTTL, cfg.CacheSize)
+		t.cache = ttlcache.New[tokenHash, Principal](cfg.CacheTTL, cfg.CacheSize)
 	}
 	return t, nil
 }
@@ -330,10 +332,10 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 		return Principal{}, ErrUnauthenticated
 	}
 	h := hash(secret)
-	var generation uint64
+	var generation ttlcache.Generation
 	caching := t.cache != nil && t.live.Load()
 	if caching {
-		p, ok, gen := t.cache.get(h)
+		p, ok, gen := t.cache.Get(h)
 		if ok {
 			return p, nil
 		}
@@ -348,7 +350,7 @@ func (t *Tokens) Authenticate(ctx context.Context, secret string) (Principal, er
 		return Principal{}, fmt.Errorf("auth: look up token: %w", err)
 	}
 	if caching && p.Role == RoleAgent {
-		t.cache.put(h, p, generation)
+		t.cache.Put(h, p, generation)
 	}
 	return p, nil
 }
@@ -404,7 +406,7 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 		// revoked, and one under way keeps nothing (tokenCache.evict).
 		var key tokenHash
 		copy(key[:], revoked)
-		t.cache.evict(key)
+		t.cache.Evict(key)
 	}
 	// Other processes evict it when the announcement reaches them.
 	timer := time.NewTimer(revocationSettle)
@@ -415,6 +417,10 @@ func (t *Tokens) Revoke(ctx context.Context, nameOrID, actor string) ([]ledger.O
 	}
 	return held, nil
 }
+
+// tokenHash is a token's SHA-256: the cache's key, so the cache holds no
+// secret either.
+type tokenHash [32]byte
 
 func hash(secret string) tokenHash {
 	return sha256.Sum256([]byte(secret))

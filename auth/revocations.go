@@ -31,6 +31,10 @@ const revocationSettle = 100 * time.Millisecond
 // connection failed; meanwhile every request is checked in the database.
 const relistenAfter = time.Second
 
+// Listening reports whether the revocation listener is connected: the
+// cache serves tokens only then.
+func (t *Tokens) Listening() bool { return t.live.Load() }
+
 // Start keeps this process's cache in step with revocations made by any
 // process (`actledger token revoke` included): it listens on
 // RevocationChannel and evicts each revoked token the moment its
@@ -45,7 +49,7 @@ func (t *Tokens) Start(ctx context.Context) error {
 		for ctx.Err() == nil {
 			err := t.listenOnce(ctx)
 			t.live.Store(false)
-			t.cache.clear()
+			t.cache.Clear()
 			if ctx.Err() != nil {
 				return
 			}
@@ -77,7 +81,7 @@ func (t *Tokens) listenOnce(ctx context.Context) error {
 	}
 	// A token revoked before LISTEN took effect was announced to nobody
 	// here: start from an empty cache.
-	t.cache.clear()
+	t.cache.Clear()
 	t.live.Store(true)
 	for {
 		n, err := conn.Conn().WaitForNotification(ctx)
@@ -89,9 +93,9 @@ func (t *Tokens) listenOnce(ctx context.Context) error {
 		var key tokenHash
 		if b, err := hex.DecodeString(n.Payload); err == nil && len(b) == len(key) {
 			copy(key[:], b)
-			t.cache.evict(key)
+			t.cache.Evict(key)
 		} else {
-			t.cache.clear() // not ours to read: forget everything
+			t.cache.Clear() // not ours to read: forget everything
 		}
 	}
 }

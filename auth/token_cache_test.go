@@ -58,6 +58,8 @@ func TestOnlyAgentLookupsAreServedFromTheCacheAndOnlyForTheTTL(t *testing.T) {
 		{auth.RoleApprover, auth.Config{}, false},
 		{auth.RoleOperator, auth.Config{}, false},
 		{auth.RoleAgent, auth.Config{CacheTTL: auth.NoCache}, false},
+		// Any negative TTL is no cache, never the default.
+		{auth.RoleAgent, auth.Config{CacheTTL: -time.Hour}, false},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s ttl %s", tt.role, tt.cfg.CacheTTL), func(t *testing.T) {
@@ -68,7 +70,7 @@ func TestOnlyAgentLookupsAreServedFromTheCacheAndOnlyForTheTTL(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if tt.cfg.CacheTTL != auth.NoCache {
+			if tt.cfg.CacheTTL >= 0 {
 				listening(t, tokens)
 			}
 			c, err := tokens.Create(ctx, "acme", tt.role, "")

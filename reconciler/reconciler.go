@@ -78,7 +78,7 @@ type Reconciler struct {
 // New returns a reconciler. Start consumes evidence; the operator methods
 // work without it.
 func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -94,8 +94,9 @@ func New(store *ledger.Store, b *broker.Broker, cfg Config) (*Reconciler, error)
 	return r, nil
 }
 
-// withDefaults fills the zero fields with the defaults.
-func (cfg Config) withDefaults() Config {
+// WithDefaults returns cfg with each zero field at its default (the
+// Default… constants), as New applies it.
+func (cfg Config) WithDefaults() Config {
 	cfg.UnappliedAfter = cmp.Or(cfg.UnappliedAfter, DefaultUnappliedAfter)
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, DefaultSweepInterval)
 	return cfg

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/actledger/actledger/auth"
 	"github.com/actledger/actledger/internal/mocksupplier"
 	"github.com/actledger/actledger/internal/testpipeline"
@@ -97,7 +99,7 @@ func TestSecondSupplierOrderForOneOperationIsADuplicateEffect(t *testing.T) {
 	if err := p.Store.AppendEvent(context.Background(), op.ID, "replay_lookup_absent", "reconciler:replay", map[string]any{"lookup": "absent"}); err != nil {
 		t.Fatal(err)
 	}
-	items, err := p.Reconciler.ReviewItems(context.Background(), p.TenantID)
+	items, err := reviewItems(context.Background(), p.Reconciler, p.TenantID)
 	if err != nil || len(items) != 1 || items[0].RetryAllowed {
 		t.Errorf("review items %+v (err %v): want one, retry not allowed", items, err)
 	}
@@ -427,5 +429,23 @@ func TestResolvingADuplicateWithACompensationCreatesALinkedOperation(t *testing.
 	}
 	if kinds := strings.Join(p.Kinds(compOp), ","); !strings.Contains(kinds, "compensation_for") {
 		t.Errorf("compensation history %s does not link the original", kinds)
+	}
+}
+
+// reviewItems lists every open review item of the tenant, page after page,
+// as an operator paging through ReviewPage would.
+func reviewItems(ctx context.Context, r *reconciler.Reconciler, tenant uuid.UUID) ([]reconciler.ReviewItem, error) {
+	var all []reconciler.ReviewItem
+	var after *reconciler.ReviewCursor
+	for {
+		items, next, err := r.ReviewPage(ctx, ledger.WholeTenant(tenant), after, 500)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, items...)
+		if next == nil {
+			return all, nil
+		}
+		after = next
 	}
 }

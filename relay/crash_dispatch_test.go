@@ -27,7 +27,7 @@ func TestRelayCrashAfterPublishBeforeDeleteCreatesOneOrder(t *testing.T) {
 	op := p.Enqueue("po-crash", `{"sku":"A-1","qty":2}`)
 
 	crashing := newRelay(t, p.Pool, p.Broker, relay.Config{Logger: quiet()})
-	crashing.SetBeforeDelete(func() error { return errors.New("crash before delete") })
+	crashing.TestHooks.BeforeDelete = func() error { return errors.New("crash before delete") }
 	if _, err := crashing.PublishBatch(context.Background()); err == nil {
 		t.Fatal("the crashing batch reported success")
 	}

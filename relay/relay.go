@@ -25,7 +25,7 @@ import (
 )
 
 // Defaults for the zero values of Config, applied in one place
-// (Config.withDefaults).
+// (Config.WithDefaults).
 const (
 	// DefaultBatchSize stays below the broker's 4,096 pending asynchronous
 	// publishes, so a batch never waits for room to publish.
@@ -56,8 +56,9 @@ type Config struct {
 	TracerProvider trace.TracerProvider
 }
 
-// withDefaults returns cfg with its zero values replaced by the defaults.
-func (cfg Config) withDefaults() Config {
+// WithDefaults returns cfg with its zero values replaced by the defaults
+// (the Default… constants and slog's default logger), as New applies it.
+func (cfg Config) WithDefaults() Config {
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, DefaultBatchSize)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, DefaultPollInterval)
 	cfg.PublishTimeout = cmp.Or(cfg.PublishTimeout, DefaultPublishTimeout)
@@ -88,11 +89,6 @@ type Relay struct {
 	log    *slog.Logger
 	tracer trace.Tracer
 
-	// beforeDelete, when set by tests, runs after the batch was published
-	// and before its rows are deleted; an error aborts the batch as a
-	// crash would.
-	beforeDelete func() error
-
 	svc  startstop.Loop
 	wake chan struct{}
 
@@ -102,6 +98,17 @@ type Relay struct {
 	// TestSignals are armed by tests (TestSignals.Init) before Start;
 	// unarmed, as in production, they do nothing.
 	TestSignals TestSignals
+	// TestHooks are set by tests before Start or PublishBatch; unset, as
+	// in production, they do nothing.
+	TestHooks TestHooks
+}
+
+// TestHooks are the points where a test makes a relay fail as a crash
+// would.
+type TestHooks struct {
+	// BeforeDelete runs after a batch was published and before its rows
+	// are deleted; an error aborts the batch as a crash would.
+	BeforeDelete func() error
 }
 
 // TestSignals are the moments of a running relay a test waits for,
@@ -144,7 +151,7 @@ func New(pool *pgxpool.Pool, js jetstream.JetStream, cfg Config) (*Relay, error)
 	if pool == nil || js == nil {
 		return nil, errors.New("relay: New needs a pool and a JetStream context")
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
@@ -457,8 +464,8 @@ wait:
 		}
 	}
 
-	if r.beforeDelete != nil {
-		if err := r.beforeDelete(); err != nil {
+	if r.TestHooks.BeforeDelete != nil {
+		if err := r.TestHooks.BeforeDelete(); err != nil {
 			return len(batch), err
 		}
 	}

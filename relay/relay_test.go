@@ -120,7 +120,7 @@ func TestRelayCrashBetweenPublishAndDeleteLeavesOneMessagePerRow(t *testing.T) {
 	insertRows(t, pool, b, 5)
 
 	crashing := newRelay(t, pool, b, relay.Config{Logger: quiet()})
-	crashing.SetBeforeDelete(func() error { return errors.New("crash before delete") })
+	crashing.TestHooks.BeforeDelete = func() error { return errors.New("crash before delete") }
 	if _, err := crashing.PublishBatch(context.Background()); err == nil {
 		t.Fatal("the crashing batch reported success")
 	}
