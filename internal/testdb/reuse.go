@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Main runs a package's tests (call it from TestMain) with their databases
@@ -32,6 +33,9 @@ func Main(m *testing.M) {
 		if code == 0 {
 			code = 1
 		}
+	}
+	if pool, err := adminPool(); err == nil {
+		pool.Close()
 	}
 	os.Exit(code)
 }
@@ -101,20 +105,24 @@ func (p *freeList) learn(ctx context.Context, tmpl, dbURL string) error {
 var errChanged = errors.New("its schema is no longer the template's")
 
 // give empties the database name, a copy of tmpl whose test has ended,
-// and puts it on the free list. It fails, and the caller drops the
-// database, when the database cannot be emptied back to the template.
-func (p *freeList) give(ctx context.Context, tmpl, name, dbURL string) error {
+// and puts it on the free list, over conn (keepOne's) or, when conn is
+// nil, a connection of its own; it closes conn. It fails, and the caller
+// drops the database, when the database cannot be emptied back to the
+// template.
+func (p *freeList) give(ctx context.Context, tmpl, name, dbURL string, conn *pgx.Conn) error {
+	if conn == nil {
+		var err error
+		if conn, err = pgx.Connect(ctx, dbURL); err != nil {
+			return err
+		}
+	}
+	defer conn.Close(ctx)
 	p.mu.Lock()
 	want, known := p.fingerprints[tmpl]
 	p.mu.Unlock()
 	if !known {
 		return errors.New("its template has no fingerprint")
 	}
-	conn, err := pgx.Connect(ctx, dbURL)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(ctx)
 	if err := closeOthers(ctx, conn); err != nil {
 		return err
 	}
@@ -139,6 +147,30 @@ func (p *freeList) give(ctx context.Context, tmpl, name, dbURL string) error {
 	p.free[tmpl] = append(p.free[tmpl], name)
 	p.mu.Unlock()
 	return nil
+}
+
+// keepOne takes a connection out of the ended test's pool for give, in
+// the state of a new session (DISCARD ALL, and pgx forgets the statements
+// it prepared): a new connection for the emptying was a session started
+// and ended on the server for each ended test. It returns nil when the
+// pool gives none (the test closed it) or the connection fails.
+func keepOne(ctx context.Context, pool *pgxpool.Pool) *pgx.Conn {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil
+	}
+	conn := c.Hijack()
+	if _, err := conn.Exec(ctx, "DISCARD ALL"); err != nil {
+		_ = conn.Close(ctx)
+		return nil
+	}
+	if err := conn.DeallocateAll(ctx); err != nil {
+		_ = conn.Close(ctx)
+		return nil
+	}
+	return conn
 }
 
 // closeOthers ends every other session on conn's database (a process a

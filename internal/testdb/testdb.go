@@ -61,13 +61,13 @@ func NewWithURL(t testing.TB) (*pgxpool.Pool, string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := connectAdmin(ctx, t)
-	defer admin.Close(context.Background())
+	defer admin.Release()
 
-	tmpl, err := ensureTemplate(ctx, admin)
+	tmpl, err := ensureTemplate(ctx, admin.Conn())
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	return create(ctx, t, admin, tmpl, true)
+	return create(ctx, t, admin.Conn(), tmpl, true)
 }
 
 // NewEmpty creates a database for t without any migration, for tests of
@@ -78,8 +78,8 @@ func NewEmpty(t testing.TB) *pgxpool.Pool {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	admin := connectAdmin(ctx, t)
-	defer admin.Close(context.Background())
-	pool, _ := create(ctx, t, admin, "", false)
+	defer admin.Release()
+	pool, _ := create(ctx, t, admin.Conn(), "", false)
 	return pool
 }
 
@@ -97,25 +97,43 @@ func NewFilled(t testing.TB, key string, fill func(context.Context, *pgxpool.Poo
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	admin := connectAdmin(ctx, t)
-	defer admin.Close(context.Background())
+	defer admin.Release()
 
-	base, err := ensureTemplate(ctx, admin)
+	base, err := ensureTemplate(ctx, admin.Conn())
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	tmpl, err := ensureFilled(ctx, admin, base, key, fill)
+	tmpl, err := ensureFilled(ctx, admin.Conn(), base, key, fill)
 	if err != nil {
 		t.Fatalf("testdb: %v", err)
 	}
-	pool, _ := create(ctx, t, admin, tmpl, false)
+	pool, _ := create(ctx, t, admin.Conn(), tmpl, false)
 	return pool
 }
 
-// connectAdmin connects to the server's maintenance database, which
-// creates and drops test databases, failing t when it cannot.
-func connectAdmin(ctx context.Context, t testing.TB) *pgx.Conn {
+// adminPool holds this process's connections to the server's
+// maintenance database, which create and drop test databases. A
+// connection of its own for each test was a session started and ended on
+// the server for each of some thousand tests under make test (5 ms of the
+// server's CPU each, docs/benchmarks.md).
+var adminPool = sync.OnceValues(func() (*pgxpool.Pool, error) {
+	return pgxpool.New(context.Background(), AdminURL())
+})
+
+// acquireAdmin takes a connection to the maintenance database from
+// adminPool.
+func acquireAdmin(ctx context.Context) (*pgxpool.Conn, error) {
+	pool, err := adminPool()
+	if err != nil {
+		return nil, err
+	}
+	return pool.Acquire(ctx)
+}
+
+// connectAdmin is acquireAdmin, failing t when it cannot connect.
+func connectAdmin(ctx context.Context, t testing.TB) *pgxpool.Conn {
 	t.Helper()
-	admin, err := pgx.Connect(ctx, AdminURL())
+	admin, err := acquireAdmin(ctx)
 	if err != nil {
 		t.Fatalf("testdb: connect to %s (is Postgres running? set TEST_DATABASE_URL): %v", AdminURL(), err)
 	}
@@ -168,11 +186,15 @@ func create(ctx context.Context, t testing.TB, admin *pgx.Conn, tmpl string, reu
 		t.Fatalf("testdb: connect %s: %v", name, err)
 	}
 	t.Cleanup(func() {
-		pool.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		var kept *pgx.Conn
 		if reusable {
-			err := reuse.give(ctx, tmpl, name, dbURL)
+			kept = keepOne(ctx, pool)
+		}
+		pool.Close()
+		if reusable {
+			err := reuse.give(ctx, tmpl, name, dbURL, kept)
 			if err == nil {
 				return
 			}
@@ -187,11 +209,11 @@ func create(ctx context.Context, t testing.TB, admin *pgx.Conn, tmpl string, reu
 
 // drop drops the database name, closing its connections.
 func drop(ctx context.Context, name string) error {
-	conn, err := pgx.Connect(ctx, AdminURL())
+	conn, err := acquireAdmin(ctx)
 	if err != nil {
 		return fmt.Errorf("drop %s: %w", name, err)
 	}
-	defer conn.Close(ctx)
+	defer conn.Release()
 	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
 		return fmt.Errorf("drop %s: %w", name, err)
 	}
@@ -353,7 +375,11 @@ func ensureBuilt(ctx context.Context, admin *pgx.Conn, tmpl template) error {
 		return fmt.Errorf("lock %s: %w", tmpl.kind, err)
 	}
 	defer func() {
-		_, _ = admin.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, lock)
+		if _, err := admin.Exec(context.Background(), `SELECT pg_advisory_unlock(hashtext($1))`, lock); err != nil {
+			// The connection goes back to adminPool: never with the
+			// lock still held.
+			_ = admin.Close(context.Background())
+		}
 	}()
 
 	stale, err := admin.Query(ctx, staleTemplates, tmpl.like, tmpl.name, tmpl.keep)
