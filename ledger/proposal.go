@@ -86,7 +86,11 @@ const (
         NULL, @token, @external_key, 'awaiting_approval', @reason,
         coalesce(@now::timestamptz, now()) + @request_ttl::bigint * interval '1 microsecond',
         coalesce(@now::timestamptz, now()), coalesce(@now::timestamptz, now()), @client_key, @scope, @traceparent)
-    ON CONFLICT (tenant_id, action, key) DO NOTHING
+    -- Every unique index is an arbiter, as in enqueue_operation.sql: with
+    -- (tenant_id, action, key) alone, two identical proposals at once
+    -- could each wait on the other, one in that index and one in
+    -- operations_external_key_idx, and one failed with a deadlock.
+    ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
     INSERT INTO operation_events (operation_id, tenant_id, at, kind, from_status, to_status, actor, detail)
