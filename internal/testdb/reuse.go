@@ -228,7 +228,11 @@ const terminateOthers = `SELECT count(*)::int FROM (
 // machine and 0.3 s under the suite, where a DELETE of a test's few rows
 // is 0.01 s. The deletes run as a replica session, so that neither
 // foreign keys nor triggers fire and the order of the tables does not
-// matter; the dead rows they leave are a test's few. An id can be drawn
+// matter; the dead rows they leave are a test's few. What the previous
+// test's rows taught the planner (statistics, page and row counts) is
+// put back as the template has it, or a test of a plan reads the
+// previous test's data in it (a page of operations sorted 41 rows the
+// ended test had left in the statistics). An id can be drawn
 // without a page being written (an insert a constraint refuses draws its
 // id first), so every sequence owned by a column that was drawn from is
 // restarted too (docs/benchmarks.md, "make test on a fresh machine").
@@ -239,7 +243,7 @@ DECLARE
 BEGIN
     SET LOCAL session_replication_role = replica;
     FOR touched IN
-    SELECT format('%I.%I', n.nspname, c.relname) AS name
+    SELECT format('%I.%I', n.nspname, c.relname) AS name, c.oid
     FROM pg_class c
     JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE c.relkind = 'r'
@@ -249,6 +253,15 @@ BEGIN
       AND pg_relation_size(c.oid) > 0
     LOOP
         EXECUTE 'DELETE FROM ' || touched.name;
+        -- The planner's view of the table as the template has it: never
+        -- analyzed, no pages, its indexes empty, and the activity
+        -- counters autovacuum reads at zero.
+        DELETE FROM pg_statistic
+        WHERE starelid = touched.oid OR starelid IN (SELECT indexrelid FROM pg_index WHERE indrelid = touched.oid);
+        UPDATE pg_class SET relpages = 0, reltuples = -1, relallvisible = 0 WHERE oid = touched.oid;
+        UPDATE pg_class SET relpages = 1, reltuples = 0
+        WHERE oid IN (SELECT indexrelid FROM pg_index WHERE indrelid = touched.oid);
+        PERFORM pg_stat_reset_single_table_counters(touched.oid);
     END LOOP;
     FOR seq IN
         SELECT format('%I.%I', sn.nspname, sc.relname) AS name

@@ -82,6 +82,48 @@ func TestReusedDatabaseIsEmptiedWithItsSequencesRestarted(t *testing.T) {
 	})
 }
 
+// What a test's rows taught the planner does not reach the next test:
+// the reused database's statistics are the template's (none, a table
+// never analyzed), or a test of a plan reads the ended test's data.
+func TestReusedDatabaseHasTheTemplatesStatistics(t *testing.T) {
+	var first string
+	t.Run("analyzes", func(t *testing.T) {
+		pool := testdb.New(t)
+		first = databaseName(t, pool)
+		for range 50 {
+			insertOutboxRow(t, pool)
+		}
+		if _, err := pool.Exec(context.Background(), `ANALYZE outbox`); err != nil {
+			t.Fatal(err)
+		}
+		if stats, tuples := outboxStatistics(t, pool); stats == 0 || tuples != 50 {
+			t.Fatalf("after ANALYZE: %d statistics rows, %v tuples; want some and 50", stats, tuples)
+		}
+	})
+	t.Run("reuses", func(t *testing.T) {
+		pool := testdb.New(t)
+		if got := databaseName(t, pool); got != first {
+			t.Fatalf("database = %s, want the emptied %s", got, first)
+		}
+		if stats, tuples := outboxStatistics(t, pool); stats != 0 || tuples != -1 {
+			t.Errorf("reused: %d statistics rows, %v tuples; want none and -1 (never analyzed), as in the template", stats, tuples)
+		}
+	})
+}
+
+// outboxStatistics counts the planner's statistics rows of outbox and
+// reads its row count estimate.
+func outboxStatistics(t *testing.T, pool *pgxpool.Pool) (stats int, tuples float32) {
+	t.Helper()
+	err := pool.QueryRow(context.Background(), `SELECT
+		(SELECT count(*) FROM pg_statistic WHERE starelid = 'outbox'::regclass),
+		(SELECT reltuples FROM pg_class WHERE oid = 'outbox'::regclass)`).Scan(&stats, &tuples)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stats, tuples
+}
+
 func TestDatabaseWhoseSchemaATestChangedIsDroppedNotReused(t *testing.T) {
 	var changed string
 	t.Run("alters", func(t *testing.T) {

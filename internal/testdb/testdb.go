@@ -117,8 +117,19 @@ func NewFilled(t testing.TB, key string, fill func(context.Context, *pgxpool.Poo
 // the server for each of some thousand tests under make test (5 ms of the
 // server's CPU each, docs/benchmarks.md).
 var adminPool = sync.OnceValues(func() (*pgxpool.Pool, error) {
-	return pgxpool.New(context.Background(), AdminURL())
+	cfg, err := pgxpool.ParseConfig(AdminURL())
+	if err != nil {
+		return nil, err
+	}
+	// A connection is opened only when the ones open are all taken, and
+	// one may wait long on a template's build (NewFilled's fill, under
+	// the advisory lock): room for many tests of the process at once.
+	cfg.MaxConns = max(cfg.MaxConns, adminConns)
+	return pgxpool.NewWithConfig(context.Background(), cfg)
 })
+
+// adminConns is the least size of adminPool.
+const adminConns = 16
 
 // acquireAdmin takes a connection to the maintenance database from
 // adminPool.
